@@ -1,0 +1,29 @@
+# Two entry points: `make demo` and `make test`. Both create .venv when it is missing.
+# torch is pinned to 2.13.0 *before* anything that depends on it: on the project's
+# machines that version is a local CPU build, any other spec pulls gigabytes of CUDA wheels.
+# Elsewhere, override it: `make test TORCH_SPEC=torch`.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.isotropy-installed
+
+.PHONY: demo test install clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/isotropy demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,58 @@
+"""Helpers shared by the benchmark scripts: each script owns one section of a docs file.
+
+A section lives between ``<!-- BEGIN name -->`` and ``<!-- END name -->`` so that
+several scripts can regenerate their own part of docs/BENCHMARKS.md (or
+RESULTS.md) without touching the others'.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import statistics
+import time
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+DATA = Path(os.environ.get("ISOTROPY_DATA", ROOT.parent / "shared" / "data")).resolve()
+
+
+def update_section(doc: str | Path, name: str, markdown: str, title: str | None = None) -> Path:
+    """Replace (or append) the section ``name`` of ``doc`` with ``markdown``; atomic write."""
+    from isotropy._io import atomic_file
+
+    path = Path(doc) if Path(doc).is_absolute() else DOCS / doc
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = path.read_text(encoding="utf-8") if path.exists() else f"# {title or path.stem.title()}\n"
+    block = f"<!-- BEGIN {name} -->\n{markdown.strip()}\n<!-- END {name} -->"
+    pattern = re.compile(rf"<!-- BEGIN {re.escape(name)} -->.*?<!-- END {re.escape(name)} -->", re.S)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: block, text)
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    with atomic_file(path, "w") as fh:
+        fh.write(text)
+    return path
+
+
+def machine() -> str:
+    """One line describing where a benchmark ran."""
+    import torch
+
+    return (
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} logical cores, "
+        f"torch {torch.__version__} ({torch.get_num_threads()} threads), Python {platform.python_version()}"
+    )
+
+
+def median_time(fn: Callable[[], object], repeats: int = 3) -> tuple[float, list[float]]:
+    """Median wall time of ``repeats`` calls of ``fn`` (and all the times)."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), times
