@@ -65,6 +65,39 @@ def demo(
     run_demo(output)
 
 
+@fit_app.command("whitening")
+def fit_whitening(
+    vectors: Path = typer.Argument(..., help="Vectors to fit on: a .npy file (rows x dims) or a folder of .npy shards, streamed one chunk at a time."),
+    output: Path = typer.Option(..., "--output", "-o", help="Folder to write the fitted whitening to (config.json + state.safetensors)."),
+    n_components: Optional[int] = typer.Option(None, "--n-components", "-k", help="Keep the k largest-variance directions (default: all)."),
+    power: float = typer.Option(1.0, "--power", help="Soft whitening: 1 full whitening, 0 pure rotation (PCA without scaling), between interpolates."),
+    shrinkage: str = typer.Option("0", "--shrinkage", help="Covariance shrinkage towards a scaled identity: a number in [0, 1], or 'auto' (Ledoit-Wolf). Needed with fewer rows than dimensions."),
+    method: str = typer.Option("pca", "--method", help="pca (rotate to principal axes) or zca (rotate back to the original axes)."),
+    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."),
+) -> None:
+    """Fit BERT-whitening (y = (x - mu) W) on sentence vectors."""
+    from .whitening import fit_whitening_file
+
+    w = fit_whitening_file(
+        vectors, output, n_components=n_components, power=power, shrinkage=shrinkage, method=method, show_progress=progress
+    )
+    typer.echo(f"wrote {w.describe()} to {output}", err=True)
+
+
+@app.command()
+def transform(
+    model_dir: Path = typer.Argument(..., help="Folder of a fitted transform (whitening or flow)."),
+    vectors: Path = typer.Argument(..., help="Vectors to transform: a .npy file or a folder of .npy shards (streamed; rows keep their order)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Where to write the transformed vectors (.npy, written atomically)."),
+    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."),
+) -> None:
+    """Apply a fitted transform to vectors, streaming."""
+    from .whitening import transform_file
+
+    rows, dims = transform_file(model_dir, vectors, output, show_progress=progress)
+    typer.echo(f"wrote {rows} x {dims} vectors to {output}", err=True)
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     """Entry point of the ``isotropy`` command."""
     from ._io import IsotropyError
