@@ -1,0 +1,70 @@
+"""Shared fixtures. Real-data fixtures encode once per machine and cache under .cache/ in the repo."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+from helpers import ROOT, data_dir
+
+CACHE = ROOT / ".cache" / "test-vectors"
+
+
+# Poolings the real-data fixtures need: read off the same forward passes, so STS-B is encoded once.
+FIXTURE_POOLINGS = ("cls", "last-avg")
+
+
+def _encode_cached(sentences: list[str], pooling: str, max_length: int = 64) -> np.ndarray:
+    from isotropy._io import save_npy
+    from isotropy.encoding import Encoder
+
+    enc = Encoder(max_length=max_length)
+    h = hashlib.blake2b(digest_size=12)
+    h.update(f"{enc.fingerprint()}|{enc.max_length}".encode())
+    for s in sentences:
+        h.update(s.encode() + b"\0")
+    paths = {p: CACHE / f"{p}-{max_length}-{h.hexdigest()}.npy" for p in FIXTURE_POOLINGS}
+    if paths[pooling].is_file():
+        arr = np.load(paths[pooling])
+        if arr.shape == (len(sentences), enc.dim):
+            return arr
+    CACHE.mkdir(parents=True, exist_ok=True)
+    vectors = enc.encode_multi(sentences, FIXTURE_POOLINGS)
+    for p, arr in vectors.items():
+        save_npy(paths[p], arr)
+    return vectors[pooling]
+
+
+def _stsb(pooling: str) -> dict:
+    from isotropy.data import load_stsb
+
+    folder = data_dir() / "sts" / "STSBenchmark"
+    if not folder.is_dir():
+        pytest.skip(f"real data not found at {folder} (set ISOTROPY_DATA)")
+    task = load_stsb(folder)
+    fit_sents = [s for p in task.pairs() for s in (p.s1, p.s2)]  # every sentence, train+dev+test
+    test = task.pairs(["test"])
+    uniq = list(dict.fromkeys(fit_sents))
+    vecs = _encode_cached(uniq, pooling)
+    row = {s: i for i, s in enumerate(uniq)}
+    return {
+        "fit": vecs[[row[s] for s in fit_sents]],
+        "a": vecs[[row[p.s1] for p in test]],
+        "b": vecs[[row[p.s2] for p in test]],
+        "gold": np.array([p.score for p in test], dtype=np.float64),
+    }
+
+
+@pytest.fixture(scope="session")
+def stsb_cls() -> dict:
+    """STS-B with the default model, cls pooling, max_length 64: ``fit`` (all 17,256 sentences,
+    train+dev+test, both sides), ``a``/``b`` (test pairs, 1,379 rows) and ``gold``."""
+    return _stsb("cls")
+
+
+@pytest.fixture(scope="session")
+def stsb_mean() -> dict:
+    """The same with the default model's own mean pooling (``last-avg``)."""
+    return _stsb("last-avg")
