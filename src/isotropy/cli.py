@@ -98,6 +98,51 @@ def transform(
     typer.echo(f"wrote {rows} x {dims} vectors to {output}", err=True)
 
 
+@app.command("eval")
+def eval_(
+    data: Optional[Path] = typer.Option(None, "--data", "-d", help="Data folder (STS layouts: STSBenchmark/, SICK/, STS12/..STS16/, or train/dev/test.tsv pair files) or one pair file (.tsv/.csv/.jsonl with sentence1, sentence2, score|label). Without it, tasks are loaded from the Hugging Face hub."),
+    task: Optional[List[str]] = typer.Option(None, "--task", "-t", help="Task to evaluate, repeatable: STS-B, SICK-R, STS-12..STS-16, a pair file's name, a hub dataset id, or 'all' (default: all in --data)."),
+    model: Optional[str] = ModelOpt,
+    pooling: Optional[List[str]] = typer.Option(None, "--pooling", "-p", help="Pooling to compare, repeatable (default: the model's own)."),
+    method: Optional[List[str]] = typer.Option(None, "--method", help="Calibration, repeatable: raw, whitening, whitening-K, soft-whitening-BETA, flow (default: raw and whitening)."),
+    fit_on: str = typer.Option("target", "--fit-on", help="'target' (every pair of the task, as the papers do), 'train' (the task's train split), or a text file of sentences (one a line) to fit on instead."),
+    max_length: int = typer.Option(64, "--max-length", help="Tokens per sentence (the papers use 64)."),
+    batch_size: int = BatchOpt,
+    shrinkage: str = typer.Option("auto", "--shrinkage", help="Whitening shrinkage in [0, 1] or 'auto' (Ledoit-Wolf, tiny on large tasks; 0 is the papers' exact whitening, undefined when the vectors span fewer directions than dimensions)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the results as JSON here, and the markdown table beside it (.md)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Encode everything afresh and store nothing."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Vector cache folder (default: $ISOTROPY_CACHE or ~/.cache/isotropy)."),
+    keep_going: bool = typer.Option(False, "--keep-going", help="A transform that cannot be fitted leaves its cells empty instead of stopping the run."),
+    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."),
+) -> None:
+    """Spearman x 100 on STS tasks for every pooling x calibration (the papers' table layout)."""
+    from rich.console import Console
+
+    from ._io import check_output_path
+    from .evaluation import evaluate
+
+    if out is not None:
+        check_output_path(out)
+    results = evaluate(
+        task or None,
+        data=data,
+        model=model,
+        poolings=pooling or None,
+        methods=method or ("raw", "whitening"),
+        fit_on=fit_on,
+        max_length=max_length,
+        batch_size=batch_size,
+        shrinkage=shrinkage,
+        cache=False if no_cache else (cache_dir if cache_dir is not None else True),
+        show_progress=progress,
+        errors="record" if keep_going else "raise",
+    )
+    Console().print(results.rich_table())
+    if out is not None:
+        json_path, md_path = results.save(out)
+        typer.echo(f"wrote {json_path} and {md_path}", err=True)
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     """Entry point of the ``isotropy`` command."""
     from ._io import IsotropyError
