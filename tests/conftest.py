@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import os
+
+# Tests never touch the network: the default model is embedded, everything else is local.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
 import pytest
@@ -55,6 +59,31 @@ def _stsb(pooling: str) -> dict:
         "b": vecs[[row[p.s2] for p in test]],
         "gold": np.array([p.score for p in test], dtype=np.float64),
     }
+
+
+@pytest.fixture(scope="session")
+def encoder():
+    """The embedded default model with its own pooling (last-avg), loaded once per test session."""
+    from isotropy.encoding import Encoder
+
+    return Encoder()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """A tiny random DistilBERT (no pooler, no sentence-transformers config) saved as a local folder."""
+    from transformers import AutoTokenizer, DistilBertConfig, DistilBertModel
+
+    from isotropy.encoding import default_model_path
+
+    folder = tmp_path_factory.mktemp("tiny-distilbert")
+    config = DistilBertConfig(vocab_size=30522, dim=32, n_layers=2, n_heads=2, hidden_dim=64, max_position_embeddings=128)
+    import torch
+
+    torch.manual_seed(0)
+    DistilBertModel(config).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(str(default_model_path())).save_pretrained(folder)
+    return folder
 
 
 @pytest.fixture(scope="session")
