@@ -74,6 +74,49 @@ def check_matrix(
     return arr
 
 
+# --------------------------------------------------------------------------- progress
+
+
+class ProgressBar:
+    """A rich progress bar on a terminal (or when asked), silent in non-interactive logs.
+
+    ``show=None`` shows it only when stderr is a terminal and there are at least
+    ``min_total`` steps. Use as a context manager or call :meth:`close`.
+    """
+
+    def __init__(self, total: int, show: bool | None, label: str, min_total: int = 4) -> None:
+        import sys
+
+        if show is None:
+            show = sys.stderr.isatty() and total >= min_total
+        self._bar = None
+        if show:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+            self._bar = Progress(
+                "[bold]{task.description}", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                transient=True, console=Console(stderr=True),
+            )
+            self._task = self._bar.add_task(label, total=total)
+            self._bar.start()
+
+    def advance(self, steps: int = 1, description: str | None = None) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, advance=steps, **({"description": description} if description else {}))
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    def __enter__(self) -> "ProgressBar":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
 # --------------------------------------------------------------------------- atomic writes
 
 

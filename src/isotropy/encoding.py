@@ -17,7 +17,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ._io import IsotropyError
+from ._io import IsotropyError, ProgressBar
 from .pooling import Pooling, parse_pooling, pool
 
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -290,7 +290,7 @@ class Encoder:
         pad_id = self.tokenizer.pad_token_id or 0
         batches = [order[i : i + self.batch_size] for i in range(0, n, self.batch_size)]
 
-        progress = _progress(len(batches), show_progress, "encoding")
+        progress = ProgressBar(len(batches), show_progress, "encoding")
         try:
             with torch.inference_mode():
                 for batch in batches:
@@ -320,28 +320,3 @@ class Encoder:
         finally:
             progress.close()
         return out
-
-
-class _progress:
-    """A rich progress bar on a terminal (or when asked), nothing in logs."""
-
-    def __init__(self, total: int, show: bool | None, label: str, min_total: int = 4) -> None:
-        if show is None:
-            show = sys.stderr.isatty() and total >= min_total
-        self._bar = None
-        if show:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-            self._bar = Progress(
-                f"[bold]{label}", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), transient=True
-            )
-            self._task = self._bar.add_task(label, total=total)
-            self._bar.start()
-
-    def advance(self, steps: int = 1) -> None:
-        if self._bar is not None:
-            self._bar.advance(self._task, steps)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
