@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ._io import IsotropyError, atomic_file, save_npy, write_json
+from ._io import IsotropyError, ProgressBar, atomic_file, save_npy, write_json
 from .data import Pair, Task, load_tasks, read_sentences
 
 CACHE_ENV = "ISOTROPY_CACHE"
@@ -435,37 +435,6 @@ class Results:
 # --------------------------------------------------------------------------- evaluation
 
 
-class _Bar:
-    """A rich progress bar over the fits, shown only on a terminal unless asked."""
-
-    def __init__(self, total: int, show: bool | None, label: str) -> None:
-        if show is None:
-            show = sys.stderr.isatty()
-        self._bar = None
-        if show and total > 1:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self._bar = Progress(
-                f"[bold]{label}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
-                transient=True, console=Console(stderr=True),
-            )
-            self._task = self._bar.add_task("", total=total)
-            self._bar.start()
-
-    def step(self, description: str) -> None:
-        if self._bar is not None:
-            self._bar.update(self._task, description=description)
-
-    def advance(self) -> None:
-        if self._bar is not None:
-            self._bar.advance(self._task)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
-
 def _pair_sides(pairs: Sequence[Pair]) -> list[str]:
     """Both sentences of every pair, in order, duplicates kept (what the papers fit on)."""
     return [s for p in pairs for s in (p.s1, p.s2)]
@@ -649,13 +618,18 @@ def evaluate(
     rows = {(p, m.name): ResultRow(str(encoder.model_name), p, m.name, {}) for p in pool_names for m in parsed}
     file_transforms: dict[tuple[str, str], Any] = {}
     n_fits = sum(1 for m in parsed if m.kind != "raw") * len(pool_names) * (1 if fit_mode == "file" else len(task_list))
-    bar = _Bar(n_fits, show_progress, "fitting")
+    # every task is encoded before any fit, so the encoder's progress bar and the
+    # fitting bar never overlap (rich shows one live display at a time)
+    encoded: dict[str, dict[str, np.ndarray]] = {}
+    for task in task_list:
+        t0 = time.perf_counter()
+        encoded[task.name] = encode_cached(encoder, task.sentences(), pool_names, vcache, show_progress)
+        timings["encode_s"] += time.perf_counter() - t0
+    bar = ProgressBar(n_fits, show_progress, "fitting", min_total=2)
     try:
         for task in task_list:
             sentences = task.sentences()
-            t0 = time.perf_counter()
-            vecs = encode_cached(encoder, sentences, pool_names, vcache, show_progress)
-            timings["encode_s"] += time.perf_counter() - t0
+            vecs = encoded.pop(task.name)
             index = {s: i for i, s in enumerate(sentences)}
             split_idx = {
                 s: (np.array([index[p.s1] for p in pairs], dtype=np.int64), np.array([index[p.s2] for p in pairs], dtype=np.int64))
@@ -675,12 +649,11 @@ def evaluate(
                         t1 = time.perf_counter()
                         if fit_mode == "file":
                             if (p, m.name) not in file_transforms:
-                                bar.step(f"{p} {m.name}")
                                 file_transforms[(p, m.name)] = _fit(
                                     m.build(shrinkage, flow_params), file_vecs[p], f"{m.name} on {p} vectors of {fit_on}",
                                     failures, ("", p, m.name), errors,
                                 )
-                                bar.advance()
+                                bar.advance(description=f"fitted {m.name} ({p})")
                             transform = file_transforms[(p, m.name)]
                         else:
                             need = m.min_fit_rows(dim, shrinkage)
@@ -689,12 +662,11 @@ def evaluate(
                                     f"task {task.name} has {len(fit_rows)} sentences to fit {m.name} on ({fit_desc[task.name]}); "
                                     f"{dim}-dimensional vectors need at least {need} (use --shrinkage 0.1 or fewer components)"
                                 )
-                            bar.step(f"{task.name} {p} {m.name}")
                             transform = _fit(
                                 m.build(shrinkage, flow_params), X[fit_rows], f"{m.name} on {task.name} ({p})",
                                 failures, (task.name, p, m.name), errors,
                             )
-                            bar.advance()
+                            bar.advance(description=f"fitted {m.name} on {task.name} ({p})")
                         if transform is None:
                             Y = None
                         else:
