@@ -1,0 +1,115 @@
+"""The command line: encode, demo, and the one-line error contract."""
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from isotropy.cli import app, main
+
+runner = CliRunner()
+
+
+def run(args, input=None):
+    """Run the CLI through main() so IsotropyError handling is exercised; return (code, stdout, stderr)."""
+    import contextlib
+    import io
+    import sys
+
+    out, err = io.StringIO(), io.StringIO()
+    old_stdin = sys.stdin
+    if input is not None:
+        sys.stdin = io.TextIOWrapper(io.BytesIO(input if isinstance(input, bytes) else input.encode()))
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main(list(args))
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        sys.stdin = old_stdin
+    return code, out.getvalue(), err.getvalue()
+
+
+def _command_paths(group, prefix=()):
+    for name, cmd in group.commands.items():
+        yield (*prefix, name)
+        if hasattr(cmd, "commands"):
+            yield from _command_paths(cmd, (*prefix, name))
+
+
+def test_every_command_has_help():
+    import typer
+
+    paths = list(_command_paths(typer.main.get_command(app)))
+    assert ("encode",) in paths and ("demo",) in paths
+    for path in [(), *paths]:
+        result = runner.invoke(app, [*path, "--help"])
+        assert result.exit_code == 0, path
+        assert "Usage" in result.output, path
+
+
+def test_encode_file_keeps_line_numbers(tmp_path, encoder):
+    src = tmp_path / "in.txt"
+    src.write_text("A man plays guitar.\n\n   \nA woman reads.\n", encoding="utf-8")
+    out = tmp_path / "vecs.npy"
+    code, _, err = run(["encode", str(src), "-o", str(out), "--max-length", "32"])
+    assert code == 0, err
+    vecs = np.load(out)
+    assert vecs.shape == (4, 384) and vecs.dtype == np.float32  # empty lines are rows too
+    assert "wrote 4 x 384" in err
+    from isotropy import Encoder
+
+    ref = Encoder(max_length=32).encode(["A man plays guitar.", "", "   ", "A woman reads."])
+    assert np.abs(vecs - ref).max() < 1e-5
+
+
+def test_encode_stdin_and_pooling(tmp_path):
+    out = tmp_path / "v.npy"
+    code, _, err = run(["encode", "-", "-o", str(out), "--pooling", "cls"], input="one\ntwo\n")
+    assert code == 0, err
+    assert np.load(out).shape == (2, 384)
+
+
+@pytest.mark.parametrize(
+    "content, args, message",
+    [
+        (b"", [], "is empty"),
+        (b"fine line\nbad \xff byte\n", [], "line 2 is not valid UTF-8"),
+        (b"ok\n", ["--pooling", "max"], "valid poolings: cls, pooler"),
+    ],
+)
+def test_encode_bad_input_is_one_line(tmp_path, content, args, message):
+    src = tmp_path / "in.txt"
+    src.write_bytes(content)
+    code, _, err = run(["encode", str(src), "-o", str(tmp_path / "o.npy"), *args])
+    assert code == 2
+    assert message in err
+    assert err.count("\n") == 1 and err.startswith("error: ")
+    assert not (tmp_path / "o.npy").exists()
+
+
+def test_missing_output_folder_fails_before_encoding(tmp_path, monkeypatch):
+    import isotropy.encoding
+
+    def boom(*a, **k):  # the encoder must never be built
+        raise AssertionError("encoder was loaded before the output path was checked")
+
+    monkeypatch.setattr(isotropy.encoding.Encoder, "__init__", boom)
+    src = tmp_path / "in.txt"
+    src.write_text("hello\n")
+    code, _, err = run(["encode", str(src), "-o", str(tmp_path / "nope" / "o.npy")])
+    assert code == 2 and "does not exist" in err
+
+
+@pytest.mark.slow
+def test_demo_runs_and_shows_the_cone(tmp_path):
+    from isotropy.demo import run_demo
+
+    res = run_demo(tmp_path / "demo")
+    for pooling, cos in res["avg_cosine"].items():
+        assert abs(cos["whitening"]) < 0.05, pooling  # whitened vectors are spread out
+    assert res["avg_cosine"]["cls"]["raw"] > 0.3  # raw cls vectors sit in a cone
+    for row in res["spearman"].values():
+        assert row["raw"] > 50  # the generated gold scores are learnable
+    assert (tmp_path / "demo" / "whitening-cls" / "config.json").is_file()
