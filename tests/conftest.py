@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 # Tests never touch the network: the default model is embedded, everything else is local.
@@ -13,32 +12,20 @@ import pytest
 
 from helpers import ROOT, data_dir
 
-CACHE = ROOT / ".cache" / "test-vectors"
+CACHE = ROOT / ".cache" / "vectors"
 
 
-# Poolings the real-data fixtures need: read off the same forward passes, so STS-B is encoded once.
+# Poolings the real-data fixtures need: read off the same forward passes, so STS-B is encoded
+# once per machine. The cache is the evaluation harness's own, so its tests share these vectors.
 FIXTURE_POOLINGS = ("cls", "last-avg")
 
 
 def _encode_cached(sentences: list[str], pooling: str, max_length: int = 64) -> np.ndarray:
-    from isotropy._io import save_npy
     from isotropy.encoding import Encoder
+    from isotropy.evaluation import VectorCache, encode_cached
 
-    enc = Encoder(max_length=max_length)
-    h = hashlib.blake2b(digest_size=12)
-    h.update(f"{enc.fingerprint()}|{enc.max_length}".encode())
-    for s in sentences:
-        h.update(s.encode() + b"\0")
-    paths = {p: CACHE / f"{p}-{max_length}-{h.hexdigest()}.npy" for p in FIXTURE_POOLINGS}
-    if paths[pooling].is_file():
-        arr = np.load(paths[pooling])
-        if arr.shape == (len(sentences), enc.dim):
-            return arr
-    CACHE.mkdir(parents=True, exist_ok=True)
-    vectors = enc.encode_multi(sentences, FIXTURE_POOLINGS)
-    for p, arr in vectors.items():
-        save_npy(paths[p], arr)
-    return vectors[pooling]
+    cache = VectorCache(CACHE)
+    return encode_cached(Encoder(max_length=max_length), sentences, FIXTURE_POOLINGS, cache)[pooling]
 
 
 def _stsb(pooling: str) -> dict:
