@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from isotropy import IsotropyError, NotFittedError, Whitening, load_transform
-from isotropy.whitening import Moments, fit_whitening_file, transform_file
+from isotropy.whitening import Moments, RankDeficientWarning, fit_whitening_file, transform_file
 
 
 def rel_err(a: np.ndarray, b: np.ndarray) -> float:
@@ -244,12 +245,36 @@ def test_shrinkage_makes_100_rows_in_384_dims_work_and_stable():
 
 def test_fewer_rows_than_dims_without_shrinkage_says_use_shrinkage():
     X = np.random.default_rng(14).standard_normal((100, 384))
-    with pytest.raises(IsotropyError, match="shrinkage") as exc:
-        Whitening().fit(X)
-    assert "100 rows for 384 dimensions" in str(exc.value) and "\n" not in str(exc.value)
+    # n_components=None: the 285 directions without variance are dropped, with a warning
+    with pytest.warns(RankDeficientWarning, match="rank 99 < 384 .*100 rows for 384 dimensions.*shrinkage") as rec:
+        w = Whitening().fit(X)
+    assert len(rec) == 1 and "\n" not in str(rec[0].message)
+    Y = w.transform(X)
+    assert Y.shape == (100, 99) and np.abs(np.cov(Y.T) - np.eye(99)).max() < 1e-6
+    # explicitly asking for more directions than the rank is an error that suggests shrinkage
+    for k in (384, 150):
+        with pytest.raises(IsotropyError, match="100 rows for 384 dimensions, rank 99.*shrinkage.*n_components <= 99") as exc:
+            Whitening(n_components=k).fit(X)
+        assert "\n" not in str(exc.value)
+    with pytest.raises(IsotropyError, match="shrinkage"):
+        Whitening(method="zca", n_components=384).fit(X)
     # Keeping no more components than the rank works without shrinkage; so does pure rotation.
     assert Whitening(n_components=50).fit(X).transform(X).shape == (100, 50)
-    assert np.isfinite(Whitening(power=0.0).fit_transform(X)).all()
+    assert Whitening(power=0.0).fit_transform(X).shape == (100, 384)
+
+
+def test_vectors_in_a_subspace_drop_null_directions():
+    """Like LayerNorm outputs: every vector satisfies a linear constraint, so one direction has no variance."""
+    X = correlated(2000, 6, seed=21)
+    X[:, -1] = -X[:, :-1].sum(1)  # rows sum to zero
+    with pytest.warns(RankDeficientWarning, match="rank 5 < 6"):
+        w = Whitening().fit(X)
+    assert w.n_components_ == 5 and np.abs(np.cov(w.transform(X).T) - np.eye(5)).max() < 1e-6
+    with pytest.warns(RankDeficientWarning, match="projected out"):
+        z = Whitening(method="zca").fit(X)
+    Z = z.transform(X)
+    assert Z.shape == (2000, 6) and np.allclose(z.inverse_transform(Z), X, atol=1e-9)
+    assert np.isfinite(Whitening(shrinkage="auto").fit_transform(X)).all()
 
 
 # --------------------------------------------------------------------------- persistence
@@ -370,6 +395,17 @@ def test_too_few_rows_bad_params_and_not_fitted():
         Whitening().merge(Whitening())
 
 
+def test_merge_rejects_other_widths_and_types():
+    w = Whitening().fit(correlated(20, 3))
+    with pytest.raises(IsotropyError, match="4-dimensional vectors into 3-dimensional"):
+        w.merge(Whitening().fit(correlated(20, 4)))
+    with pytest.raises(IsotropyError):
+        w.merge(Moments().update(correlated(20, 3)))
+    with pytest.raises(IsotropyError):
+        Moments().merge(w)
+    assert w.n_samples_seen_ == 20
+
+
 def test_constant_data_is_singular():
     with pytest.raises(IsotropyError, match="singular"):
         Whitening().fit(np.ones((10, 3)))
@@ -435,7 +471,30 @@ def test_whitening_lifts_stsb_cls(stsb_cls):
     from helpers import spearman_cos
 
     raw = spearman_cos(stsb_cls["a"], stsb_cls["b"], stsb_cls["gold"])
-    w = Whitening().fit(stsb_cls["fit"])
+    with pytest.warns(RankDeficientWarning, match="rank 381 < 384"):  # 3 null directions, see module doc
+        w = Whitening().fit(stsb_cls["fit"])
     whitened = spearman_cos(w.transform(stsb_cls["a"]), w.transform(stsb_cls["b"]), stsb_cls["gold"])
     print(f"STS-B test Spearman, cls pooling: raw {raw:.2f}, whitened {whitened:.2f}")
     assert whitened >= raw + 4.0
+
+
+@pytest.mark.slow
+def test_soft_whitening_helps_cls_without_hurting_mean_pooling(stsb_cls, stsb_mean):
+    """The issue's observation: on a similarity-trained model full whitening hurts mean pooling
+    (measured 82.03 -> 80.27) while soft whitening (power 0.5) keeps it (81.94) and still lifts cls (79.59)."""
+    from helpers import spearman_cos
+
+    def score(data, **kw):
+        if kw.get("power") is None:
+            return spearman_cos(data["a"], data["b"], data["gold"])
+        w = Whitening(**kw).fit(data["fit"])
+        return spearman_cos(w.transform(data["a"]), w.transform(data["b"]), data["gold"])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RankDeficientWarning)  # both have null directions, see module doc
+        cls_raw, cls_soft = score(stsb_cls), score(stsb_cls, power=0.5)
+        mean_raw, mean_full, mean_soft = score(stsb_mean), score(stsb_mean, power=1.0), score(stsb_mean, power=0.5)
+    print(f"cls raw {cls_raw:.2f} soft {cls_soft:.2f}; mean raw {mean_raw:.2f} full {mean_full:.2f} soft {mean_soft:.2f}")
+    assert mean_full < mean_raw - 1.0
+    assert mean_soft > mean_raw - 0.5
+    assert cls_soft >= cls_raw + 4.0

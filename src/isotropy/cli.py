@@ -76,11 +76,17 @@ def fit_whitening(
     progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."),
 ) -> None:
     """Fit BERT-whitening (y = (x - mu) W) on sentence vectors."""
+    import warnings
+
     from .whitening import fit_whitening_file
 
-    w = fit_whitening_file(
-        vectors, output, n_components=n_components, power=power, shrinkage=shrinkage, method=method, show_progress=progress
-    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        w = fit_whitening_file(
+            vectors, output, n_components=n_components, power=power, shrinkage=shrinkage, method=method, show_progress=progress
+        )
+    for warning in caught:
+        typer.echo(f"warning: {warning.message}", err=True)
     typer.echo(f"wrote {w.describe()} to {output}", err=True)
 
 

@@ -27,13 +27,24 @@ Decisions (documented here once):
   streams it exactly through two extra moments about each chunk's own mean,
   ``T = sum ||a||^2 a`` (a d-vector) and ``Q = sum ||a||^4`` (a scalar), which shift
   and merge in closed form like the scatter matrix does.
-* **Singular covariance.** With ``power > 0`` every kept eigenvalue must exceed
-  ``1e-10 x`` the largest, otherwise fitting raises an :class:`IsotropyError` that
-  names the problem (typically fewer rows than dimensions) and suggests
-  ``shrinkage`` (or fewer components). Nothing is floored silently: a floored
-  eigenvalue would turn numerical noise into a unit-variance output direction.
+* **Singular covariance.** With ``power > 0`` a direction is whitened only if its
+  eigenvalue exceeds ``1e-10 x`` the largest (below that, LAPACK cannot resolve it
+  from rounding; ``d x eps`` is ~1e-13). Nothing is floored: a floored eigenvalue
+  would blow numerical noise up to unit variance. When the covariance has rank
+  ``r`` below the requested ``k``:
+
+  - ``n_components=None``: the ``d - r`` directions without variance are dropped
+    (output has ``r`` dimensions; zca projects them out) with a one-line
+    :class:`RankDeficientWarning` that suggests ``shrinkage``. This happens with
+    fewer rows than dimensions, and with real encoders whose vectors lie in a
+    subspace: all-MiniLM-L6-v2's ``cls`` vectors of STS-B have rank 381 of 384
+    (3 eigenvalues ~1e-18 x the largest).
+  - explicit ``n_components > r`` (or rank 0, constant data): :class:`IsotropyError`
+    naming the rank and suggesting ``shrinkage`` or ``n_components <= r``.
+
   Eigenvalues that rounding makes slightly negative are reported as 0 in
-  ``eigenvalues_`` (they can only matter for ``power == 0``, pure rotation).
+  ``eigenvalues_``. ``power == 0`` (pure rotation) never needs an inverse and keeps
+  all requested directions.
 * **Eigenvectors** come from ``numpy.linalg.eigh`` (symmetric LAPACK solver), sorted
   by descending eigenvalue, each with its largest-magnitude entry made positive so
   refits on the same statistics give the same kernel.
@@ -47,6 +58,7 @@ import inspect
 import math
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -64,13 +76,18 @@ from ._io import (
     save_state,
 )
 
-__all__ = ["Moments", "Whitening", "fit_whitening_file", "transform_file", "parse_shrinkage"]
+__all__ = ["Moments", "Whitening", "RankDeficientWarning", "fit_whitening_file", "transform_file", "parse_shrinkage"]
 
 KIND = "whitening"
 WHITENING_VERSION = 1  # layout of this module's config/state; bumped on incompatible change
 EIG_RTOL = 1e-10  # kept eigenvalues must exceed EIG_RTOL x the largest when power > 0
 BLOCK_BYTES = 32 * 2**20  # float64 working block of Moments.update (memory bound, whatever the chunk)
 CHUNK_BYTES = 64 * 2**20  # rows read from disk at a time by the file helpers
+
+
+
+class RankDeficientWarning(UserWarning):
+    """The fitting vectors span fewer directions than were asked for; some were dropped."""
 
 
 # --------------------------------------------------------------------------- statistics
@@ -498,24 +515,38 @@ class Whitening:
         signs = np.sign(U[np.abs(U).argmax(axis=0), np.arange(d)])
         signs[signs == 0] = 1.0
         U *= signs
+        explicit = k is not None
         k = d if k is None else k
         top = max(float(evals[0]), 0.0)
-        if power > 0 and not float(evals[k - 1]) > EIG_RTOL * top:
-            rank = int(np.sum(evals > EIG_RTOL * top))
-            hint = f" ({m.n} rows for {d} dimensions)" if m.n <= d else ""
-            raise IsotropyError(
-                f"the covariance is singular{hint}: only {rank} of the {k} kept eigenvalues exceed "
-                f"{EIG_RTOL:g} x the largest; set shrinkage (e.g. shrinkage='auto', CLI --shrinkage auto)"
-                + (f" or n_components <= {rank}" if rank > 0 else "")
+        rank = int(np.sum(evals > EIG_RTOL * top))
+        keep = k
+        if power > 0 and rank < k:
+            few = f"{m.n} rows for {d} dimensions, " if m.n <= d else "the vectors lie in a subspace, "
+            if rank == 0 or explicit:
+                raise IsotropyError(
+                    f"the covariance is singular ({few}rank {rank}): only {rank} of the {k} requested "
+                    f"directions have variance above {EIG_RTOL:g} x the largest; set shrinkage "
+                    f"(e.g. shrinkage='auto', CLI --shrinkage auto)"
+                    + (f" or n_components <= {rank}" if rank > 0 else "")
+                )
+            warnings.warn(
+                f"the covariance has rank {rank} < {d} ({few.rstrip(', ')}); "
+                f"the {d - rank} directions without variance are dropped"
+                + (" (projected out)" if method == "zca" else f", output has {rank} dimensions")
+                + "; set shrinkage (e.g. 'auto') to keep them",
+                RankDeficientWarning,
+                stacklevel=3,
             )
+            keep = rank
         evals = np.maximum(evals, 0.0)
-        Uk, lk = U[:, :k], evals[:k]
-        scale = lk ** (-power / 2) if power > 0 else np.ones(k)
+        Uk, lk = U[:, :keep], evals[:keep]
+        scale = lk ** (-power / 2) if power > 0 else np.ones(keep)
         kernel = Uk * scale
-        inverse = (Uk * (lk ** (power / 2) if power > 0 else np.ones(k))).T
+        inverse = (Uk * (lk ** (power / 2) if power > 0 else np.ones(keep))).T
         if method == "zca":
             kernel = kernel @ Uk.T
             inverse = Uk @ inverse
+        k = kernel.shape[1]
         return _Solution(self._key(m), kernel, inverse, evals, alpha, k)
 
     # ---------------------------------------------------------------- learned state
