@@ -90,6 +90,30 @@ def fit_whitening(
     typer.echo(f"wrote {w.describe()} to {output}", err=True)
 
 
+@fit_app.command("flow")
+def fit_flow(
+    vectors: Path = typer.Argument(..., help="Vectors to fit on: a .npy file (rows x dims) or a folder of .npy shards."),
+    output: Path = typer.Option(..., "--output", "-o", help="Folder to write the fitted flow to (config.json + state.safetensors)."),
+    levels: int = typer.Option(2, "--levels", help="Glow levels (multi-scale: half the channels are factored out between levels)."),
+    depth: int = typer.Option(3, "--depth", help="Steps per level (actnorm -> invertible 1x1 conv -> coupling)."),
+    hidden: int = typer.Option(32, "--hidden", help="Width of the coupling networks."),
+    coupling: str = typer.Option("additive", "--coupling", help="additive (the paper's) or affine."),
+    epochs: int = typer.Option(1, "--epochs", help="Passes over the vectors."),
+    lr: float = typer.Option(1e-3, "--lr", help="Adam learning rate."),
+    batch_size: int = typer.Option(32, "--batch-size", help="Rows per optimisation step."),
+    seed: int = typer.Option(0, "--seed", help="Seed of initialisation and shuffling (same seed, same result)."),
+    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show a progress bar with the running loss (default: only on a terminal)."),
+) -> None:
+    """Fit BERT-flow (a Glow normalizing flow, Li et al. 2020) on sentence vectors."""
+    from .flow import fit_flow_file
+
+    f = fit_flow_file(
+        vectors, output, show_progress=progress, levels=levels, depth=depth, hidden=hidden,
+        coupling=coupling, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
+    )
+    typer.echo(f"wrote {f.describe()} to {output}", err=True)
+
+
 @app.command()
 def transform(
     model_dir: Path = typer.Argument(..., help="Folder of a fitted transform (whitening or flow)."),
