@@ -70,7 +70,7 @@ def render(res, wall_s: float, rank: tuple[int, int] | None, threads: int) -> st
     out.append(
         f"Model `{s['model']}` ({s['dim']} dimensions, the embedded default), max_length {s['max_length']}, "
         f"every transform fitted on the target task (every pair of the task, all splits, both sentences; "
-        f"the papers' \"target\" setting). Whitening uses shrinkage `{s['shrinkage']}` (see below). "
+        f"the papers' \"target\" setting). Whitening shrinkage: `{s['shrinkage']}`. "
         "Spearman x 100 between the cosine of the two sentence vectors and the gold score; "
         "evaluation pairs are the test split for STS-B (1379) and SICK-R (4927) and every scored pair for "
         "STS-12..16, where the pairs of the whole year are pooled into **one** correlation "
@@ -168,10 +168,12 @@ def render(res, wall_s: float, rank: tuple[int, int] | None, threads: int) -> st
         r_, d_ = rank
         if r_ < d_:
             out.append(
-                f"Why shrinkage: on this model the covariance of the sentence vectors has only {r_} eigenvalues above "
-                f"1e-10 x the largest out of {d_} (measured on the STS-B `cls` vectors), so full whitening without "
-                f"shrinkage is undefined (isotropy raises an error rather than dividing by ~0). Ledoit-Wolf shrinkage "
-                "(`--shrinkage auto`) adds a small multiple of the identity; it leaves the eigenvectors unchanged."
+                f"Rank: on this model the covariance of the sentence vectors has only {r_} eigenvalues above "
+                f"1e-10 x the largest out of {d_} (measured on the STS-B `cls` vectors): the vectors lie in a "
+                f"{r_}-dimensional subspace. Full `whitening` (no shrinkage, as in the papers) therefore keeps the "
+                f"{r_} directions that have variance and drops the others with a warning (recorded in "
+                "`docs/RESULTS.json`); whitening-256/128 are unaffected. `--shrinkage auto` (Ledoit-Wolf) would keep all "
+                f"{d_} instead."
             )
         else:
             out.append(f"The covariance of the STS-B `cls` vectors is full rank ({r_} of {d_}).")
@@ -220,7 +222,7 @@ def main() -> None:
     ap.add_argument("--tasks", nargs="*", default=TASKS)
     ap.add_argument("--poolings", nargs="*", default=POOLINGS)
     ap.add_argument("--methods", nargs="*", default=METHODS)
-    ap.add_argument("--shrinkage", default="auto")
+    ap.add_argument("--shrinkage", default="0", help="whitening shrinkage (0: the papers' exact whitening)")
     ap.add_argument("--cache", default=str(ROOT / ".cache" / "vectors"))
     ap.add_argument(
         "--threads", type=int, default=1,

@@ -37,12 +37,13 @@ class FakeEncoder:
     model_name = "fake"
     pooling = "cls"
 
-    def __init__(self, dim: int = 8, max_length: int = 64, fingerprint: str = "fp0", signal: dict | None = None):
+    def __init__(self, dim: int = 8, max_length: int = 64, fingerprint: str = "fp0", signal: dict | None = None, null_dims: int = 0):
         self.dim = dim
         self.max_length = max_length
         self._fp = fingerprint
         self.calls: list[tuple[int, tuple[str, ...]]] = []
         self.signal = signal or {}
+        self.null_dims = null_dims  # trailing coordinates that are always 0 (a rank-deficient model)
 
     def fingerprint(self) -> str:
         return self._fp
@@ -52,6 +53,8 @@ class FakeEncoder:
         v = np.random.default_rng(seed).normal(size=self.dim)
         if s in self.signal:  # a shared direction so that similar sentences get close vectors
             v = v + self.signal[s]
+        if self.null_dims:
+            v[self.dim - self.null_dims :] = 0.0
         return v.astype(np.float32)
 
     def encode_multi(self, sentences, poolings, show_progress=None):
@@ -221,7 +224,7 @@ def test_evaluate_matches_an_independent_computation(tmp_path):
     from isotropy import Whitening
 
     fit = np.stack([enc._vec(s, "cls") for p in task.pairs() for s in (p.s1, p.s2)])
-    w = Whitening(n_components=4, shrinkage="auto").fit(fit)
+    w = Whitening(n_components=4).fit(fit)
     assert res.score("cls", "whitening-4", "toy") == pytest.approx(spearman_cos(w.transform(a), w.transform(b), gold), abs=1e-6)
     sc = res.row("cls", "raw").scores["toy"]
     assert sc.n_pairs == len(test) and set(sc.subsets) == {"x", "y"} and sc.fit_on == "target"
@@ -236,7 +239,7 @@ def test_fit_on_train_and_file(tmp_path):
     from isotropy import Whitening
 
     fit = np.stack([enc._vec(s, "cls") for p in task.splits["train"] for s in (p.s1, p.s2)])
-    w = Whitening(n_components=2, shrinkage="auto").fit(fit)
+    w = Whitening(n_components=2).fit(fit)
     test = task.splits["test"]
     a, b = (np.stack([enc._vec(getattr(p, side), "cls") for p in test]) for side in ("s1", "s2"))
     assert res.score("cls", "whitening-2", "toy") == pytest.approx(
@@ -284,6 +287,14 @@ def test_failed_fit_raises_or_is_recorded():
     assert np.isnan(res.score("cls", "whitening", "flat"))
     assert "could not be fitted" in res.caption()
     assert "-" in res.to_markdown()
+
+
+def test_whitening_warnings_are_recorded():
+    task, signal = _graded_task()
+    res = evaluate([task], encoder=FakeEncoder(signal=signal, null_dims=2), methods=["raw", "whitening"], cache=False)
+    sc = res.row("cls", "whitening").scores["toy"]
+    assert "rank 6 < 8" in sc.extra["warning"] and not np.isnan(sc.score)
+    assert "whitening warned on 1 of its fits, e.g. toy cls: the covariance has rank 6 < 8" in res.caption()
 
 
 def test_binary_task_auc_and_tuned_accuracy(tmp_path):

@@ -138,7 +138,7 @@ def eval_(
     fit_on: str = typer.Option("target", "--fit-on", help="'target' (every pair of the task, as the papers do), 'train' (the task's train split), or a text file of sentences (one a line) to fit on instead."),
     max_length: int = typer.Option(64, "--max-length", help="Tokens per sentence (the papers use 64)."),
     batch_size: int = BatchOpt,
-    shrinkage: str = typer.Option("auto", "--shrinkage", help="Whitening shrinkage in [0, 1] or 'auto' (Ledoit-Wolf, tiny on large tasks; 0 is the papers' exact whitening, undefined when the vectors span fewer directions than dimensions)."),
+    shrinkage: str = typer.Option("0", "--shrinkage", help="Whitening shrinkage in [0, 1] or 'auto' (Ledoit-Wolf); 0 is the papers' exact whitening. Needed to fit on fewer sentences than dimensions."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the results as JSON here, and the markdown table beside it (.md)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Encode everything afresh and store nothing."),
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Vector cache folder (default: $ISOTROPY_CACHE or ~/.cache/isotropy)."),
@@ -171,6 +171,104 @@ def eval_(
     if out is not None:
         json_path, md_path = results.save(out)
         typer.echo(f"wrote {json_path} and {md_path}", err=True)
+
+
+index_app = typer.Typer(help="Build and extend a semantic-search index (encoder -> whitening -> faiss).", no_args_is_help=True)
+app.add_typer(index_app, name="index")
+
+
+@index_app.command("build")
+def index_build(
+    corpus: Path = typer.Argument(..., help="UTF-8 text file, one sentence a line; a sentence's id is its line number - 1."),
+    output: Path = typer.Option(..., "--output", "-o", help="Index folder to write (replaced atomically when it exists)."),
+    model: Optional[str] = ModelOpt,
+    pooling: Optional[str] = PoolingOpt,
+    max_length: Optional[int] = MaxLenOpt,
+    transform: Optional[Path] = typer.Option(None, "--transform", help="A fitted transform folder (whitening or flow) to apply instead of fitting a whitening on the corpus."),
+    whiten: Optional[int] = typer.Option(None, "--whiten", help="Whitening fitted on the corpus, keeping K dimensions (default 128, power 0.5; see docs/BENCHMARKS.md 'search')."),
+    power: Optional[float] = typer.Option(None, "--power", help="Power of that whitening: 1 full, 0.5 soft (default), 0 PCA only."),
+    no_whiten: bool = typer.Option(False, "--no-whiten", help="Index the raw encoder vectors (L2-normalised)."),
+    kind: str = typer.Option("flat", "--kind", help="flat (exact), hnsw or ivf (approximate)."),
+    hnsw_m: int = typer.Option(32, "--hnsw-m", help="hnsw: links per node."),
+    ef_construction: int = typer.Option(200, "--ef-construction", help="hnsw: build-time beam width."),
+    ef_search: int = typer.Option(64, "--ef-search", help="hnsw: query-time beam width (also settable per search)."),
+    nlist: Optional[int] = typer.Option(None, "--nlist", help="ivf: number of lists, trained on the corpus (default min(4 sqrt(n), n/39))."),
+    nprobe: int = typer.Option(16, "--nprobe", help="ivf: lists visited per query (also settable per search)."),
+    batch_size: int = BatchOpt,
+    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."),
+) -> None:
+    """Index a sentence file for semantic search."""
+    from .search import build_index_file
+
+    index = build_index_file(
+        corpus, output, model=model, pooling=pooling, max_length=max_length, transform=transform, whiten=whiten,
+        power=power, no_whiten=no_whiten, kind=kind, batch_size=batch_size, show_progress=progress,
+        m=hnsw_m, ef_construction=ef_construction, ef_search=ef_search, nlist=nlist, nprobe=nprobe,
+    )
+    typer.echo(f"wrote index of {index.describe()} to {output}", err=True)
+
+
+@index_app.command("add")
+def index_add(
+    index_dir: Path = typer.Argument(..., help="Index folder written by 'isotropy index build'."),
+    more: Path = typer.Argument(..., help="UTF-8 text file of sentences to add, one a line (ids continue after the last one)."),
+    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."),
+) -> None:
+    """Add sentences to an index, encoded exactly like its corpus; the folder is rewritten atomically."""
+    from .search import add_index_file
+
+    index, added = add_index_file(index_dir, more, show_progress=progress)
+    typer.echo(f"added {added} sentences; {index_dir} now holds {len(index)}", err=True)
+
+
+@app.command()
+def search(
+    index_dir: Path = typer.Argument(..., help="Index folder written by 'isotropy index build'."),
+    query: Optional[List[str]] = typer.Argument(None, help="Query sentence(s)."),
+    queries: Optional[Path] = typer.Option(None, "--queries", "-q", help="UTF-8 file of queries, one a line (batch mode)."),
+    k: int = typer.Option(10, "-k", "--top-k", help="Hits per query."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+    ef_search: Optional[int] = typer.Option(None, "--ef-search", help="hnsw: query-time beam width (default: the index's)."),
+    nprobe: Optional[int] = typer.Option(None, "--nprobe", help="ivf: lists visited per query (default: the index's)."),
+) -> None:
+    """Find the sentences of an index most similar to each query (cosine after the index's transform)."""
+    from .search import format_results, search_index
+
+    results = search_index(index_dir, query, queries, k=k, ef_search=ef_search, nprobe=nprobe)
+    if results.warning:
+        typer.echo(f"warning: {results.warning}", err=True)
+    typer.echo(results.to_json() if as_json else format_results(results))
+
+
+@app.command("analyze")
+def analyze_cmd(
+    corpus: str = typer.Argument(..., help="UTF-8 text file, one sentence a line ('-' for standard input); blank lines are skipped."),
+    output: Path = typer.Option(..., "--output", "-o", help="Report folder: report.json, report.md and PNG figures, written atomically."),
+    model: Optional[str] = ModelOpt,
+    pooling: Optional[str] = PoolingOpt,
+    max_length: Optional[int] = MaxLenOpt,
+    batch_size: int = BatchOpt,
+    transform: Optional[List[Path]] = typer.Option(None, "--transform", "-t", help="Folder of a fitted transform (whitening or flow) to show 'after', repeatable."),
+    auto_whiten: bool = typer.Option(True, "--auto-whiten/--no-auto-whiten", help="Without --transform, fit a whitening on the corpus itself to show 'after' (in-sample)."),
+    word_level: bool = typer.Option(True, "--word-level/--no-word-level", help="Also analyse the model's token-embedding matrix by frequency rank in the corpus (BERT-flow paper, Table 1)."),
+    pairs: int = typer.Option(10000, "--pairs", help="Random sentence (and token) pairs for the average cosine."),
+    max_sentences: Optional[int] = typer.Option(None, "--max-sentences", help="Encode a seeded sample of this many lines (default: all); token counts use every line."),
+    unseen_tokens: str = typer.Option("last", "--unseen-tokens", help="Tokens absent from the corpus: 'last' (ranked after the seen ones, in seeded random order) or 'drop'."),
+    seed: int = typer.Option(0, "--seed", help="Seed of every random sample (pairs, projections, kNN queries)."),
+    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."),
+) -> None:
+    """Diagnose anisotropy: average cosine, isotropy scores, spectrum, figures; before and after calibration."""
+    from rich.console import Console
+
+    from .analysis import analyze_file, print_tables
+
+    report = analyze_file(
+        corpus, output, model=model, pooling=pooling, max_length=max_length, batch_size=batch_size,
+        transforms=transform or (), auto_whiten=auto_whiten, word_level=word_level, n_pairs=pairs,
+        max_sentences=max_sentences, unseen_tokens=unseen_tokens, seed=seed, show_progress=progress,
+    )
+    print_tables(report, Console())
+    typer.echo(f"wrote {Path(output) / 'report.md'} (+ report.json and {len(report['figures'])} figures)", err=True)
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -23,6 +23,7 @@ import os
 import re
 import sys
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -470,13 +471,22 @@ def _score_task(
     return TaskScore(task.name, "spearman", spearman(cos, gold), len(eval_pairs), fit_on, subsets, extra)
 
 
-def _fit(transform: Any, X: np.ndarray, where: str, failures: dict, key: tuple, errors: str) -> Any:
-    """Fit ``transform``; a failure raises (``errors="raise"``) or is recorded and returns None."""
+def _fit(
+    transform: Any, X: np.ndarray, where: str, failures: dict, key: tuple, errors: str, warned: dict | None = None
+) -> Any:
+    """Fit ``transform``; a failure raises (``errors="raise"``) or is recorded and returns None.
+    Warnings (e.g. whitening dropping directions without variance) are recorded in ``warned``."""
     try:
-        # the flow's own progress bar would clash with the fitting bar (rich shows one live display)
-        if "show_progress" in inspect.signature(transform.fit).parameters:
-            return transform.fit(X, show_progress=False)
-        return transform.fit(X)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            # the flow's own progress bar would clash with the fitting bar (rich shows one live display)
+            if "show_progress" in inspect.signature(transform.fit).parameters:
+                fitted = transform.fit(X, show_progress=False)
+            else:
+                fitted = transform.fit(X)
+        if caught and warned is not None:
+            warned[key] = "; ".join(dict.fromkeys(str(w.message) for w in caught))
+        return fitted
     except IsotropyError as exc:
         if errors == "raise":
             raise IsotropyError(f"fitting {where}: {exc}") from None
@@ -495,7 +505,7 @@ def evaluate(
     fit_on: str = "target",
     max_length: int | None = 64,
     batch_size: int = 64,
-    shrinkage: float | str = "auto",
+    shrinkage: float | str = 0.0,
     flow_params: dict[str, Any] | None = None,
     cache: bool | str | os.PathLike | VectorCache = True,
     encoder: Any = None,
@@ -521,11 +531,9 @@ def evaluate(
         one falls back to ``target``, stated in the caption); anything else is a
         text file of sentences (one a line) fitted once and used for every task.
     shrinkage:
-        Passed to :class:`isotropy.Whitening`: a float in [0, 1] or ``"auto"``
-        (Ledoit-Wolf, the default: tiny when sentences far outnumber dimensions, and
-        it keeps full whitening defined on models whose vectors span fewer directions
-        than they have dimensions, as the default model's do); 0 is the papers' exact
-        whitening.
+        Passed to :class:`isotropy.Whitening`: 0 (default, the papers' exact
+        whitening; directions without variance are dropped with a warning, recorded
+        in the results), a float in [0, 1] or ``"auto"`` (Ledoit-Wolf).
     cache:
         True (default folder, ``$ISOTROPY_CACHE`` or ``~/.cache/isotropy``), False,
         a folder, or a :class:`VectorCache`.
@@ -538,6 +546,7 @@ def evaluate(
     if errors not in ("raise", "record"):
         raise IsotropyError(f"errors must be 'raise' or 'record', got {errors!r}")
     failures: dict[tuple[str, str, str], str] = {}
+    warned: dict[tuple[str, str, str], str] = {}
     parsed = []
     for m in methods:
         pm = parse_method(m)
@@ -651,7 +660,7 @@ def evaluate(
                             if (p, m.name) not in file_transforms:
                                 file_transforms[(p, m.name)] = _fit(
                                     m.build(shrinkage, flow_params), file_vecs[p], f"{m.name} on {p} vectors of {fit_on}",
-                                    failures, ("", p, m.name), errors,
+                                    failures, ("", p, m.name), errors, warned,
                                 )
                                 bar.advance(description=f"fitted {m.name} ({p})")
                             transform = file_transforms[(p, m.name)]
@@ -664,7 +673,7 @@ def evaluate(
                                 )
                             transform = _fit(
                                 m.build(shrinkage, flow_params), X[fit_rows], f"{m.name} on {task.name} ({p})",
-                                failures, (task.name, p, m.name), errors,
+                                failures, (task.name, p, m.name), errors, warned,
                             )
                             bar.advance(description=f"fitted {m.name} on {task.name} ({p})")
                         if transform is None:
@@ -681,7 +690,11 @@ def evaluate(
                         )
                         continue
                     cos_by_split = {s: cosine_rows(Y[a], Y[b]) for s, (a, b) in split_idx.items()}
-                    rows[(p, m.name)].scores[task.name] = _score_task(task, cos_by_split, fit_desc[task.name])
+                    score = _score_task(task, cos_by_split, fit_desc[task.name])
+                    w = warned.get((task.name if fit_mode != "file" else "", p, m.name))
+                    if w:
+                        score.extra["warning"] = w
+                    rows[(p, m.name)].scores[task.name] = score
     finally:
         bar.close()
 
@@ -723,6 +736,15 @@ def evaluate(
     notes = [
         f"{m} on {t + ' ' if t else ''}{p} could not be fitted ({msg.split(';')[0]})" for (t, p, m), msg in failures.items()
     ]
+    by_method: dict[str, list[tuple[str, str, str]]] = {}
+    for key, msg in warned.items():
+        by_method.setdefault(key[2], []).append((key[0], key[1], msg))
+    for m, items in by_method.items():
+        t, p, msg = items[0]
+        notes.append(
+            f"{m} warned on {len(items)} of its fits, e.g. {t + ' ' if t else ''}{p}: {msg.split(';')[0]} "
+            f"(every warning is in the JSON)"
+        )
     return Results(
         notes=notes,
         rows=[rows[(p, m.name)] for p in pool_names for m in parsed],
