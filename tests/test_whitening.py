@@ -214,6 +214,16 @@ def test_partial_fit_and_merge_equal_fit():
     assert not np.allclose(c.kernel_, k_before) and np.allclose(c.kernel_, one.kernel_, rtol=1e-8, atol=1e-10)
 
 
+def test_kernel_follows_the_statistics_it_was_computed_from():
+    X1, X2 = correlated(200, 4, seed=22), correlated(200, 4, seed=23)
+    w = Whitening().fit(X1)
+    k1 = w.kernel_.copy()
+    w.moments_ = Moments().update(X2)  # same version number, different statistics
+    assert np.allclose(w.kernel_, Whitening().fit(X2).kernel_) and not np.allclose(w.kernel_, k1)
+    w.moments_.update(X1)
+    assert np.allclose(w.kernel_, Whitening().fit(np.vstack([X2, X1])).kernel_)
+
+
 def test_float32_in_float32_out_and_params():
     X = correlated(300, 5, seed=12).astype(np.float32)
     w = Whitening(n_components=3)

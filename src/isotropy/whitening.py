@@ -356,9 +356,10 @@ def parse_shrinkage(value: Any) -> float | str:
 
 
 class _Solution:
-    __slots__ = ("key", "kernel", "inverse", "eigenvalues", "shrinkage", "k")
+    __slots__ = ("moments", "key", "kernel", "inverse", "eigenvalues", "shrinkage", "k")
 
-    def __init__(self, key, kernel, inverse, eigenvalues, shrinkage, k):
+    def __init__(self, moments, key, kernel, inverse, eigenvalues, shrinkage, k):
+        self.moments = moments  # the statistics it was computed from (identity is part of the key)
         self.key, self.kernel, self.inverse = key, kernel, inverse
         self.eigenvalues, self.shrinkage, self.k = eigenvalues, shrinkage, k
 
@@ -482,13 +483,13 @@ class Whitening:
             raise NotFittedError("this Whitening is not fitted yet; call fit or partial_fit first")
 
     def _key(self, m: Moments) -> tuple:
-        return (repr(self.n_components), repr(self.power), repr(self.shrinkage), repr(self.method), id(m), m.version)
+        return (repr(self.n_components), repr(self.power), repr(self.shrinkage), repr(self.method), m.version)
 
     def _solution(self) -> _Solution:
         self._check_fitted()
         cached = getattr(self, "_solution_cache", None)
         key = self._key(self.moments_)
-        if cached is None or cached.key != key:
+        if cached is None or cached.moments is not self.moments_ or cached.key != key:
             cached = self._solution_cache = self._solve(self.moments_)
         return cached
 
@@ -547,7 +548,7 @@ class Whitening:
             kernel = kernel @ Uk.T
             inverse = Uk @ inverse
         k = kernel.shape[1]
-        return _Solution(self._key(m), kernel, inverse, evals, alpha, k)
+        return _Solution(m, self._key(m), kernel, inverse, evals, alpha, k)
 
     # ---------------------------------------------------------------- learned state
 
@@ -655,6 +656,7 @@ class Whitening:
             raise IsotropyError(f"{path}/state.safetensors has inconsistent shapes; the artefact is corrupt, refit it")
         w.moments_ = m
         w._solution_cache = _Solution(
+            m,
             w._key(m), kernel, inverse, evals, float(cfg.get("shrinkage_", 0.0)), int(cfg.get("n_components_", kk))
         )
         return w
