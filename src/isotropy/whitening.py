@@ -410,6 +410,14 @@ class Whitening:
             setattr(self, key, value)
         return self
 
+    def __sklearn_tags__(self):
+        # scikit-learn (>= 1.6) asks every pipeline step for its tags, e.g. Pipeline.transform ->
+        # check_is_fitted; imported here so scikit-learn stays optional. Default transformer tags.
+        from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
+
+        return Tags(estimator_type=None, target_tags=TargetTags(required=False),
+                    transformer_tags=TransformerTags(preserves_dtype=["float64", "float32"]), input_tags=InputTags())
+
     def __repr__(self) -> str:
         defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
         args = [f"{k}={v!r}" for k, v in self.get_params().items() if v != defaults.get(k)]
