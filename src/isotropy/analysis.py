@@ -23,8 +23,8 @@ Two levels, as in the papers:
   *the user's corpus* (the paper ranks by the pre-training corpus): the mean l2 norm
   per frequency-rank bucket ``[0, 100) [100, 500) [500, 5000) [5000, end)``, the mean l2
   distance and dot product to the k = 3, 5, 7 nearest neighbours (exact kNN with
-  faiss), the average cosine of random token pairs ("Learning to Remove", Bis et al.
-  2021) and a projection coloured by rank.
+  faiss), the average cosine of random token pairs ("Learning to Remove", Liang et
+  al. 2021) and a projection coloured by rank.
 
 :func:`write_report` renders one report folder (``report.json``, ``report.md`` and
 one PNG per figure, written atomically); :func:`analyze` does everything for a list
@@ -394,8 +394,9 @@ def token_frequencies(tokenizer: Any, sentences: Sequence[str], vocab_size: int)
     """Count of each token id in the tokenised sentences (no special tokens added, no truncation)."""
     counts = np.zeros(vocab_size, dtype=np.int64)
     for start in range(0, len(sentences), 4096):
-        batch = [s for s in sentences[start : start + 4096]]
-        ids = tokenizer(batch, add_special_tokens=False, truncation=False, return_attention_mask=False)["input_ids"]
+        batch = list(sentences[start : start + 4096])
+        # verbose=False: long lines are counted whole, without "longer than the maximum" warnings
+        ids = tokenizer(batch, add_special_tokens=False, truncation=False, return_attention_mask=False, verbose=False)["input_ids"]
         flat = np.fromiter((t for seq in ids for t in seq), dtype=np.int64)
         flat = flat[(flat >= 0) & (flat < vocab_size)]
         counts += np.bincount(flat, minlength=vocab_size)
