@@ -111,7 +111,7 @@ def test_invconv_weight_and_factor_paths_agree():
     y_f = torch.cat([conv(x[i : i + 5])[0] for i in range(0, 40, 5)])  # rows < dim: the factor path
     torch.testing.assert_close(y_w, y_f)
     W = conv.weight()
-    assert float(torch.linalg.slogdet(W.detach())[1]) == pytest.approx(float(conv.log_s.sum()), abs=1e-10)
+    assert float(torch.linalg.slogdet(W.detach())[1]) == pytest.approx(float(conv.log_s.detach().sum()), abs=1e-10)
 
 
 # --------------------------------------------------------------------------- actnorm initialisation
@@ -213,16 +213,15 @@ def test_seed_does_not_touch_global_rng():
 
 
 def test_training_lowers_the_loss_and_makes_z_standard_normal():
-    X = _data(512, 8, seed=1)
-    flow = Flow(epochs=15, batch_size=32, lr=3e-3).fit(X)
+    X = _data(384, 8, seed=1)
+    flow = Flow(epochs=10, batch_size=32, lr=3e-3).fit(X)
     curve = flow.loss_curve_
-    assert curve.shape == (15 * 16,) and flow.n_iter_ == curve.shape[0]
-    assert curve[-16:].mean() < curve[:16].mean() - 0.25
+    assert curve.shape == (10 * 12,) and flow.n_iter_ == curve.shape[0]
+    assert curve[-12:].mean() < curve[:12].mean() - 0.25
     Z = flow.transform(X)
     assert np.abs(Z.mean(0)).max() < 0.25
     assert np.abs(Z.std(0) - 1).max() < 0.3
-    # the fitted likelihood beats a Gaussian with the data's own mean and covariance? at least
-    # it beats the untrained model's
+    # and the fitted likelihood beats the (data-initialised) untrained model's
     untrained = Flow(epochs=1, lr=1e-12).fit(X)
     assert flow.score(X) > untrained.score(X)
 
@@ -230,12 +229,11 @@ def test_training_lowers_the_loss_and_makes_z_standard_normal():
 def test_score_samples_is_log_density_with_logdet_in_nats():
     X = _data(64, 6)
     flow = Flow(epochs=2).fit(X)
-    s = flow.score_samples(X[:3])
-    glow = flow.model_
-    for i in range(3):
+    s = flow.score_samples(X[:2])
+    g64 = Glow(6, 2, 3, 32).double()
+    g64.load_state_dict(flow.model_.state_dict())
+    for i in range(2):
         x = torch.from_numpy(X[i]).double()
-        g64 = Glow(6, 2, 3, 32).double()
-        g64.load_state_dict(glow.state_dict())
         z, _ = g64(x[None])
         ld = _jacobian_logdet(lambda r: g64(r)[0], x)
         expected = -0.5 * float((z**2).sum()) - 3 * math.log(2 * math.pi) + ld
@@ -262,7 +260,7 @@ def test_progress_bar_when_asked(capsys):
 # --------------------------------------------------------------------------- properties
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     d=st.integers(3, 13),
     levels=st.integers(1, 3),

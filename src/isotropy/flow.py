@@ -50,7 +50,9 @@ log|det J|)`` and are checked against autograd Jacobians in the tests.
 
 Training: Adam (learning rate ``lr``), mini-batches of ``batch_size`` drawn by a
 local ``torch.Generator`` (the same ``seed`` gives bit-identical parameters and
-outputs on the same machine and thread count), ``epochs`` passes.
+outputs on the same machine and thread count), ``epochs`` passes. ``fit`` and
+``transform`` run on one intra-op thread by default (``THREADS``; see
+:func:`_flow_threads` for the measurements behind that choice).
 
 Interrupting ``fit`` (Ctrl-C) leaves the estimator as it was before the call:
 the new model is trained on the side and attached only when training ends; no
@@ -79,8 +81,7 @@ COUPLINGS = ("additive", "affine")
 LOGSCALE_FACTOR = 3.0  # Glow / tensor2tensor parametrise log-scales as 3 * logs
 _LOG_2PI = math.log(2.0 * math.pi)
 _TRANSFORM_CHUNK = 16384
-TRAIN_THREADS: int | None = 1  # intra-op threads while training on small batches (see _threads_for)
-_SMALL_BATCH_ELEMENTS = 1 << 16
+THREADS: int | None = 1  # intra-op threads of fit/transform; None = torch's setting (see _flow_threads)
 
 
 # --------------------------------------------------------------------------- layers
@@ -524,7 +525,7 @@ class Flow:
     def _map(self, X: np.ndarray, fn) -> np.ndarray:
         device = self._device_of_model()
         out = []
-        with _threads_for(min(X.shape[0], _TRANSFORM_CHUNK), X.shape[1]), torch.inference_mode():
+        with _flow_threads(), torch.inference_mode():
             for start in range(0, X.shape[0], _TRANSFORM_CHUNK):
                 chunk = torch.from_numpy(X[start : start + _TRANSFORM_CHUNK]).to(device)
                 out.append(fn(chunk).cpu().numpy())
@@ -630,25 +631,28 @@ def _adam(model: nn.Module, lr: float) -> torch.optim.Adam:
 
 
 @contextlib.contextmanager
-def _threads_for(rows: int, dim: int):
-    """Run on ``TRAIN_THREADS`` intra-op threads when batches are small; restore afterwards.
+def _flow_threads():
+    """Run the flow's own computation on ``THREADS`` intra-op threads; restore torch's setting afterwards.
 
-    A training batch (32 x 384 by default) is far below the size where splitting a
-    matrix product across threads pays; on a busy machine the BLAS/OpenMP thread
-    synchronisation made each step ~20x slower (0.2 ms vs 3.7 ms per 32x384x384
-    product with 1 vs 2 threads, measured on the project's shared 2-core box).
-    ``torch.set_num_threads`` is process-wide, so it is changed only for the
-    duration of the loop (or of a small ``transform``; large ones keep torch's
-    threads). Set ``TRAIN_THREADS = None`` to keep torch's setting throughout.
+    Measured on the project's shared 2-core machine under load (other jobs running):
+    a 32x384x384 product took 0.2 ms on 1 thread and 3.7 ms on 2, a default fit
+    took 36 s single-threaded against 634 s with torch's 2 threads, and
+    ``transform`` ran ~12,000 vectors/s on 1 thread against ~1,800 on 2: with
+    more runnable threads than cores, OpenMP/MKL's thread synchronisation
+    dominates. A training batch (32 x d) is too small for threads to pay even on
+    an idle machine; a large ``transform`` on a dedicated many-core machine
+    would gain from them: set ``isotropy.flow.THREADS = None`` there (torch's
+    own setting). ``torch.set_num_threads`` is process-wide, so it is changed
+    only for the duration of the call.
     """
     before = torch.get_num_threads()
-    use = TRAIN_THREADS if TRAIN_THREADS is not None and rows * dim < _SMALL_BATCH_ELEMENTS else None
-    if use is not None and use != before:
+    use = THREADS if THREADS is not None and THREADS != before else None
+    if use is not None:
         torch.set_num_threads(use)
     try:
         yield
     finally:
-        if use is not None and use != before:
+        if use is not None:
             torch.set_num_threads(before)
 
 
@@ -671,7 +675,7 @@ def _train(
     scale = 1.0 / (d * math.log(2.0))
     model.train()
     total = epochs * steps_per_epoch
-    with _threads_for(batch_size, d), ProgressBar(total, show_progress, "fitting flow") as bar:
+    with _flow_threads(), ProgressBar(total, show_progress, "fitting flow") as bar:
         step = bar_done = 0
         for _ in range(epochs):
             order = torch.randperm(n, generator=gen).to(device)
