@@ -531,7 +531,11 @@ def word_report(
         evals, C = _spectra(E64)
         piso = _partition_ratio(E64, C)
         bar.advance()
-    sample = np.sort(rng.choice(len(order), size=min(len(order), scatter_points), replace=False))
+    # The figures' sample: every one of the most frequent ranks (few, but the interesting ones), then random others.
+    head = np.arange(min(len(order), 500, scatter_points // 4))
+    rest = np.arange(len(head), len(order))
+    extra = rng.choice(rest, size=min(len(rest), scatter_points - len(head)), replace=False)
+    sample = np.sort(np.concatenate([head, extra]).astype(np.int64))
     xy = E64[sample] @ C[:, :2]  # top-2 right singular vectors of the whole uncentred matrix
     top = [
         {"rank": r, "id": int(order[r]), "token": str(tokenizer.convert_ids_to_tokens(int(order[r]))), "count": int(counts[order[r]])}
