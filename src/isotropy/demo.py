@@ -86,6 +86,7 @@ def run_demo(output: str | Path = "demo-output", seed: int = 0) -> dict:
     from rich.table import Table
 
     from ._io import IsotropyError, check_output_path
+    from .analysis import analyze
     from .encoding import Encoder
     from .evaluation import cosine_rows, spearman
     from .flow import Flow
@@ -121,6 +122,7 @@ def run_demo(output: str | Path = "demo-output", seed: int = 0) -> dict:
         "soft-whitening-0.5": lambda: Whitening(power=0.5, shrinkage="auto"),
         "flow": lambda: Flow(seed=seed),
     }
+    whitenings = {}
     rng = np.random.default_rng(seed)
     i, j = rng.integers(0, n, size=(2, 2000))
     results: dict = {"spearman": {}, "avg_cosine": {}}
@@ -144,7 +146,7 @@ def run_demo(output: str | Path = "demo-output", seed: int = 0) -> dict:
                     continue
                 ta, tb = t.transform(a), t.transform(b)
             row[name] = spearman(cosine_rows(ta, tb), gold)
-        whitening = fitted.get("whitening") or Whitening(shrinkage="auto").fit(corpus)
+        whitening = whitenings[pooling] = fitted.get("whitening") or Whitening(shrinkage="auto").fit(corpus)
         if pooling == "cls":
             whitening.save(output / "whitening-cls")
         cos_raw = float(cosine_rows(corpus[i], corpus[j]).mean())
@@ -165,6 +167,14 @@ def run_demo(output: str | Path = "demo-output", seed: int = 0) -> dict:
         )
     results["whitening_dir"] = str(output / "whitening-cls")
     console.print(f"fitted whitening (cls pooling) saved to {output / 'whitening-cls'}")
+    report = analyze(
+        data.corpus, encoder, {"whitening": whitenings[encoder.pooling]}, output / "analysis", quiet=True
+    )
+    results["report"] = report["path"]
+    console.print(
+        f"anisotropy report ({encoder.pooling} pooling, before and after whitening): "
+        f"{Path(report['path']) / 'report.md'}"
+    )
     results["seconds"] = time.perf_counter() - t0
     console.print(f"demo finished in {results['seconds']:.1f} s; artefacts in {output}/")
     return results
