@@ -476,23 +476,25 @@ class Flow:
         """Fit the flow on the rows of ``X`` (n x d, n >= batch_size); returns ``self``."""
         device = self._check_params()
         X = self._check_fit_input(X)
-        gen = torch.Generator().manual_seed(int(self.seed))
-        model = Glow(X.shape[1], self.levels, self.depth, self.hidden, self.coupling, generator=gen).to(device)
-        optimizer = _adam(model, self.lr)
-        curve = _train(model, optimizer, X, self.epochs, self.batch_size, gen, device, True, show_progress)
+        model, optimizer, curve = self._fit_new(X, self.epochs, device, show_progress)
         # Only now, training finished, does the estimator change (Ctrl-C leaves it as it was).
         self._commit(model, optimizer, curve, X.shape[1], epochs_done=self.epochs)
         return self
+
+    def _fit_new(self, X: np.ndarray, epochs: int, device: torch.device, show_progress: bool | None):
+        with _flow_threads():  # the rotations' QR too: slow on contended threads
+            gen = torch.Generator().manual_seed(int(self.seed))
+            model = Glow(X.shape[1], self.levels, self.depth, self.hidden, self.coupling, generator=gen).to(device)
+            optimizer = _adam(model, self.lr)
+            curve = _train(model, optimizer, X, epochs, self.batch_size, gen, device, True, show_progress)
+        return model, optimizer, curve
 
     def partial_fit(self, X: Any, y: Any = None, show_progress: bool | None = None) -> "Flow":
         """One more pass over ``X`` (initialising on it when unfitted), continuing Adam's state."""
         device = self._check_params()
         if not hasattr(self, "model_"):
             X = self._check_fit_input(X)
-            gen = torch.Generator().manual_seed(int(self.seed))
-            model = Glow(X.shape[1], self.levels, self.depth, self.hidden, self.coupling, generator=gen).to(device)
-            optimizer = _adam(model, self.lr)
-            curve = _train(model, optimizer, X, 1, self.batch_size, gen, device, True, show_progress)
+            model, optimizer, curve = self._fit_new(X, 1, device, show_progress)
             self._commit(model, optimizer, curve, X.shape[1], epochs_done=1)
             return self
         X = self._check_input(X)
@@ -501,7 +503,8 @@ class Flow:
         model = copy.deepcopy(self.model_).to(device)
         optimizer = _adam(model, self.lr)
         if getattr(self, "_optimizer_state", None) is not None:
-            optimizer.load_state_dict(self._optimizer_state)
+            # load_state_dict shares same-device tensors: copy, so an interrupted pass leaves ours intact
+            optimizer.load_state_dict(copy.deepcopy(self._optimizer_state))
         # A fresh stream per pass, still a function of (seed, passes done): reruns are identical.
         gen = torch.Generator().manual_seed(int(self.seed) * 1_000_003 + self._epochs_done)
         curve = _train(model, optimizer, X, 1, self.batch_size, gen, device, False, show_progress)
@@ -514,7 +517,7 @@ class Flow:
         self.n_features_in_ = int(dim)
         self.loss_curve_ = np.asarray(curve, dtype=np.float64)
         self.n_iter_ = int(self.loss_curve_.shape[0])
-        self._optimizer_state = copy.deepcopy(optimizer.state_dict())
+        self._optimizer_state = optimizer.state_dict()  # references; partial_fit copies before use
         self._epochs_done = int(epochs_done)
 
     # ---------------------------------------------------------------- inference
