@@ -24,6 +24,7 @@ from _report import DATA, DOCS, ROOT, machine, update_section  # noqa: E402
 
 POOLINGS = ["cls", "last-avg", "first-last-avg", "embed-last-avg", "last2-avg"]
 METHODS = ["raw", "whitening", "whitening-256", "whitening-128", "soft-whitening-0.5", "flow"]
+EVEN = 0.05  # an average change smaller than this (in Spearman x 100) is reported as "changes little"
 TASKS = ["STS-B", "SICK-R", "STS-12", "STS-13", "STS-14", "STS-15", "STS-16"]
 
 # Published figures, copied from ../shared/data/README.md (bert-base-uncased: a different,
@@ -53,7 +54,7 @@ def covariance_rank(vectors) -> tuple[int, int]:
     return int((w > 1e-10 * w.max()).sum()), int(w.shape[0])
 
 
-def render(res, wall_s: float, rank: tuple[int, int] | None, threads: int) -> str:
+def render(res, wall_s: float, rank: tuple[int, int] | None, load: list[float] | None = None) -> str:
     tasks = res.tasks
     rows = res.rows
     best = {t: max(num(r.scores[t].score) for r in rows) for t in tasks}
@@ -90,6 +91,11 @@ def render(res, wall_s: float, rank: tuple[int, int] | None, threads: int) -> st
         f"all {len(s['poolings'])} poolings, "
         f"{res.timings['fit_s']:.0f} s fitting and applying the transforms) on {machine()}. "
         f"Cache hits this run: {s['cache_hits']}."
+        + (
+            f" The machine was shared: 1-minute load average {load[0]:.1f} at the start and {load[1]:.1f} at the end "
+            "(2 cores), so the times are upper bounds."
+            if load else ""
+        )
     )
     for note in res.notes:
         out.append(f"Note: {note}.")
@@ -109,8 +115,9 @@ def render(res, wall_s: float, rank: tuple[int, int] | None, threads: int) -> st
             lines.append((m, p, delta, up))
     for m in methods:
         mine = [x for x in lines if x[0] == m]
-        helps = [x for x in mine if x[2] > 0]
-        hurts = [x for x in mine if x[2] <= 0]  # NaN (failed fits) is in neither
+        helps = [x for x in mine if x[2] >= EVEN]
+        hurts = [x for x in mine if x[2] <= -EVEN]  # NaN (failed fits) is in neither
+        even = [x for x in mine if abs(x[2]) < EVEN]
         failed = [x for x in mine if math.isnan(x[2])]
         parts = []
         if helps:
@@ -121,9 +128,20 @@ def render(res, wall_s: float, rank: tuple[int, int] | None, threads: int) -> st
             parts.append(
                 "hurts " + ", ".join(f"`{p}` ({d:+.2f} avg; better on {len(up)}/{len(tasks)} tasks)" for _, p, d, up in hurts)
             )
+        if even:
+            parts.append(
+                "changes little for " + ", ".join(f"`{p}` ({d:+.2f} avg; better on {len(up)}/{len(tasks)} tasks)" for _, p, d, up in even)
+            )
         if failed:
             parts.append("could not be fitted on every task for " + ", ".join(f"`{p}`" for _, p, _, _ in failed))
         out.append(f"- **{m}** vs raw vectors of the same pooling: " + "; ".join(parts) + ".")
+    per_task = []
+    for t in tasks:
+        cal = [r for r in rows if r.method != "raw"]
+        wins = sum(num(r.scores[t].score) > raw[r.pooling].scores[t].score for r in cal)
+        per_task.append(f"{t} {wins}/{len(cal)}")
+    out.append("")
+    out.append("Calibrated rows that beat the raw vectors of their own pooling, per task: " + ", ".join(per_task) + ".")
     out.append("")
     best_row = max(rows, key=lambda r: num(r.avg))
     best_raw = max(raw.values(), key=lambda r: num(r.avg))
@@ -138,7 +156,7 @@ def render(res, wall_s: float, rank: tuple[int, int] | None, threads: int) -> st
         f"{best_cal.avg - raw[best_cal.pooling].avg:+.2f} over its raw pooling)."
     )
     out.append("")
-    helped = sorted({p for m, p, d, _ in lines if d > 0})
+    helped = sorted({p for m, p, d, _ in lines if d >= EVEN})
     best_task_gain = max(
         ((t, r.scores[t].score - raw[r.pooling].scores[t].score, r) for r in calibrated for t in tasks),
         key=lambda x: num(x[1]),
@@ -231,57 +249,76 @@ def main() -> None:
     )
     ap.add_argument("--cold", action="store_true", help="start from an empty vector cache, so the wall time includes encoding")
     ap.add_argument("--no-write", action="store_true", help="print the section instead of writing docs/")
+    ap.add_argument("--render-only", action="store_true", help="rewrite the section from docs/RESULTS.json without evaluating")
     args = ap.parse_args()
+
+    import os
 
     import torch
 
-    from isotropy.evaluation import evaluate
+    from isotropy._io import write_json
+    from isotropy.evaluation import Results, evaluate
 
-    torch.set_num_threads(args.threads)
-    if args.cold:
-        import tempfile
+    json_path = DOCS / "RESULTS.json"
+    if args.render_only:
+        data = json.loads(json_path.read_text(encoding="utf-8"))
+        res = Results.from_dict(data)
+        torch.set_num_threads(data.get("threads", args.threads))  # machine() reports the run's thread count
+        wall, load = data["wall_s"], data.get("load_average")
+        rank = tuple(data["cls_rank"]) if data.get("cls_rank") else stsb_cls_rank(args, res)
+    else:
+        torch.set_num_threads(args.threads)
+        if args.cold:
+            import tempfile
 
-        (ROOT / ".cache").mkdir(exist_ok=True)
-        args.cache = tempfile.mkdtemp(prefix="results-cold-", dir=ROOT / ".cache")
-    t0 = time.perf_counter()
-    res = evaluate(
-        args.tasks,
-        data=args.data,
-        poolings=args.poolings,
-        methods=args.methods,
-        fit_on="target",
-        max_length=64,
-        shrinkage=args.shrinkage,
-        cache=args.cache,
-        show_progress=None,
-        errors="record",
-    )
-    wall = time.perf_counter() - t0
-    rank = None
-    if "STS-B" in res.tasks and "cls" in res.settings["poolings"]:
-        from isotropy.data import load_tasks
-        from isotropy.encoding import Encoder
-        from isotropy.evaluation import VectorCache, encode_cached
+            (ROOT / ".cache").mkdir(exist_ok=True)
+            args.cache = tempfile.mkdtemp(prefix="results-cold-", dir=ROOT / ".cache")
+        load0 = os.getloadavg()[0]
+        t0 = time.perf_counter()
+        res = evaluate(
+            args.tasks,
+            data=args.data,
+            poolings=args.poolings,
+            methods=args.methods,
+            fit_on="target",
+            max_length=64,
+            shrinkage=args.shrinkage,
+            cache=args.cache,
+            show_progress=None,
+            errors="record",
+        )
+        wall = time.perf_counter() - t0
+        load = [load0, os.getloadavg()[0]]
+        rank = stsb_cls_rank(args, res)
+        if args.cold:
+            import shutil
 
-        task = load_tasks(args.data, ["STS-B"])[0]
-        enc = Encoder(None, pooling="cls", max_length=64)
-        vecs = encode_cached(enc, task.sentences(), ["cls"], VectorCache(args.cache))["cls"]
-        rank = covariance_rank(vecs)
-    if args.cold:
-        import shutil
-
-        shutil.rmtree(args.cache, ignore_errors=True)
-    text = render(res, wall, rank, args.threads)
+            shutil.rmtree(args.cache, ignore_errors=True)
+        data = res.to_dict()
+        data.update(wall_s=wall, load_average=load, cls_rank=list(rank) if rank else None, threads=args.threads)
+    text = render(res, wall, rank, load)
     if args.no_write:
         print(text)
         return
-    from isotropy._io import write_json
-
-    data = res.to_dict()
-    data["wall_s"] = wall
-    write_json(DOCS / "RESULTS.json", data)
+    if not args.render_only:
+        write_json(json_path, data)
     path = update_section("RESULTS.md", "sts-default-model", text, title="Results")
-    print(f"wrote {path} and {DOCS / 'RESULTS.json'} ({wall / 60:.1f} min)")
+    print(f"wrote {path}" + ("" if args.render_only else f" and {json_path} ({wall / 60:.1f} min)"))
+
+
+def stsb_cls_rank(args, res) -> tuple[int, int] | None:
+    """Covariance rank of the STS-B cls vectors (from the vector cache when it has them)."""
+    if "STS-B" not in res.tasks or "cls" not in res.settings["poolings"]:
+        return None
+    from isotropy.data import load_tasks
+    from isotropy.encoding import Encoder
+    from isotropy.evaluation import VectorCache, encode_cached
+
+    task = load_tasks(args.data, ["STS-B"])[0]
+    enc = Encoder(None, pooling="cls", max_length=64)
+    cache = args.cache if Path(args.cache).is_dir() else str(ROOT / ".cache" / "vectors")
+    vecs = encode_cached(enc, task.sentences(), ["cls"], VectorCache(cache))["cls"]
+    return covariance_rank(vecs)
 
 
 if __name__ == "__main__":

@@ -325,6 +325,10 @@ def test_results_save_and_table(tmp_path):
     assert data["rows"][0]["scores"]["toy"]["subsets"].keys() == {"x", "y"}
     assert md.name == "r.md" and "| model | pooling | method | toy | avg |" in md.read_text()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary files left
+    back = Results.load(j)
+    assert back.to_markdown() == res.to_markdown() and back.score("cls", "raw", "toy") == res.score("cls", "raw", "toy")
+    with pytest.raises(IsotropyError, match="not an isotropy results file"):
+        Results.from_dict({"rows": []})
     from rich.console import Console
 
     console = Console(record=True, width=200)

@@ -423,6 +423,34 @@ class Results:
             table.add_row(r.model, r.pooling, r.method, *cells, _fmt(r.avg))
         return table
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Results":
+        """Rebuild results from :meth:`to_dict` output (e.g. a JSON file written by :meth:`save`)."""
+        try:
+            rows = [
+                ResultRow(
+                    r["model"], r["pooling"], r["method"],
+                    {t: TaskScore(**sc) for t, sc in r["scores"].items()},
+                    float(r.get("fit_seconds", 0.0)),
+                )
+                for r in data["rows"]
+            ]
+            return cls(
+                rows=rows, tasks=list(data["tasks"]), metrics=dict(data["metrics"]), settings=dict(data["settings"]),
+                timings=dict(data.get("timings", {})), notes=list(data.get("notes", [])),
+            )
+        except (KeyError, TypeError) as exc:
+            raise IsotropyError(f"not an isotropy results file: missing or malformed {exc}") from None
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Results":
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise IsotropyError(f"cannot read results from {path}: {exc}") from None
+        return cls.from_dict(data)
+
     def save(self, out: str | os.PathLike) -> tuple[Path, Path]:
         """Write ``out`` (JSON) and the markdown table beside it (same name, ``.md``); atomic."""
         out = Path(out)
