@@ -637,13 +637,13 @@ def _adam(model: nn.Module, lr: float) -> torch.optim.Adam:
 def _flow_threads():
     """Run the flow's own computation on ``THREADS`` intra-op threads; restore torch's setting afterwards.
 
-    Measured on the project's shared 2-core machine under load (other jobs running):
-    a 32x384x384 product took 0.2 ms on 1 thread and 3.7 ms on 2, a default fit
-    took 36 s single-threaded against 634 s with torch's 2 threads, and
-    ``transform`` ran ~12,000 vectors/s on 1 thread against ~1,800 on 2: with
-    more runnable threads than cores, OpenMP/MKL's thread synchronisation
-    dominates. A training batch (32 x d) is too small for threads to pay even on
-    an idle machine; a large ``transform`` on a dedicated many-core machine
+    Measured on the project's shared 2-core machine under load (other jobs running,
+    see docs/BENCHMARKS.md, section flow): a 32x384x384 product took 0.2 ms on 1
+    thread and 3.7 ms on 2, thirty training steps 1.2 s against 14.9 s, and
+    ``transform`` ran ~17,500 vectors/s against ~6,400: with more runnable threads
+    than cores, OpenMP/MKL's thread synchronisation dominates. A training batch
+    (32 x d) is too small for threads to pay even on an idle machine; a large
+    ``transform`` on a dedicated many-core machine
     would gain from them: set ``isotropy.flow.THREADS = None`` there (torch's
     own setting). ``torch.set_num_threads`` is process-wide, so it is changed
     only for the duration of the call.
