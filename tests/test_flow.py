@@ -533,6 +533,21 @@ def test_cli_fit_flow_errors_are_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["fit", "flow", str(tmp_path / "few.npy"), "-o", str(tmp_path / "no" / "such" / "dir")])
     assert exc.value.code == 2 and "does not exist" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["fit", "flow", str(tmp_path / "few.npy"), "-o", str(tmp_path / "out"), "--coupling", "spline"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip() == "error: Flow coupling must be one of additive, affine, got 'spline'"
+
+
+def test_read_only_memory_mapped_input(tmp_path):
+    import warnings
+
+    np.save(tmp_path / "v.npy", _data(64, 6))
+    X = np.load(tmp_path / "v.npy", mmap_mode="r")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        flow = Flow().fit(X)
+        assert flow.transform(X).shape == (64, 6)
 
 
 # --------------------------------------------------------------------------- real data

@@ -530,7 +530,7 @@ class Flow:
         out = []
         with _flow_threads(), torch.inference_mode():
             for start in range(0, X.shape[0], _TRANSFORM_CHUNK):
-                chunk = torch.from_numpy(X[start : start + _TRANSFORM_CHUNK]).to(device)
+                chunk = torch.from_numpy(_writable(X[start : start + _TRANSFORM_CHUNK])).to(device)
                 out.append(fn(chunk).cpu().numpy())
         if not out:
             return np.zeros((0, X.shape[1]), dtype=np.float32)
@@ -615,6 +615,11 @@ class Flow:
         return flow
 
 
+def _writable(a: np.ndarray) -> np.ndarray:
+    """torch warns on read-only arrays (memory-mapped .npy files): copy those."""
+    return a if a.flags.writeable else a.copy()
+
+
 def _resolve_device(device: Any) -> torch.device:
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -672,7 +677,7 @@ def _train(
 ) -> np.ndarray:
     """Maximum-likelihood training; loss = bits per dimension. Returns the loss of each step."""
     n, d = X.shape
-    data = torch.from_numpy(X).to(device)
+    data = torch.from_numpy(_writable(X)).to(device)
     steps_per_epoch = math.ceil(n / batch_size)
     losses = torch.empty(epochs * steps_per_epoch, dtype=torch.float64, device=device)
     scale = 1.0 / (d * math.log(2.0))
@@ -727,6 +732,7 @@ def fit_flow_file(
 
     check_output_path(output)
     flow = Flow(**params)
+    flow._check_params()  # a bad option is named as such, before any loading
     X = load_vectors(vectors)
     try:
         flow.fit(X, show_progress=show_progress)
