@@ -117,6 +117,37 @@ class ProgressBar:
         self.close()
 
 
+# --------------------------------------------------------------------------- the Hugging Face hub
+
+
+def hub_offline_reason(timeout: float = 3.0) -> str | None:
+    """Why the hub cannot be reached (None when it answers), decided within ``timeout`` seconds."""
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on"):
+            return f"{var} is set"
+    import socket
+    import threading
+    from urllib.parse import urlparse
+
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    host = url.hostname or "huggingface.co"
+    port = url.port or (80 if url.scheme == "http" else 443)
+    result: list[str | None] = ["no answer within %.0f s" % timeout]
+
+    def probe() -> None:
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            result[0] = None
+        except OSError as exc:
+            result[0] = f"{host} is unreachable ({exc.strerror or exc})"
+
+    # name resolution has no timeout of its own: run the probe in a thread and stop waiting
+    t = threading.Thread(target=probe, daemon=True)
+    t.start()
+    t.join(timeout)
+    return result[0]
+
+
 # --------------------------------------------------------------------------- atomic writes
 
 

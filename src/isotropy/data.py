@@ -8,12 +8,11 @@ import math
 import os
 import re
 import sys
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, NamedTuple
 
-from ._io import IsotropyError
+from ._io import IsotropyError, hub_offline_reason
 
 
 def read_sentences(path: str | os.PathLike, *, allow_empty_file: bool = False) -> list[str]:
@@ -525,38 +524,13 @@ def load_pair_folder(folder: str | os.PathLike, name: str | None = None) -> Task
 # --------------------------------------------------------------------------- Hugging Face datasets
 
 
-def _hub_offline_reason(timeout: float = 3.0) -> str | None:
-    """Why the hub cannot be reached (None when it answers), decided within ``timeout`` seconds."""
-    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
-        if os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on"):
-            return f"{var} is set"
-    import socket
-    from urllib.parse import urlparse
-
-    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
-    result: list[str | None] = ["no answer within %.0f s" % timeout]
-
-    def probe() -> None:
-        try:
-            socket.create_connection((host, 443), timeout=timeout).close()
-            result[0] = None
-        except OSError as exc:
-            result[0] = f"{host} is unreachable ({exc.strerror or exc})"
-
-    # name resolution has no timeout of its own: run the probe in a thread and stop waiting
-    t = threading.Thread(target=probe, daemon=True)
-    t.start()
-    t.join(timeout)
-    return result[0]
-
-
 def load_hf(dataset: str, name: str | None = None) -> Task:
     """A sentence-pair dataset from the Hugging Face hub (``sentence1``, ``sentence2``,
     ``score`` or ``label`` columns), e.g. ``mteb/stsbenchmark-sts``. Needs the optional
     ``datasets`` package (``pip install 'isotropy[hf]'``) and a reachable hub;
     otherwise one clear error pointing to ``--data DIR``."""
     local = f"download it and pass --data DIR (a folder in the STS layouts or with train/dev/test.tsv pair files)"
-    reason = _hub_offline_reason()
+    reason = hub_offline_reason()
     if reason is not None:
         raise IsotropyError(f"cannot load {dataset!r} from the Hugging Face hub: {reason}; {local}")
     try:
