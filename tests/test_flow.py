@@ -429,6 +429,8 @@ def test_corrupt_or_incompatible_folders(tmp_path):
         Flow.load(variant("dim", lambda c: c.update(n_features_in=7)))
     with pytest.raises(IsotropyError, match="does not match its config"):
         Flow.load(variant("depth", lambda c: c["params"].update(depth=2)))
+    with pytest.raises(IsotropyError, match="coupling must be one of"):
+        Flow.load(variant("coupling", lambda c: c["params"].update(coupling="spline")))
     with pytest.raises(IsotropyError, match="holds a 'whitening', not a 'flow'"):
         Flow.load(variant("kind", lambda c: c.update(kind="whitening")))
     with pytest.raises(IsotropyError, match="does not describe a flow"):

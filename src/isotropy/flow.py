@@ -594,7 +594,10 @@ class Flow:
         if not isinstance(params, dict) or not _is_int(dim) or set(params) != set(cls._param_names()) - {"device"}:
             raise IsotropyError(f"{path}: config.json does not describe a flow this isotropy can read")
         flow = cls(**params, device=device)
-        dev = flow._check_params()
+        try:
+            dev = flow._check_params()
+        except IsotropyError as exc:
+            raise IsotropyError(f"{path}: {exc}") from None
         try:
             model = Glow(dim, flow.levels, flow.depth, flow.hidden, flow.coupling)
             state = {k[len("model.") :]: torch.from_numpy(v.copy()) for k, v in arrays.items() if k.startswith("model.")}
