@@ -26,6 +26,9 @@ ModelOpt = typer.Option(None, "--model", "-m", help="Hugging Face model id or lo
 PoolingOpt = typer.Option(None, "--pooling", "-p", help="Pooling: cls, pooler, last-avg, first-last-avg, embed-last-avg, last2-avg, layers-avg:I,J,... (default: the model's own).")
 MaxLenOpt = typer.Option(None, "--max-length", help="Tokens per sentence (default: the model's maximum; the papers use 64). Longer sentences are truncated.")
 BatchOpt = typer.Option(64, "--batch-size", help="Sentences per forward pass.")
+EngineOpt = typer.Option(None, "--engine", help="Run on a cluster engine: dask (pip install 'isotropy\\[distributed]'); see docs/DISTRIBUTED.md.")
+InputsOpt = typer.Option(None, "--input", help="With --engine: the shards, a glob such as 'shards/*.txt' (one sentence a line) or, for fit, 'vecs/*.npy'.")
+AddressOpt = typer.Option(None, "--address", help="With --engine: the scheduler of an existing cluster (tcp://host:8786); default: a local cluster, one worker per core.")
 
 
 def _err(message: str) -> None:
@@ -34,15 +37,29 @@ def _err(message: str) -> None:
 
 @app.command()
 def encode(
-    input: str = typer.Argument(..., help="UTF-8 text file, one sentence a line, or '-' for standard input."),
-    output: Path = typer.Option(..., "--output", "-o", help="Where to write the vectors (.npy, float32, row i = line i)."),
+    input: Optional[str] = typer.Argument(None, help="UTF-8 text file, one sentence a line, or '-' for standard input."),
+    output: Path = typer.Option(..., "--output", "-o", help="Where to write the vectors (.npy, float32, row i = line i); with --engine, a folder of one .npy per shard."),
     model: Optional[str] = ModelOpt,
     pooling: Optional[str] = PoolingOpt,
     max_length: Optional[int] = MaxLenOpt,
     batch_size: int = BatchOpt,
     progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."),
+    engine: Optional[str] = EngineOpt,
+    inputs: Optional[str] = InputsOpt,
+    address: Optional[str] = AddressOpt,
+    transform: Optional[Path] = typer.Option(None, "--transform", "-t", help="With --engine: a fitted transform folder to apply to each shard's vectors."),
 ) -> None:
-    """Encode sentences into vectors. Empty lines are encoded too, so row numbers match line numbers."""
+    """Encode sentences into vectors. Empty lines are encoded too, so row numbers match line numbers.
+
+    With --engine dask --input 'shards/*.txt', shards are encoded on a cluster into OUT/<shard>.npy
+    (resumable: a rerun skips shards whose output verifies)."""
+    if engine is not None or inputs is not None:
+        from .distributed import cli_encode
+
+        typer.echo(cli_encode(engine, inputs, input, output, address, model, pooling, max_length, batch_size, transform, progress), err=True)
+        return
+    if input is None:
+        raise typer.BadParameter("give a text file (or '-'), or --engine with --input")
     from ._io import check_output_path, save_npy
     from .data import read_sentences
     from .encoding import Encoder
@@ -67,24 +84,41 @@ def demo(
 
 @fit_app.command("whitening")
 def fit_whitening(
-    vectors: Path = typer.Argument(..., help="Vectors to fit on: a .npy file (rows x dims) or a folder of .npy shards, streamed one chunk at a time."),
+    vectors: Optional[Path] = typer.Argument(None, help="Vectors to fit on: a .npy file (rows x dims) or a folder of .npy shards, streamed one chunk at a time."),
     output: Path = typer.Option(..., "--output", "-o", help="Folder to write the fitted whitening to (config.json + state.safetensors)."),
     n_components: Optional[int] = typer.Option(None, "--n-components", "-k", help="Keep the k largest-variance directions (default: all)."),
     power: float = typer.Option(1.0, "--power", help="Soft whitening: 1 full whitening, 0 pure rotation (PCA without scaling), between interpolates."),
     shrinkage: str = typer.Option("0", "--shrinkage", help="Covariance shrinkage towards a scaled identity: a number in [0, 1], or 'auto' (Ledoit-Wolf). Needed with fewer rows than dimensions."),
     method: str = typer.Option("pca", "--method", help="pca (rotate to principal axes) or zca (rotate back to the original axes)."),
     progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."),
+    engine: Optional[str] = EngineOpt,
+    inputs: Optional[str] = InputsOpt,
+    address: Optional[str] = AddressOpt,
+    model: Optional[str] = ModelOpt,
+    pooling: Optional[str] = PoolingOpt,
+    max_length: Optional[int] = MaxLenOpt,
+    batch_size: int = BatchOpt,
 ) -> None:
-    """Fit BERT-whitening (y = (x - mu) W) on sentence vectors."""
+    """Fit BERT-whitening (y = (x - mu) W) on sentence vectors (or, with --engine, on sentence shards encoded on a cluster)."""
     import warnings
 
     from .whitening import fit_whitening_file
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        w = fit_whitening_file(
-            vectors, output, n_components=n_components, power=power, shrinkage=shrinkage, method=method, show_progress=progress
-        )
+        if engine is not None or inputs is not None:
+            from .distributed import cli_fit_whitening
+
+            w = cli_fit_whitening(
+                engine, inputs, vectors, output, address, model, pooling, max_length, batch_size,
+                dict(n_components=n_components, power=power, shrinkage=shrinkage, method=method), progress,
+            )
+        elif vectors is None:
+            raise typer.BadParameter("give VECTORS, or --engine with --input")
+        else:
+            w = fit_whitening_file(
+                vectors, output, n_components=n_components, power=power, shrinkage=shrinkage, method=method, show_progress=progress
+            )
     for warning in caught:
         typer.echo(f"warning: {warning.message}", err=True)
     typer.echo(f"wrote {w.describe()} to {output}", err=True)
