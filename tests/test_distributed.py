@@ -351,6 +351,13 @@ def test_other_bad_inputs(tmp_path, monkeypatch):
         fit_whitening(str(tmp_path / "a.npy"))
 
 
+def test_bad_line_in_a_shard_is_one_clear_error(client, tiny_model_dir, tmp_path):
+    (tmp_path / "good.txt").write_text("fine\n")
+    (tmp_path / "bad.txt").write_bytes(b"ok\nnot \xff utf-8\n")
+    with pytest.raises(IsotropyError, match=r"bad\.txt line 2 is not valid UTF-8"):
+        fit_whitening(str(tmp_path / "*.txt"), EncoderSpec(model=str(tiny_model_dir)), address=client, retries=0)
+
+
 # --------------------------------------------------------------------------- the reduction itself
 
 
