@@ -305,6 +305,27 @@ def analyze_cmd(
     typer.echo(f"wrote {Path(output) / 'report.md'} (+ report.json and {len(report['figures'])} figures)", err=True)
 
 
+export_app = typer.Typer(help="Export an encoder (+ pooling + fitted transform) for other runtimes.", no_args_is_help=True)
+app.add_typer(export_app, name="export")
+
+
+@export_app.command("onnx")
+def export_onnx_cmd(
+    output: Path = typer.Option(..., "--output", "-o", help="Folder to write: model.onnx (token ids -> calibrated vectors, dynamic batch and sequence axes), isotropy_onnx.json and the tokenizer files. Run it with Encoder(model=FOLDER, backend='onnx')."),
+    model: Optional[str] = ModelOpt,
+    pooling: Optional[str] = PoolingOpt,
+    max_length: Optional[int] = MaxLenOpt,
+    transform: Optional[Path] = typer.Option(None, "--transform", "-t", help="Folder of a fitted transform (whitening or flow) to bake into the graph; its input dimension must match the encoder's."),
+    quantize: Optional[str] = typer.Option(None, "--quantize", help="int8: onnxruntime dynamic quantization of the encoder's weights (faster on CPU, slightly less exact)."),
+    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."),
+) -> None:
+    """Export encoder + pooling (+ transform) as one ONNX graph, with its tokenizer beside it."""
+    from .onnx import export_onnx
+
+    out = export_onnx(output, model=model, pooling=pooling, max_length=max_length, transform=transform, quantize=quantize, show_progress=progress)
+    typer.echo(f"wrote {out}/model.onnx (+ tokenizer, isotropy_onnx.json)", err=True)
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     """Entry point of the ``isotropy`` command."""
     from ._io import IsotropyError

@@ -110,7 +110,23 @@ class Encoder:
         Sentences per forward pass.
     device:
         ``"cpu"``, ``"cuda"``, ...; ``None`` picks CUDA when available.
+    backend:
+        ``"torch"`` (this class), or ``"onnx"``: ``model`` is then a folder written by
+        ``isotropy export onnx`` and onnxruntime runs it (see :class:`isotropy.onnx.OnnxEncoder`).
     """
+
+    backend = "torch"
+
+    def __new__(cls, *args, backend: str = "torch", **kwargs):
+        # backend="onnx" runs a graph written by `isotropy export onnx` with onnxruntime
+        # (isotropy.onnx.OnnxEncoder, a subclass; model= names the export folder).
+        if backend not in ("torch", "onnx"):
+            raise IsotropyError(f"backend must be 'torch' or 'onnx', got {backend!r}")
+        if backend == "onnx" and cls is Encoder:
+            from .onnx import OnnxEncoder
+
+            return super().__new__(OnnxEncoder)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -119,6 +135,7 @@ class Encoder:
         max_length: int | None = None,
         batch_size: int = 64,
         device: str | None = None,
+        backend: str = "torch",
     ) -> None:
         import torch
 

@@ -1,0 +1,130 @@
+"""ONNX export (encoder + pooling + transform in one graph) and the onnxruntime Encoder backend."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from isotropy import Encoder, Flow, IsotropyError, Whitening
+from isotropy.cli import main
+from isotropy.onnx import CONFIG_NAME, GRAPH_NAME, OnnxEncoder, export_onnx
+
+WORDS = "cat dog market river guitar rain city child music storm bread train field house doctor".split()
+SENTENCES = [
+    "A man is playing a guitar.",
+    "Two dogs run through a field of tall green grass near the river, barking at the birds overhead.",
+    "hi",
+    "",
+    "Stocks fell sharply on Monday after the report.",
+    "The cat sat on the mat.",
+]
+
+
+def corpus(n: int, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, size=int(rng.integers(2, 12)))) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model_dir):
+    enc = Encoder(tiny_model_dir, pooling="first-last-avg", max_length=32, device="cpu")
+    X = enc.encode(corpus(150))
+    return enc, X
+
+
+@pytest.fixture(scope="module")
+def whitening_export(tiny, tmp_path_factory):
+    """The tiny model, first-last-avg, with a fitted whitening, exported through the CLI."""
+    enc, X = tiny
+    w = Whitening(n_components=16, shrinkage="auto").fit(X)
+    folder = tmp_path_factory.mktemp("onnx")
+    w.save(folder / "w")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["export", "onnx", "-o", str(folder / "exp"), "--model", str(enc.folder), "--pooling", "first-last-avg",
+              "--max-length", "32", "--transform", str(folder / "w"), "--no-progress"])
+    assert exit_info.value.code in (0, None)
+    return folder / "exp", w
+
+
+def test_export_layout_and_fp32_equals_torch(tiny, whitening_export):
+    enc, _ = tiny
+    folder, w = whitening_export
+    assert (folder / GRAPH_NAME).is_file() and (folder / "tokenizer.json").is_file()
+    cfg = json.loads((folder / CONFIG_NAME).read_text())
+    assert cfg["pooling"] == "first-last-avg" and cfg["max_length"] == 32 and cfg["dim"] == 16
+    assert cfg["transform"]["kind"] == "whitening" and cfg["quantize"] is None
+    onnx_enc = Encoder(folder, backend="onnx", batch_size=4)  # several batches, sorted by length
+    assert isinstance(onnx_enc, OnnxEncoder) and isinstance(onnx_enc, Encoder) and onnx_enc.dim == 16
+    got = onnx_enc.encode(SENTENCES)
+    want = w.transform(enc.encode(SENTENCES))
+    assert got.dtype == np.float32 and got.shape == (len(SENTENCES), 16)
+    np.testing.assert_allclose(got, want, atol=1e-4, rtol=0)
+    # the graph file itself is accepted too; order of rows follows the input
+    again = Encoder(folder / GRAPH_NAME, backend="onnx").encode(SENTENCES[::-1])
+    np.testing.assert_allclose(again[::-1], got, atol=1e-5, rtol=0)
+    assert Encoder(folder, backend="onnx").encode([]).shape == (0, 16)
+    assert "whitening" in onnx_enc.describe() and len(onnx_enc.fingerprint()) == 32
+
+
+def test_onnx_graph_has_dynamic_axes(whitening_export):
+    import onnx
+
+    model = onnx.load(str(whitening_export[0] / GRAPH_NAME))
+    for inp in model.graph.input:
+        dims = inp.type.tensor_type.shape.dim
+        assert len(dims) == 2 and all(d.dim_param and not d.dim_value for d in dims), inp
+    assert [i.name for i in model.graph.input][:2] == ["input_ids", "attention_mask"]
+    assert [o.name for o in model.graph.output] == ["sentence_embedding"]
+
+
+def test_flow_export_equals_torch(tiny, tmp_path):
+    enc, X = tiny
+    flow = Flow(levels=2, depth=1, hidden=8, batch_size=32, epochs=2, seed=0).fit(X)
+    export_onnx(tmp_path / "exp", encoder=enc, transform=flow)
+    got = Encoder(tmp_path / "exp", backend="onnx").encode(SENTENCES)
+    np.testing.assert_allclose(got, flow.transform(enc.encode(SENTENCES)), atol=1e-4, rtol=0)
+
+
+@pytest.mark.slow
+def test_int8_default_model_close_to_fp32(encoder, tmp_path):
+    """int8 (default model, last-avg, raw): the export runs and stays close to float32 torch."""
+    export_onnx(tmp_path / "q", pooling="last-avg", max_length=64, quantize="int8")
+    q = Encoder(tmp_path / "q", backend="onnx")
+    assert json.loads((tmp_path / "q" / CONFIG_NAME).read_text())["quantize"] == "int8"
+    sents = [s for s in SENTENCES if s] + corpus(20, seed=5)
+    a, b = q.encode(sents), Encoder(max_length=64).encode(sents)
+    cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    # Very short sentences ("hi") average few tokens, so they keep the most int8 noise.
+    assert cos.mean() > 0.99 and cos.min() > 0.97, cos
+    assert (tmp_path / "q" / GRAPH_NAME).stat().st_size < 75e6  # float32: ~90 MB (47 MB of it word embeddings)
+
+
+def test_bad_input(tiny, tmp_path, whitening_export):
+    enc, _ = tiny
+    w_big = Whitening().fit(np.random.default_rng(0).normal(size=(60, 48)))
+    with pytest.raises(IsotropyError, match=r"fitted on 48-dimensional vectors.*gives 32"):
+        export_onnx(tmp_path / "x", encoder=enc, transform=w_big)
+    assert not (tmp_path / "x").exists()
+    w_big.save(tmp_path / "wb")
+    with pytest.raises(SystemExit) as exit_info:  # the CLI prints the one line and exits 2
+        main(["export", "onnx", "-o", str(tmp_path / "x"), "--model", str(enc.folder), "--transform", str(tmp_path / "wb")])
+    assert exit_info.value.code == 2
+    with pytest.raises(IsotropyError, match="unknown quantization 'int4'"):
+        export_onnx(tmp_path / "x", encoder=enc, quantize="int4")
+    with pytest.raises(IsotropyError, match="not fitted"):
+        export_onnx(tmp_path / "x", encoder=enc, transform=Whitening())
+    folder, _ = whitening_export
+    with pytest.raises(IsotropyError, match="exported with pooling 'first-last-avg', not 'cls'"):
+        Encoder(folder, backend="onnx", pooling="cls")
+    with pytest.raises(IsotropyError, match="pooling 'first-last-avg' only"):
+        Encoder(folder, backend="onnx").encode_multi(["a"], ["cls"])
+    with pytest.raises(IsotropyError, match="not written by `isotropy export onnx`"):
+        Encoder(enc.folder, backend="onnx")
+    with pytest.raises(IsotropyError, match="needs model="):
+        Encoder(backend="onnx")
+    with pytest.raises(IsotropyError, match="backend must be 'torch' or 'onnx'"):
+        Encoder(backend="tensorrt")
+    with pytest.raises(IsotropyError, match="max_length must be between 2 and"):
+        Encoder(folder, backend="onnx", max_length=100000)
