@@ -354,3 +354,16 @@ def test_real_stsb_retrieval(stsb_mean):
         recalls[name] = float(np.mean([i in row for i, row in enumerate(hits)])) * 100
     assert recalls["raw"] > 95  # measured 99.1 (338 pairs)
     assert recalls["soft-128"] > recalls["raw"] - 2  # measured 99.1
+
+
+def test_default_whitening_keeps_fewer_dims_on_a_small_corpus(tiny_model_dir, tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(CORPUS[:12]) + "\n", encoding="utf-8")
+    index = build_index_file(corpus, tmp_path / "idx", model=str(tiny_model_dir), max_length=32)
+    assert index.dim == 11 and index.transform.power == 0.5 and index.transform.shrinkage == "auto"
+    assert Index.load(tmp_path / "idx").search([CORPUS[3]], k=1).ids[0, 0] == 3
+    one = tmp_path / "one.txt"
+    one.write_text("just one sentence\n", encoding="utf-8")
+    with pytest.raises(IsotropyError, match="corpus of 1 sentence.*--no-whiten"):
+        build_index_file(one, tmp_path / "idx1", model=str(tiny_model_dir))
+    assert len(build_index_file(one, tmp_path / "idx1", model=str(tiny_model_dir), no_whiten=True)) == 1

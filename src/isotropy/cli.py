@@ -219,7 +219,7 @@ def index_build(
     pooling: Optional[str] = PoolingOpt,
     max_length: Optional[int] = MaxLenOpt,
     transform: Optional[Path] = typer.Option(None, "--transform", help="A fitted transform folder (whitening or flow) to apply instead of fitting a whitening on the corpus."),
-    whiten: Optional[int] = typer.Option(None, "--whiten", help="Whitening fitted on the corpus, keeping K dimensions (default 128, power 0.5; see docs/BENCHMARKS.md 'search')."),
+    whiten: Optional[int] = typer.Option(None, "--whiten", help="Whitening fitted on the corpus, keeping K dimensions (default: soft whitening, power 0.5, to 128 dims -- fewer on a corpus of <= 128 sentences; see docs/BENCHMARKS.md 'search')."),
     power: Optional[float] = typer.Option(None, "--power", help="Power of that whitening: 1 full, 0.5 soft (default), 0 PCA only."),
     no_whiten: bool = typer.Option(False, "--no-whiten", help="Index the raw encoder vectors (L2-normalised)."),
     kind: str = typer.Option("flat", "--kind", help="flat (exact), hnsw or ivf (approximate)."),

@@ -1,0 +1,280 @@
+"""Retrieval benchmark: does whitening to k dimensions keep recall while shrinking and speeding up search?
+
+A retrieval task nobody has to label, built from the STS data in ../shared/data
+(override with ISOTROPY_DATA):
+
+* corpus: every unique sentence of the seven tasks (STS-B, SICK-R, STS-12..16, all
+  splits), in order of first appearance;
+* queries: sentence1 of every pair with gold similarity >= 4.0 (STS 0-5 and SICK
+  1-5 scales alike); the relevant document is that pair's sentence2. Pairs whose
+  two sentences are identical are dropped (the relevant document would be the query
+  itself), and a (sentence1, sentence2) pair listed twice counts once. A query with
+  several relevant documents is searched once and each of its pairs is scored;
+* the query sentence is itself in the corpus: each query is searched with k + 1
+  and its own id is dropped from its hits (if it is not among them, the last hit
+  is dropped), so every query ranks exactly k other sentences;
+* recall@k: the fraction of (query, relevant) pairs whose relevant sentence is
+  among the query's top k; MRR@10: the mean over pairs of 1 / rank of the relevant
+  sentence (0 beyond rank 10).
+
+Vectors: the default model (all-MiniLM-L6-v2) with its own pooling (last-avg),
+max_length 64, encoded once (cached on disk by ``isotropy.evaluation.encode_cached``)
+and shared by every setting. Each transform is fitted on the corpus, as
+``isotropy index build`` does. Timings are search only (the library's
+``Index.search_vectors`` on already embedded queries): batch = all queries in one
+call, single = a fixed sample of queries one call each; both the median of 3
+repeats, and reported as ratios to raw-384 flat measured in the same run.
+
+    .venv/bin/python bench/search.py [--single 500] [--kinds flat,hnsw]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import DATA, ROOT, machine, median_time, update_section  # noqa: E402
+
+MAX_LENGTH = 64
+THRESHOLD = 4.0
+K = 10
+# (name, n_components, power): None = raw vectors
+SETTINGS = [
+    ("raw-384", None, None),
+    ("whitened-384", 384, 1.0),
+    ("whitened-256", 256, 1.0),
+    ("whitened-128", 128, 1.0),
+    ("whitened-64", 64, 1.0),
+    ("soft0.5-384", 384, 0.5),
+    ("soft0.5-256", 256, 0.5),
+    ("soft0.5-128", 128, 0.5),
+    ("soft0.5-64", 64, 0.5),
+    ("pca-128", 128, 0.0),
+    ("pca-64", 64, 0.0),
+]
+
+
+def build_task(data: Path):
+    from isotropy.data import load_tasks
+
+    tasks = load_tasks(data)
+    corpus = list(dict.fromkeys(s for t in tasks for p in t.pairs() for s in (p.s1, p.s2)))
+    row = {s: i for i, s in enumerate(corpus)}
+    pairs = list(dict.fromkeys((row[p.s1], row[p.s2]) for t in tasks for p in t.pairs()
+                               if p.score >= THRESHOLD and p.s1 != p.s2))
+    per_task = {t.name: sum(1 for p in t.pairs() if p.score >= THRESHOLD and p.s1 != p.s2) for t in tasks}
+    queries = list(dict.fromkeys(q for q, _ in pairs))
+    return [t.name for t in tasks], corpus, queries, np.array(pairs, dtype=np.int64), per_task
+
+
+def drop_self(ids: np.ndarray, query_ids: np.ndarray, k: int) -> np.ndarray:
+    """From k + 1 hits per query, drop the query's own id (else the last hit): k hits each."""
+    out = np.empty((ids.shape[0], k), dtype=np.int64)
+    for i, (row, q) in enumerate(zip(ids, query_ids)):
+        keep = row[row != q]
+        out[i] = keep[:k] if len(keep) >= k else np.pad(keep, (0, k - len(keep)), constant_values=-1)
+    return out
+
+
+def metrics(hits: np.ndarray, queries: list[int], pairs: np.ndarray) -> dict[str, float]:
+    pos = {q: i for i, q in enumerate(queries)}
+    ranks = []
+    for q, rel in pairs:
+        found = np.flatnonzero(hits[pos[int(q)]] == rel)
+        ranks.append(int(found[0]) + 1 if len(found) else 0)
+    r = np.array(ranks)
+    return {
+        "recall@1": float(np.mean(r == 1)) * 100,
+        "recall@10": float(np.mean((r >= 1) & (r <= 10))) * 100,
+        "mrr@10": float(np.mean(np.where(r >= 1, 1.0 / np.maximum(r, 1), 0.0))) * 100,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--single", type=int, default=500, help="queries timed one call at a time (a fixed sample)")
+    ap.add_argument("--kinds", default="flat,hnsw", help="index kinds, comma-separated (flat, hnsw, ivf)")
+    ap.add_argument("--settings", default=None, help="only these settings (comma-separated names)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--no-write", action="store_true", help="print the markdown instead of updating docs/BENCHMARKS.md")
+    args = ap.parse_args()
+
+    import faiss
+
+    from isotropy.encoding import Encoder
+    from isotropy.evaluation import VectorCache, encode_cached
+    from isotropy.search import Index
+    from isotropy.whitening import Whitening
+
+    data = DATA / "sts"
+    if not data.is_dir():
+        sys.exit(f"real data not found at {data} (set ISOTROPY_DATA)")
+    task_names, corpus, queries, pairs, per_task = build_task(data)
+    print(f"corpus {len(corpus)} sentences, {len(queries)} queries, {len(pairs)} relevant pairs", file=sys.stderr)
+
+    enc = Encoder(max_length=MAX_LENGTH)
+    cache = VectorCache()
+    t0 = time.perf_counter()
+    raw = encode_cached(enc, corpus, [enc.pooling], cache=cache)[enc.pooling]
+    encode_s = time.perf_counter() - t0
+    cached = cache.hits > 0
+    # encoding speed, measured afresh on a fixed sample even when the corpus came from the cache
+    sample = [corpus[i] for i in np.random.default_rng(1).choice(len(corpus), 512, replace=False)]
+    enc_s, _ = median_time(lambda: enc.encode(sample, show_progress=False), repeats=1)
+
+    qids = np.array(queries, dtype=np.int64)
+    rng = np.random.default_rng(0)
+    single = np.sort(rng.choice(len(qids), min(args.single, len(qids)), replace=False))
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    settings = [s for s in SETTINGS if args.settings is None or s[0] in args.settings.split(",")]
+
+    # 1. build every index and score it (recall needs no timing)
+    rows, built = [], []
+    for name, k_comp, power in settings:
+        transform = None
+        fit_s = 0.0
+        if k_comp is not None:
+            transform = Whitening(n_components=k_comp, power=power, shrinkage="auto")
+            t0 = time.perf_counter()
+            transform.fit(raw)
+            fit_s = time.perf_counter() - t0
+        for kind in kinds:
+            index = Index(enc, transform, kind)
+            t0 = time.perf_counter()
+            index.add_encoded(corpus, raw, show_progress=False)
+            build_s = time.perf_counter() - t0
+            Q = index._apply(raw[qids])  # the same transform + normalisation as `embed`
+            res = index.search_vectors(Q, K + 1)
+            m = metrics(drop_self(res.ids, qids, K), queries, pairs)
+            rows.append({"setting": name, "kind": kind, "dims": index.dim, **m,
+                         "bytes": int(faiss.serialize_index(index._index).nbytes), "build_s": build_s + fit_s})
+            built.append((index, Q, [Q[i : i + 1] for i in single]))
+            print(json.dumps(rows[-1]), file=sys.stderr)
+
+    # 2. time them in interleaved sweeps: each sweep times every index once (batch, then one query
+    # at a time), so a change in the machine's load hits all settings alike; per setting, the
+    # median over sweeps of the time and of the ratio to raw-384 flat in the same sweep.
+    times = [{"batch": [], "single": []} for _ in rows]
+    threads = faiss.omp_get_max_threads()
+    for sweep in range(args.repeats):
+        for t, (index, Q, Qs) in zip(times, built):
+            t["batch"].append(median_time(lambda: index.search_vectors(Q, K + 1), repeats=1)[0])
+
+            def one_by_one() -> None:
+                for q in Qs:
+                    index.search_vectors(q, K + 1)
+
+            # One OpenMP thread for single queries: with faiss's default threads, a lone query on this
+            # shared 2-core machine spent most of its time waiting on thread synchronisation (and a
+            # server answering one query at a time would run one query per thread anyway).
+            faiss.omp_set_num_threads(1)
+            try:
+                t["single"].append(median_time(one_by_one, repeats=1)[0])
+            finally:
+                faiss.omp_set_num_threads(threads)
+        print(f"timing sweep {sweep + 1}/{args.repeats} done", file=sys.stderr)
+    ref_i = next((i for i, r in enumerate(rows) if r["setting"] == "raw-384" and r["kind"] == "flat"), None)
+    for i, (r, t) in enumerate(zip(rows, times)):
+        for mode, n in (("batch", len(qids)), ("single", len(single))):
+            r[f"qps_{mode}"] = n / statistics.median(t[mode])
+            r[f"speedup_{mode}"] = None if ref_i is None else statistics.median(
+                a / b for a, b in zip(times[ref_i][mode], t[mode]))
+        r["times"] = t
+
+    ref = next((r for r in rows if r["setting"] == "raw-384" and r["kind"] == "flat"), None)
+    md = render(rows, ref, task_names, per_task, len(corpus), len(queries), len(pairs), len(single),
+                encode_s, cached, len(sample) / enc_s, args.repeats)
+    if args.no_write:
+        print(md)
+    else:
+        out = ROOT / "bench" / "results"
+        out.mkdir(exist_ok=True)
+        (out / "search.json").write_text(json.dumps(rows, indent=2) + "\n")
+        path = update_section("BENCHMARKS.md", "search", md, title="Benchmarks")
+        print(f"wrote section 'search' of {path}", file=sys.stderr)
+
+
+def render(rows, ref, task_names, per_task, n_corpus, n_queries, n_pairs, n_single, encode_s, cached,
+           enc_rate, repeats) -> str:
+    def ratio(v, key):
+        return f"{v / ref[key]:.2f}x" if ref else "-"
+
+    def speedup(r, mode):
+        return "-" if r.get(f"speedup_{mode}") is None else f"{r[f'speedup_{mode}']:.2f}x"
+
+    lines = [
+        "## Search: whitened, smaller vectors on a faiss index",
+        "",
+        f"Generated by `bench/search.py` on {time.strftime('%Y-%m-%d')}; machine: {machine()}; "
+        f"faiss threads: {__import__('faiss').omp_get_max_threads()} for batches, 1 for single queries. The machine was shared with other "
+        f"engineers' jobs, so throughput is noisy: {repeats} interleaved sweeps time every index once each, "
+        "QPS is the median over sweeps and `vs ref` the median over sweeps of the speed-up against raw-384 flat "
+        "timed in the same sweep.",
+        "",
+        f"Task (no labelling needed): corpus = the {n_corpus} unique sentences of {', '.join(task_names)}; "
+        f"queries = sentence1 of every pair with gold score >= {THRESHOLD} ({n_queries} distinct queries, "
+        f"{n_pairs} (query, relevant) pairs; pairs per task before de-duplication: "
+        + ", ".join(f"{k} {v}" for k, v in per_task.items())
+        + "); the relevant document is the pair's sentence2. Each query is itself in the corpus: it is searched "
+        "with k + 1 and its own id dropped from its hits. recall@k = share of pairs whose sentence2 is in the "
+        "query's top k; MRR@10 = mean 1/rank of sentence2 (0 beyond 10). Scores x 100.",
+        "",
+        f"Vectors: all-MiniLM-L6-v2 (default model), its own pooling last-avg, max_length {MAX_LENGTH}. "
+        f"Encoding is shared by every row: {n_corpus} sentences "
+        + (f"read from the vector cache in {encode_s:.1f} s" if cached else f"encoded in {encode_s:.1f} s")
+        + f"; the encoder runs at {enc_rate:.0f} sentences/s here (512-sentence sample, encoded afresh) -- "
+        "for single queries encoding, not search, dominates the latency. Transforms are fitted on the corpus "
+        "(Ledoit-Wolf shrinkage, as `isotropy index build` does): `whitened-K` = BERT-whitening to K dims, "
+        "`soft0.5-K` = power 0.5, `pca-K` = power 0 (rotation + truncation, no scaling). hnsw: M 32, "
+        "efConstruction 200, efSearch 64. QPS = queries per second of search only (batch: all "
+        f"{n_queries} queries in one call; single: {n_single} sampled queries one call each). "
+        "Bytes = the serialised faiss index.",
+        "",
+        "| setting | index | dims | R@1 | R@10 | MRR@10 | QPS batch | vs ref | QPS single | vs ref | index MB | vs ref | build s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['setting']} | {r['kind']} | {r['dims']} | {r['recall@1']:.2f} | {r['recall@10']:.2f} | "
+            f"{r['mrr@10']:.2f} | {r['qps_batch']:.0f} | {speedup(r, 'batch')} | "
+            f"{r['qps_single']:.0f} | {speedup(r, 'single')} | {r['bytes'] / 2**20:.1f} | "
+            f"{ratio(r['bytes'], 'bytes')} | {r['build_s']:.1f} |"
+        )
+    lines += ["", verdict(rows, ref)]
+    return "\n".join(lines)
+
+
+def verdict(rows, ref) -> str:
+    full = [r for r in rows if r["dims"] == 384]
+    if not full or ref is None:
+        return "Target not evaluated (the run lacks the full-dimension or the raw-384 flat rows)."
+    best = max(full, key=lambda r: r["recall@10"])
+    small = [r for r in rows if r["dims"] <= 128]
+    ok = [r for r in small if r["recall@10"] >= best["recall@10"] - 1.0
+          and r["speedup_batch"] >= 2.5 and r["speedup_single"] >= 2.5]
+    head = (f"**Target** (a setting at <= 128 dims with recall@10 within 1 point of the best full-dimension "
+            f"setting, {best['setting']} {best['kind']} at {best['recall@10']:.2f}, and >= 2.5x raw-384 flat "
+            f"search throughput, batch and single): ")
+    if ok:
+        pick = max(ok, key=lambda r: (r["recall@10"], r["qps_single"]))
+        return head + (f"**met** by {', '.join(r['setting'] + ' ' + r['kind'] for r in ok)}; best of them "
+                       f"{pick['setting']} {pick['kind']}: recall@10 {pick['recall@10']:.2f}, "
+                       f"{pick['speedup_batch']:.1f}x batch / {pick['speedup_single']:.1f}x "
+                       f"single throughput, {pick['bytes'] / ref['bytes']:.2f}x the index bytes.")
+    best_small = max(small, key=lambda r: r["recall@10"]) if small else None
+    tail = "" if best_small is None else (
+        f" The best setting at <= 128 dims is {best_small['setting']} {best_small['kind']} with recall@10 "
+        f"{best_small['recall@10']:.2f} ({best_small['recall@10'] - best['recall@10']:+.2f} points), "
+        f"{best_small['speedup_batch']:.1f}x batch throughput.")
+    return head + "**not met** on this data." + tail
+
+
+if __name__ == "__main__":
+    main()
