@@ -113,5 +113,8 @@ def test_demo_runs_and_shows_the_cone(tmp_path):
     for row in res["spearman"].values():
         assert row["raw"] > 50  # the generated gold scores are learnable
     assert (tmp_path / "demo" / "whitening-cls" / "config.json").is_file()
+    for query, hits in res["search"].items():
+        assert len(hits) == 3 and hits[0]["score"] >= hits[-1]["score"], query
+    assert (tmp_path / "demo" / "index" / "config.json").is_file()
     report = tmp_path / "demo" / "analysis"
     assert (report / "report.md").is_file() and (report / "cosine_histogram.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -48,6 +48,10 @@ PLACES = [
 ]
 
 
+# Queries the demo searches for: paraphrases the templates never produce word for word.
+DEMO_QUERIES = ["Someone strums a guitar outdoors.", "A cook makes food in the kitchen.", "A puppy naps near the water."]
+
+
 @dataclass
 class DemoData:
     corpus: list[str]
@@ -62,7 +66,10 @@ def make_demo_data(n_corpus: int = 600, n_pairs: int = 400, seed: int = 0) -> De
     """A generated corpus and scored pairs (gold = number of shared slots, 0-3)."""
     rng = random.Random(seed)
     slots = lambda: (rng.randrange(len(SUBJECTS)), rng.randrange(len(ACTIONS)), rng.randrange(len(PLACES)))  # noqa: E731
-    corpus = [_sentence(rng, *slots()) for _ in range(n_corpus)]
+    unique: dict[str, None] = {}
+    while len(unique) < n_corpus:  # distinct sentences (the templates allow thousands)
+        unique[_sentence(rng, *slots())] = None
+    corpus = list(unique)
     pairs = []
     for i in range(n_pairs):
         first = slots()
@@ -90,6 +97,7 @@ def run_demo(output: str | Path = "demo-output", seed: int = 0) -> dict:
     from .encoding import Encoder
     from .evaluation import cosine_rows, spearman
     from .flow import Flow
+    from .search import Index
     from .whitening import Whitening
 
     console = Console() if Console().is_terminal else Console(width=120)  # logs: no wrapped tables
@@ -146,7 +154,8 @@ def run_demo(output: str | Path = "demo-output", seed: int = 0) -> dict:
                     continue
                 ta, tb = t.transform(a), t.transform(b)
             row[name] = spearman(cosine_rows(ta, tb), gold)
-        whitening = whitenings[pooling] = fitted.get("whitening") or Whitening(shrinkage="auto").fit(corpus)
+        whitenings[pooling] = fitted
+        whitening = fitted.get("whitening") or Whitening(shrinkage="auto").fit(corpus)
         if pooling == "cls":
             whitening.save(output / "whitening-cls")
         cos_raw = float(cosine_rows(corpus[i], corpus[j]).mean())
@@ -167,14 +176,27 @@ def run_demo(output: str | Path = "demo-output", seed: int = 0) -> dict:
         )
     results["whitening_dir"] = str(output / "whitening-cls")
     console.print(f"fitted whitening (cls pooling) saved to {output / 'whitening-cls'}")
+    own = vectors[encoder.pooling][:n]
     report = analyze(
-        data.corpus, encoder, {"whitening": whitenings[encoder.pooling]}, output / "analysis", quiet=True
+        data.corpus, encoder, {"whitening": whitenings[encoder.pooling]["whitening"]}, output / "analysis", quiet=True
     )
     results["report"] = report["path"]
     console.print(
         f"anisotropy report ({encoder.pooling} pooling, before and after whitening): "
         f"{Path(report['path']) / 'report.md'}"
     )
+
+    # Semantic search over the corpus: soft whitening to 128 dims (the `index build` default), exact faiss index.
+    index = Index(encoder, transform=Whitening(n_components=128, power=0.5, shrinkage="auto"))
+    index.add_encoded(data.corpus, own)  # reuse the vectors encoded above
+    index.save(output / "index")
+    hits = index.search(DEMO_QUERIES, k=3)
+    results["search"] = {q: hits.hits(i) for i, q in enumerate(DEMO_QUERIES)}
+    for i, q in enumerate(DEMO_QUERIES):
+        console.print(f"search {q!r}:")
+        for hit in hits.hits(i):
+            console.print(f"   {hit['score']:.3f}  {hit['text']}")
+    console.print(f"index ({index.describe()}) saved to {output / 'index'}; try: isotropy search {output / 'index'} \"a query\"")
     results["seconds"] = time.perf_counter() - t0
     console.print(f"demo finished in {results['seconds']:.1f} s; artefacts in {output}/")
     return results
