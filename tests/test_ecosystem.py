@@ -71,7 +71,7 @@ def test_st_roundtrip_flow(tiny_fit, tmp_path):
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
 
 
-def test_st_roundtrip_default_model_pooler_and_normalize(encoder, tmp_path):
+def test_st_roundtrip_default_model_pooler_and_normalize(tmp_path):
     """The embedded model: its pooler layer travels with IsotropyPooling; normalize=True adds Normalize."""
     enc = Encoder(pooling="pooler", max_length=32)
     eco.to_sentence_transformer(enc, None, tmp_path / "st", normalize=True)

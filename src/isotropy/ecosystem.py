@@ -70,6 +70,8 @@ __all__ = [
     "IsotropyPooling",
     "IsotropyTransform",
     "to_sentence_transformer",
+    "build_sentence_transformer",
+    "save_sentence_transformer",
     "calibrate",
     "load_sentence_transformer",
     "check_sentence_transformer",
