@@ -17,7 +17,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ._io import IsotropyError, ProgressBar
+from ._io import IsotropyError, ProgressBar, hub_offline_reason
 from .pooling import Pooling, parse_pooling, pool
 
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -64,21 +64,6 @@ def st_default_pooling(folder: Path | None) -> str | None:
             if cfg.get("pooling_mode_mean_tokens"):
                 return "last-avg"
     return None
-
-
-def hub_reachable(timeout: float = 3.0) -> bool:
-    """Whether the Hugging Face hub answers a TCP connection within ``timeout`` seconds."""
-    import socket
-    from urllib.parse import urlparse
-
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}:
-        return False
-    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
-    try:
-        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout).close()
-    except OSError:
-        return False
-    return True
 
 
 def _in_hf_cache(name: str) -> bool:
@@ -186,7 +171,7 @@ class Encoder:
         from transformers.utils import logging as hf_logging
 
         local_only = False
-        if folder is None and not hub_reachable():
+        if folder is None and hub_offline_reason() is not None:
             # transformers would retry for most of a minute before failing; decide now instead.
             if not _in_hf_cache(name):
                 raise IsotropyError(
