@@ -531,7 +531,6 @@ def test_cli_bad_input_is_one_line(tmp_path, capsys):
 
 
 def test_cli_runs_with_a_local_model(tmp_path, tiny_model_dir, capsys):
-    from isotropy.cli import main
 
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n".join(make_corpus(50)) + "\n")

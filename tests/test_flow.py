@@ -379,7 +379,7 @@ def test_get_set_params_and_repr():
         "levels", "depth", "hidden", "coupling", "epochs", "lr", "batch_size", "seed", "device"}
     assert f.set_params(depth=2) is f and f.depth == 2
     assert repr(f) == "Flow(levels=3, depth=2, hidden=16)"
-    with pytest.raises(IsotropyError, match="no parameter 'width'"):
+    with pytest.raises(IsotropyError, match="invalid parameter 'width' for Flow"):
         f.set_params(width=3)
     sklearn = pytest.importorskip("sklearn.base")
     clone = sklearn.clone(f)

@@ -20,6 +20,9 @@ _EXPORTS = {
     "IsotropyError": "isotropy._io",
     "NotFittedError": "isotropy._io",
     "load_transform": "isotropy._io",
+    "evaluate": "isotropy.evaluation",
+    "to_sentence_transformer": "isotropy.ecosystem",
+    "calibrate": "isotropy.ecosystem",
 }
 
 __all__ = ["__version__", *_EXPORTS]

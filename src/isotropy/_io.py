@@ -52,7 +52,10 @@ def check_matrix(
     the row of the whole input rather than of the chunk.
     """
     try:
-        arr = np.asarray(X, dtype=dtype)
+        arr = np.asarray(X)
+        if arr.dtype.kind == "c":  # numpy would drop the imaginary part with only a warning
+            raise IsotropyError(f"{name} has complex values; sentence vectors must be real")
+        arr = np.asarray(arr, dtype=dtype)
     except (TypeError, ValueError) as exc:
         raise IsotropyError(f"{name} must be a numeric matrix: {exc}") from None
     if arr.ndim == 1 and expected_dim is not None and arr.shape[0] == expected_dim:

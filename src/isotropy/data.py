@@ -529,7 +529,7 @@ def load_hf(dataset: str, name: str | None = None) -> Task:
     ``score`` or ``label`` columns), e.g. ``mteb/stsbenchmark-sts``. Needs the optional
     ``datasets`` package (``pip install 'isotropy[hf]'``) and a reachable hub;
     otherwise one clear error pointing to ``--data DIR``."""
-    local = f"download it and pass --data DIR (a folder in the STS layouts or with train/dev/test.tsv pair files)"
+    local = "download it and pass --data DIR (a folder in the STS layouts or with train/dev/test.tsv pair files)"
     reason = hub_offline_reason()
     if reason is not None:
         raise IsotropyError(f"cannot load {dataset!r} from the Hugging Face hub: {reason}; {local}")

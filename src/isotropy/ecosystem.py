@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import copy
 import importlib
-import inspect
 import json
 import os
 from pathlib import Path
@@ -63,6 +62,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ._estimator import EstimatorParams
 from ._io import IsotropyError, atomic_dir
 from .pooling import parse_pooling
 
@@ -579,7 +579,7 @@ def load_sentence_transformer(path: str | os.PathLike, **kwargs: Any):
 # --------------------------------------------------------------------------- scikit-learn
 
 
-class SentenceEncoder:
+class SentenceEncoder(EstimatorParams):
     """scikit-learn transformer from sentences to vectors: an :class:`isotropy.Encoder` as a pipeline step.
 
     Stateless (``fit`` only loads the model), so it can lead a pipeline:
@@ -595,26 +595,10 @@ class SentenceEncoder:
         self.device = device
         self.backend = backend
 
-    @classmethod
-    def _get_param_names(cls) -> list[str]:
-        return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self._get_param_names()}
-
     def set_params(self, **params: Any) -> "SentenceEncoder":
-        valid = self._get_param_names()
-        for key, value in params.items():
-            if key not in valid:
-                raise IsotropyError(f"invalid parameter {key!r} for SentenceEncoder; valid ones: {', '.join(valid)}")
-            setattr(self, key, value)
-        self.__dict__.pop("encoder_", None)
+        super().set_params(**params)
+        self.__dict__.pop("encoder_", None)  # the loaded model no longer matches the parameters
         return self
-
-    def __repr__(self) -> str:
-        defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
-        args = [f"{k}={v!r}" for k, v in self.get_params().items() if v != defaults.get(k)]
-        return f"SentenceEncoder({', '.join(args)})"
 
     def fit(self, X: Any = None, y: Any = None) -> "SentenceEncoder":
         from .encoding import Encoder

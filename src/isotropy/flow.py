@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import inspect
 import math
 import os
 from pathlib import Path
@@ -73,6 +72,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ._estimator import EstimatorParams
 from ._io import IsotropyError, NotFittedError, ProgressBar, check_matrix, load_state, save_state
 
 __all__ = ["Flow", "fit_flow_file", "Glow", "ActNorm", "InvConvLU", "Coupling", "Split", "FlowStep"]
@@ -367,7 +367,7 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
-class Flow:
+class Flow(EstimatorParams):
     """BERT-flow calibration: a multi-scale Glow fitted by maximum likelihood; ``transform`` gives ``z``.
 
     Parameters follow the paper's code (default ``l2_d3_w32``): ``levels`` levels
@@ -379,6 +379,8 @@ class Flow:
     Fitted attributes: ``n_features_in_``, ``model_`` (a :class:`Glow`, eval mode),
     ``loss_curve_`` (bits/dim of every optimisation step), ``n_iter_`` (steps).
     """
+
+    _preserves_dtype = ("float32",)  # transform returns float32 whatever the input
 
     def __init__(
         self,
@@ -404,33 +406,6 @@ class Flow:
 
     # ---------------------------------------------------------------- sklearn plumbing
 
-    @classmethod
-    def _param_names(cls) -> list[str]:
-        return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self._param_names()}
-
-    def set_params(self, **params: Any) -> "Flow":
-        valid = self._param_names()
-        for name, value in params.items():
-            if name not in valid:
-                raise IsotropyError(f"Flow has no parameter {name!r}; valid: {', '.join(valid)}")
-            setattr(self, name, value)
-        return self
-
-    def __sklearn_tags__(self):
-        # scikit-learn (>= 1.6) asks every pipeline step for its tags, e.g. Pipeline.transform ->
-        # check_is_fitted; imported here so scikit-learn stays optional. Default transformer tags.
-        from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
-
-        return Tags(estimator_type=None, target_tags=TargetTags(required=False),
-                    transformer_tags=TransformerTags(preserves_dtype=["float32"]), input_tags=InputTags())
-
-    def __repr__(self) -> str:
-        defaults = {n: p.default for n, p in inspect.signature(Flow.__init__).parameters.items() if n != "self"}
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items() if v != defaults[k])
-        return f"Flow({args})"
 
     def _check_params(self) -> torch.device:
         for name in ("levels", "depth", "hidden", "epochs", "batch_size"):
@@ -591,7 +566,7 @@ class Flow:
         cfg, arrays = load_state(path, "flow", required=("loss_curve",))
         params = cfg.get("params")
         dim = cfg.get("n_features_in")
-        if not isinstance(params, dict) or not _is_int(dim) or set(params) != set(cls._param_names()) - {"device"}:
+        if not isinstance(params, dict) or not _is_int(dim) or set(params) != set(cls._get_param_names()) - {"device"}:
             raise IsotropyError(f"{path}: config.json does not describe a flow this isotropy can read")
         flow = cls(**params, device=device)
         try:

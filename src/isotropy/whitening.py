@@ -54,7 +54,6 @@ Decisions (documented here once):
 from __future__ import annotations
 
 import contextlib
-import inspect
 import math
 import os
 import sys
@@ -64,6 +63,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from ._estimator import EstimatorParams
 from ._io import (
     IsotropyError,
     NotFittedError,
@@ -364,7 +364,7 @@ class _Solution:
         self.eigenvalues, self.shrinkage, self.k = eigenvalues, shrinkage, k
 
 
-class Whitening:
+class Whitening(EstimatorParams):
     """BERT-whitening as a scikit-learn style transformer: ``y = (x - mean_) @ kernel_``.
 
     Parameters
@@ -394,34 +394,6 @@ class Whitening:
 
     # ---------------------------------------------------------------- params (sklearn contract)
 
-    @classmethod
-    def _get_param_names(cls) -> list[str]:
-        sig = inspect.signature(cls.__init__)
-        return [p for p in sig.parameters if p != "self"]
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self._get_param_names()}
-
-    def set_params(self, **params: Any) -> "Whitening":
-        valid = self._get_param_names()
-        for key, value in params.items():
-            if key not in valid:
-                raise IsotropyError(f"invalid parameter {key!r} for Whitening; valid ones: {', '.join(valid)}")
-            setattr(self, key, value)
-        return self
-
-    def __sklearn_tags__(self):
-        # scikit-learn (>= 1.6) asks every pipeline step for its tags, e.g. Pipeline.transform ->
-        # check_is_fitted; imported here so scikit-learn stays optional. Default transformer tags.
-        from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
-
-        return Tags(estimator_type=None, target_tags=TargetTags(required=False),
-                    transformer_tags=TransformerTags(preserves_dtype=["float64", "float32"]), input_tags=InputTags())
-
-    def __repr__(self) -> str:
-        defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
-        args = [f"{k}={v!r}" for k, v in self.get_params().items() if v != defaults.get(k)]
-        return f"Whitening({', '.join(args)})"
 
     def _checked_params(self, d: int | None) -> tuple[int | None, float, float | str, str]:
         k = self.n_components
