@@ -73,6 +73,52 @@ def _in_hf_cache(name: str) -> bool:
     return isinstance(try_to_load_from_cache(name, "config.json"), str)
 
 
+def check_sentences(sentences: Sequence[str] | str, what: str = "sentence") -> list[str]:
+    """A list of strings (one string becomes a list of one); anything else is a clear error."""
+    if isinstance(sentences, str):
+        sentences = [sentences]
+    out = list(sentences)
+    for i, s in enumerate(out):
+        if not isinstance(s, str):
+            raise IsotropyError(f"{what} {i} is a {type(s).__name__}, not a string")
+    return out
+
+
+def length_sorted_batches(tokenizer, sentences: list[str], max_length: int, batch_size: int):
+    """Tokenise once without padding, sort longest first, and cut padded batches.
+
+    Returns ``(number of batches, iterator of (row indices, {name: int64 array}))``: each
+    batch is padded only to its own longest sentence, and the row indices say where its
+    outputs go, so results come back in input order. ``token_type_ids`` is present when
+    the tokenizer makes them.
+    """
+    enc = tokenizer(sentences, truncation=True, max_length=max_length, padding=False, return_attention_mask=False)
+    ids = enc["input_ids"]
+    types = enc.get("token_type_ids")
+    order = np.argsort([len(x) for x in ids], kind="stable")[::-1]
+    pad_id = tokenizer.pad_token_id or 0
+    batches = [order[i : i + batch_size] for i in range(0, len(ids), batch_size)]
+
+    def generate():
+        for batch in batches:
+            width = len(ids[batch[0]])
+            feeds = {
+                "input_ids": np.full((len(batch), width), pad_id, dtype=np.int64),
+                "attention_mask": np.zeros((len(batch), width), dtype=np.int64),
+            }
+            if types is not None:
+                feeds["token_type_ids"] = np.zeros((len(batch), width), dtype=np.int64)
+            for row, idx in enumerate(batch):
+                seq = ids[idx]
+                feeds["input_ids"][row, : len(seq)] = seq
+                feeds["attention_mask"][row, : len(seq)] = 1
+                if types is not None:
+                    feeds["token_type_ids"][row, : len(seq)] = types[idx]
+            yield batch, feeds
+
+    return len(batches), generate()
+
+
 class Encoder:
     """Encode sentences with a Hugging Face encoder and a pooling.
 
@@ -264,12 +310,7 @@ class Encoder:
         """
         import torch
 
-        if isinstance(sentences, str):
-            sentences = [sentences]
-        sentences = list(sentences)
-        for i, s in enumerate(sentences):
-            if not isinstance(s, str):
-                raise IsotropyError(f"sentence {i} is a {type(s).__name__}, not a string")
+        sentences = check_sentences(sentences)
         requested = list(poolings)
         parsed = {name: parse_pooling(name) for name in requested}
         for p in parsed.values():
@@ -281,43 +322,15 @@ class Encoder:
         need_all = any(p.needs_hidden_states for p in parsed.values())
         need_pooler = any(p.kind == "pooler" for p in parsed.values())
 
-        # Tokenise once, without padding; sort by length so each batch pads little.
-        enc = self.tokenizer(
-            sentences, truncation=True, max_length=self.max_length, padding=False, return_attention_mask=False
-        )
-        ids = enc["input_ids"]
-        types = enc.get("token_type_ids")
-        order = np.argsort([len(x) for x in ids], kind="stable")[::-1]
-        pad_id = self.tokenizer.pad_token_id or 0
-        batches = [order[i : i + self.batch_size] for i in range(0, n, self.batch_size)]
-
-        progress = ProgressBar(len(batches), show_progress, "encoding")
-        try:
-            with torch.inference_mode():
-                for batch in batches:
-                    width = len(ids[batch[0]])
-                    input_ids = np.full((len(batch), width), pad_id, dtype=np.int64)
-                    mask = np.zeros((len(batch), width), dtype=np.int64)
-                    token_types = np.zeros((len(batch), width), dtype=np.int64) if types is not None else None
-                    for row, idx in enumerate(batch):
-                        seq = ids[idx]
-                        input_ids[row, : len(seq)] = seq
-                        mask[row, : len(seq)] = 1
-                        if token_types is not None:
-                            token_types[row, : len(seq)] = types[idx]
-                    inputs = {
-                        "input_ids": torch.from_numpy(input_ids).to(self.device),
-                        "attention_mask": torch.from_numpy(mask).to(self.device),
-                    }
-                    if token_types is not None:
-                        inputs["token_type_ids"] = torch.from_numpy(token_types).to(self.device)
-                    result = self.model(**inputs, output_hidden_states=need_all, return_dict=True)
-                    hidden = result.hidden_states if need_all else (result.last_hidden_state,)
-                    pooler_output = getattr(result, "pooler_output", None) if need_pooler else None
-                    for name, p in parsed.items():
-                        vec = pool(p, hidden, inputs["attention_mask"], pooler_output)
-                        out[name][batch] = vec.float().cpu().numpy()
-                    progress.advance()
-        finally:
-            progress.close()
+        total, batches = length_sorted_batches(self.tokenizer, sentences, self.max_length, self.batch_size)
+        with ProgressBar(total, show_progress, "encoding") as progress, torch.inference_mode():
+            for batch, feeds in batches:
+                inputs = {name: torch.from_numpy(arr).to(self.device) for name, arr in feeds.items()}
+                result = self.model(**inputs, output_hidden_states=need_all, return_dict=True)
+                hidden = result.hidden_states if need_all else (result.last_hidden_state,)
+                pooler_output = getattr(result, "pooler_output", None) if need_pooler else None
+                for name, p in parsed.items():
+                    vec = pool(p, hidden, inputs["attention_mask"], pooler_output)
+                    out[name][batch] = vec.float().cpu().numpy()
+                progress.advance()
         return out

@@ -51,8 +51,8 @@ log|det J|)`` and are checked against autograd Jacobians in the tests.
 Training: Adam (learning rate ``lr``), mini-batches of ``batch_size`` drawn by a
 local ``torch.Generator`` (the same ``seed`` gives bit-identical parameters and
 outputs on the same machine and thread count), ``epochs`` passes. ``fit`` and
-``transform`` run on one intra-op thread by default (``THREADS``; see
-:func:`_flow_threads` for the measurements behind that choice).
+``fit`` runs on one intra-op thread (``THREADS``) and ``transform`` on torch's own
+setting (``TRANSFORM_THREADS``); :func:`_flow_threads` has the measurements behind that.
 
 Interrupting ``fit`` (Ctrl-C) leaves the estimator as it was before the call:
 the new model is trained on the side and attached only when training ends; no
@@ -81,7 +81,8 @@ COUPLINGS = ("additive", "affine")
 LOGSCALE_FACTOR = 3.0  # Glow / tensor2tensor parametrise log-scales as 3 * logs
 _LOG_2PI = math.log(2.0 * math.pi)
 _TRANSFORM_CHUNK = 16384
-THREADS: int | None = 1  # intra-op threads of fit/transform; None = torch's setting (see _flow_threads)
+THREADS: int | None = 1  # intra-op threads of fit; None = torch's setting (see _flow_threads)
+TRANSFORM_THREADS: int | None = None  # intra-op threads of transform/inverse/score; None = torch's setting
 
 
 # --------------------------------------------------------------------------- layers
@@ -457,7 +458,7 @@ class Flow(EstimatorParams):
         return self
 
     def _fit_new(self, X: np.ndarray, epochs: int, device: torch.device, show_progress: bool | None):
-        with _flow_threads():  # the rotations' QR too: slow on contended threads
+        with _flow_threads(THREADS):  # the rotations' QR too: slow on contended threads
             gen = torch.Generator().manual_seed(int(self.seed))
             model = Glow(X.shape[1], self.levels, self.depth, self.hidden, self.coupling, generator=gen).to(device)
             optimizer = _adam(model, self.lr)
@@ -503,7 +504,7 @@ class Flow(EstimatorParams):
     def _map(self, X: np.ndarray, fn) -> np.ndarray:
         device = self._device_of_model()
         out = []
-        with _flow_threads(), torch.inference_mode():
+        with _flow_threads(TRANSFORM_THREADS), torch.inference_mode():
             for start in range(0, X.shape[0], _TRANSFORM_CHUNK):
                 chunk = torch.from_numpy(_writable(X[start : start + _TRANSFORM_CHUNK])).to(device)
                 out.append(fn(chunk).cpu().numpy())
@@ -617,22 +618,20 @@ def _adam(model: nn.Module, lr: float) -> torch.optim.Adam:
 
 
 @contextlib.contextmanager
-def _flow_threads():
-    """Run the flow's own computation on ``THREADS`` intra-op threads; restore torch's setting afterwards.
+def _flow_threads(threads: int | None):
+    """Run the flow's own computation on ``threads`` intra-op threads (None: torch's setting).
 
-    Measured on the project's shared 2-core machine under load (other jobs running,
-    see docs/BENCHMARKS.md, section flow): a 32x384x384 product took 0.2 ms on 1
-    thread and 3.7 ms on 2, thirty training steps 1.2 s against 14.9 s, and
-    ``transform`` ran ~17,500 vectors/s against ~6,400: with more runnable threads
-    than cores, OpenMP/MKL's thread synchronisation dominates. A training batch
-    (32 x d) is too small for threads to pay even on an idle machine; a large
-    ``transform`` on a dedicated many-core machine
-    would gain from them: set ``isotropy.flow.THREADS = None`` there (torch's
-    own setting). ``torch.set_num_threads`` is process-wide, so it is changed
-    only for the duration of the call.
+    ``fit`` uses ``THREADS`` = 1: a 32 x d training batch is too small for threads to
+    pay. On the idle 2-core machine 30 steps took the same time on 1 and 2 threads;
+    under load (more runnable threads than cores) torch's threads made them 12x slower
+    (1.2 s against 14.9 s), because OpenMP's synchronisation dominates. ``transform``
+    works on large chunks and gains from threads on an idle machine (79,000 against
+    46,000 vectors/s on 2 cores), so it keeps torch's setting (``TRANSFORM_THREADS`` =
+    None). Both figures are in docs/BENCHMARKS.md (section flow).
+    ``torch.set_num_threads`` is process-wide, so it is changed only for the call.
     """
     before = torch.get_num_threads()
-    use = THREADS if THREADS is not None and THREADS != before else None
+    use = threads if threads is not None and threads != before else None
     if use is not None:
         torch.set_num_threads(use)
     try:
@@ -661,7 +660,7 @@ def _train(
     scale = 1.0 / (d * math.log(2.0))
     model.train()
     total = epochs * steps_per_epoch
-    with _flow_threads(), ProgressBar(total, show_progress, "fitting flow") as bar:
+    with _flow_threads(THREADS), ProgressBar(total, show_progress, "fitting flow") as bar:
         step = bar_done = 0
         for _ in range(epochs):
             order = torch.randperm(n, generator=gen).to(device)

@@ -39,7 +39,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ._io import IsotropyError, ProgressBar, atomic_dir, check_output_path
-from .encoding import Encoder
+from .encoding import Encoder, check_sentences, length_sorted_batches
 from .pooling import parse_pooling
 
 __all__ = ["export_onnx", "OnnxEncoder", "GRAPH_NAME", "CONFIG_NAME"]
@@ -394,12 +394,7 @@ class OnnxEncoder(Encoder):
         self, sentences: Sequence[str] | str, poolings: Iterable[str], show_progress: bool | None = None
     ) -> dict[str, np.ndarray]:
         """Like :meth:`Encoder.encode_multi`, but only the exported pooling is available."""
-        if isinstance(sentences, str):
-            sentences = [sentences]
-        sentences = list(sentences)
-        for i, s in enumerate(sentences):
-            if not isinstance(s, str):
-                raise IsotropyError(f"sentence {i} is a {type(s).__name__}, not a string")
+        sentences = check_sentences(sentences)
         requested = list(poolings)
         for name in requested:
             if parse_pooling(name).name != self.pooling:
@@ -415,29 +410,13 @@ class OnnxEncoder(Encoder):
     def _run(self, sentences: list[str], out: np.ndarray, show_progress: bool | None) -> None:
         # The same batching as the torch path: tokenise once without padding, longest first,
         # pad each batch to its own longest sentence.
-        enc = self.tokenizer(
-            sentences, truncation=True, max_length=self.max_length, padding=False, return_attention_mask=False
-        )
-        ids = enc["input_ids"]
-        types = enc.get("token_type_ids")
-        order = np.argsort([len(x) for x in ids], kind="stable")[::-1]
-        pad_id = self.tokenizer.pad_token_id or 0
-        batches = [order[i : i + self.batch_size] for i in range(0, len(ids), self.batch_size)]
+        total, batches = length_sorted_batches(self.tokenizer, sentences, self.max_length, self.batch_size)
         want_types = "token_type_ids" in self.inputs
-        with ProgressBar(len(batches), show_progress, "encoding (onnx)") as bar:
-            for batch in batches:
-                width = len(ids[batch[0]])
-                input_ids = np.full((len(batch), width), pad_id, dtype=np.int64)
-                mask = np.zeros((len(batch), width), dtype=np.int64)
-                token_types = np.zeros((len(batch), width), dtype=np.int64)
-                for row, idx in enumerate(batch):
-                    seq = ids[idx]
-                    input_ids[row, : len(seq)] = seq
-                    mask[row, : len(seq)] = 1
-                    if types is not None:
-                        token_types[row, : len(seq)] = types[idx]
-                feeds = {"input_ids": input_ids, "attention_mask": mask}
+        with ProgressBar(total, show_progress, "encoding (onnx)") as bar:
+            for batch, feeds in batches:
                 if want_types:
-                    feeds["token_type_ids"] = token_types
+                    feeds.setdefault("token_type_ids", np.zeros_like(feeds["input_ids"]))
+                else:
+                    feeds.pop("token_type_ids", None)
                 out[batch] = self.model.run(None, feeds)[0]
                 bar.advance()

@@ -60,6 +60,7 @@ from ._io import (
     check_output_path,
     load_state,
 )
+from .encoding import check_sentences
 
 __all__ = ["Index", "SearchResults", "INDEX_KINDS", "DEFAULT_WHITEN_K"]
 
@@ -113,16 +114,6 @@ def _encoding_key(fingerprint: str, pooling: str, max_length: int, transform_dig
     h = hashlib.blake2b(digest_size=16)
     h.update(json.dumps([fingerprint, pooling, int(max_length), transform_digest]).encode())
     return h.hexdigest()
-
-
-def _check_sentences(sentences: Sequence[str] | str, what: str) -> list[str]:
-    if isinstance(sentences, str):
-        sentences = [sentences]
-    out = list(sentences)
-    for i, s in enumerate(out):
-        if not isinstance(s, str):
-            raise IsotropyError(f"{what} {i} is a {type(s).__name__}, not a string")
-    return out
 
 
 # --------------------------------------------------------------------------- results
@@ -263,7 +254,7 @@ class Index:
         """Encode ``sentences`` and index them (see the class docs for ``transform`` and ``params``)."""
         from .encoding import Encoder
 
-        sentences = _check_sentences(sentences, "sentence")
+        sentences = check_sentences(sentences, "sentence")
         if not sentences:
             raise IsotropyError("the corpus is empty: there is nothing to index")
         index = cls(Encoder(model, pooling=pooling, max_length=max_length, batch_size=batch_size, device=device),
@@ -305,7 +296,7 @@ class Index:
 
     def embed(self, sentences: Sequence[str] | str, show_progress: bool | None = None) -> np.ndarray:
         """The vectors this index stores or searches with: encode -> transform -> L2-normalise (float32)."""
-        sentences = _check_sentences(sentences, "sentence")
+        sentences = check_sentences(sentences, "sentence")
         self._require_transform()
         return self._apply(self.encoder.encode(sentences, show_progress=show_progress))
 
@@ -347,7 +338,7 @@ class Index:
         The first call fits an unfitted transform on these sentences and, for ``ivf``,
         trains the index on them.
         """
-        sentences = _check_sentences(sentences, "sentence")
+        sentences = check_sentences(sentences, "sentence")
         if not sentences:
             if not self.sentences:
                 raise IsotropyError("the corpus is empty: there is nothing to index")
@@ -362,7 +353,7 @@ class Index:
         ``raw`` must be ``self.encoder``'s output for exactly these sentences (before
         any transform); only its shape can be checked here, so prefer :meth:`add`.
         """
-        sentences = _check_sentences(sentences, "sentence")
+        sentences = check_sentences(sentences, "sentence")
         raw = check_matrix(raw, "raw vectors", expected_dim=self.encoder.dim, dtype=np.float32)
         if raw.shape[0] != len(sentences):
             raise IsotropyError(f"{len(sentences)} sentences but {raw.shape[0]} vector rows")
@@ -408,7 +399,7 @@ class Index:
         normalisation as the corpus. With ``k`` larger than the index, every
         sentence is returned and ``warning`` says so.
         """
-        queries = _check_sentences(queries, "query")
+        queries = check_sentences(queries, "query")
         self._check_k(k)
         if self._index is None:
             raise IsotropyError("the index is empty: add sentences before searching")

@@ -81,7 +81,7 @@ __all__ = ["Moments", "Whitening", "RankDeficientWarning", "fit_whitening_file",
 KIND = "whitening"
 WHITENING_VERSION = 1  # layout of this module's config/state; bumped on incompatible change
 EIG_RTOL = 1e-10  # kept eigenvalues must exceed EIG_RTOL x the largest when power > 0
-BLOCK_BYTES = 8 * 2**20  # float64 working block of Moments.update (cache-friendly; bounds memory whatever the chunk)
+BLOCK_BYTES = 64 * 2**20  # float64 working block of Moments.update: bounds memory whatever the chunk; larger blocks keep dsyrk efficient (measured 1.55x faster than 8 MiB at d=768)
 CHUNK_BYTES = 64 * 2**20  # rows read from disk at a time by the file helpers
 
 
