@@ -180,10 +180,12 @@ machine is shared with other engineers' jobs, so timings are noisy; figures are 
 - Fit target (at most {FIT_TARGET_S:.0f} s on the 2-core CI machine): **{ok_fit}** it ({t_fit:.1f} s, {flow.n_iter_} Adam steps of {flow.batch_size} rows; repeated fits bit-identical: {same}).
 - Transform target (at least {TRANSFORM_TARGET:,.0f} vectors/s): **{ok_tr}** it ({rate:,.0f} vectors/s).
 - Round trip `inverse_transform(transform(X))`: max abs error {err:.2e} (float32).
-- `fit` runs on one intra-op thread (`isotropy.flow.THREADS = 1`, torch's setting restored afterwards): a
-  32 x 384 training batch is too small for threads to pay, and on a busy machine OpenMP's thread
-  synchronisation makes training many times slower with torch's threads. `transform` keeps torch's setting
-  (`isotropy.flow.TRANSFORM_THREADS = None`): its large chunks do gain from threads on an idle machine.
+- `fit` runs on one intra-op thread (`isotropy.flow.THREADS = 1`, torch's setting restored afterwards).
+  This is the robust choice, not always the fastest: on an idle machine torch's threads can train a
+  32 x 384 batch somewhat faster (table below), but with more runnable threads than cores OpenMP's
+  synchronisation made training 12x slower (30 steps: 1.2 s on 1 thread, 14.9 s on 2, measured while
+  other jobs ran). On a dedicated machine set `isotropy.flow.THREADS = None`. `transform` keeps torch's
+  setting (`isotropy.flow.TRANSFORM_THREADS = None`): its large chunks gain from threads.
   Load average (1 min) before and after this run is given above; the comparison:{threads_md}{quality}
 
 Rerun: `.venv/bin/python bench/flow.py` (a few minutes here).

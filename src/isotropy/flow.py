@@ -621,10 +621,10 @@ def _adam(model: nn.Module, lr: float) -> torch.optim.Adam:
 def _flow_threads(threads: int | None):
     """Run the flow's own computation on ``threads`` intra-op threads (None: torch's setting).
 
-    ``fit`` uses ``THREADS`` = 1: a 32 x d training batch is too small for threads to
-    pay. On the idle 2-core machine 30 steps took the same time on 1 and 2 threads;
-    under load (more runnable threads than cores) torch's threads made them 12x slower
-    (1.2 s against 14.9 s), because OpenMP's synchronisation dominates. ``transform``
+    ``fit`` uses ``THREADS`` = 1, the robust choice: on the idle 2-core machine torch's
+    2 threads trained 30 steps somewhat faster (0.35 s against 0.54 s), but under load
+    (more runnable threads than cores) they made them 12x slower (14.9 s against 1.2 s),
+    because OpenMP's synchronisation dominates. Set ``THREADS = None`` on a dedicated machine. ``transform``
     works on large chunks and gains from threads on an idle machine (79,000 against
     46,000 vectors/s on 2 cores), so it keeps torch's setting (``TRANSFORM_THREADS`` =
     None). Both figures are in docs/BENCHMARKS.md (section flow).
