@@ -339,18 +339,24 @@ def list_vector_files(path: str | os.PathLike) -> list[Path]:
     return [path]
 
 
+def open_vector_file(file: Path) -> np.ndarray:
+    """Memory-map one .npy file of vectors; anything but a readable 2-D array is one clear error."""
+    try:
+        arr = np.load(file, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        raise IsotropyError(f"{file} is not a readable .npy array: {exc}") from None
+    if arr.ndim != 2:
+        raise IsotropyError(f"{file} must hold a 2-D array, got shape {arr.shape}")
+    return arr
+
+
 def iter_vector_chunks(path: str | os.PathLike, chunk_rows: int = 65536) -> Iterator[tuple[Path, int, np.ndarray]]:
     """Stream ``(file, first_row, chunk)`` from a .npy file or folder of shards, memory-mapped.
 
     Memory stays bounded by ``chunk_rows`` rows whatever the file size.
     """
     for file in list_vector_files(path):
-        try:
-            arr = np.load(file, mmap_mode="r", allow_pickle=False)
-        except (ValueError, OSError) as exc:
-            raise IsotropyError(f"{file} is not a readable .npy array: {exc}") from None
-        if arr.ndim != 2:
-            raise IsotropyError(f"{file} must hold a 2-D array, got shape {arr.shape}")
+        arr = open_vector_file(file)
         for start in range(0, arr.shape[0], chunk_rows):
             yield file, start, np.asarray(arr[start : start + chunk_rows])
 

@@ -53,13 +53,11 @@ Decisions (documented here once):
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import sys
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -67,12 +65,14 @@ from ._estimator import EstimatorParams
 from ._io import (
     IsotropyError,
     NotFittedError,
+    ProgressBar,
     atomic_file,
     check_matrix,
     check_output_path,
     iter_vector_chunks,
     list_vector_files,
     load_state,
+    open_vector_file,
     save_state,
 )
 
@@ -645,39 +645,10 @@ class Whitening(EstimatorParams):
 # --------------------------------------------------------------------------- files (the CLI's library calls)
 
 
-@contextlib.contextmanager
-def _progress(total: int, description: str, show: bool | None) -> Iterator[Callable[[int], None]]:
-    """A rich progress bar on stderr (default: only when stderr is a terminal); yields ``advance(rows)``."""
-    if show is None:
-        show = sys.stderr.isatty()
-    if not show:
-        yield lambda _n: None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    ) as bar:
-        task = bar.add_task(description, total=total)
-        yield lambda n: bar.advance(task, n)
-
-
 def _shapes(path: str | os.PathLike) -> list[tuple[Path, tuple[int, ...]]]:
     out = []
     for file in list_vector_files(path):
-        try:
-            arr = np.load(file, mmap_mode="r", allow_pickle=False)
-        except (ValueError, OSError) as exc:
-            raise IsotropyError(f"{file} is not a readable .npy array: {exc}") from None
-        if arr.ndim != 2:
-            raise IsotropyError(f"{file} must hold a 2-D array, got shape {arr.shape}")
-        out.append((file, arr.shape))
+        out.append((file, open_vector_file(file).shape))
     return out
 
 
@@ -708,10 +679,10 @@ def fit_whitening_file(
     w._checked_params(shapes[0][1][1])
     m = Moments()
     total = sum(s[0] for _, s in shapes)
-    with _progress(total, "fitting whitening", show_progress) as advance:
+    with ProgressBar(total, show_progress, "fitting whitening", min_total=1) as bar:
         for file, start, chunk in iter_vector_chunks(vectors, chunk_rows=_chunk_rows(shapes)):
             m.update(chunk, name=str(file), row_offset=start)
-            advance(chunk.shape[0])
+            bar.advance(chunk.shape[0])
     w._solution_cache = w._solve(m)  # problems (too few rows, singular covariance) surface now
     w.moments_ = m
     if output is not None:
@@ -741,7 +712,7 @@ def transform_file(
         raise IsotropyError(f"{vectors} holds no rows")
     written = 0
     out_dtype = out_width = None
-    with atomic_file(output) as fh, _progress(total, "transforming", show_progress) as advance:
+    with atomic_file(output) as fh, ProgressBar(total, show_progress, "transforming", min_total=1) as bar:
         for file, start, chunk in iter_vector_chunks(vectors, chunk_rows=_chunk_rows(shapes)):
             chunk = check_matrix(chunk, str(file), expected_dim=expected, dtype=None, row_offset=start)
             if chunk.shape[0] == 0:
@@ -757,7 +728,7 @@ def transform_file(
                 np.lib.format.write_array_header_1_0(fh, header)
             fh.write(np.ascontiguousarray(Y, dtype=out_dtype).tobytes())
             written += Y.shape[0]
-            advance(chunk.shape[0])
+            bar.advance(chunk.shape[0])
     if written != total:  # pragma: no cover - would mean a shard changed while we read it
         raise IsotropyError(f"expected {total} rows but transformed {written}")
     return total, int(out_width)
