@@ -61,3 +61,15 @@ def test_load_state_errors_are_one_line(tmp_path):
     (target / "state.safetensors").unlink()
     with pytest.raises(IsotropyError, match="missing state.safetensors"):
         load_state(target)
+
+
+def test_progress_bar_is_silent_in_logs_unless_asked(capsys):
+    from isotropy._io import ProgressBar
+
+    with ProgressBar(100, None, "quiet") as bar:  # pytest's stderr is not a terminal
+        assert bar._bar is None
+        bar.advance(5)
+    with ProgressBar(3, True, "asked") as bar:
+        assert bar._bar is not None
+        bar.advance(3)
+    assert "quiet" not in capsys.readouterr().err
