@@ -197,8 +197,9 @@ a run is minutes here){subset}.
 | the same on a cluster already up (start-up {t_start:.1f} s not included), first call (workers load the model) | {t_first:.1f} s | {t_first / t_single:.2f} |
 | the same, warm (model cached in each worker process) | {t_warm:.1f} s | {t_warm / t_single:.2f} |
 
-One machine has no more compute to give a cluster: the cold call pays process start-up and a
-model load in every worker ({t_cold - t_warm:.0f} s more than the warm one here), and the warm cluster
+One machine has no more compute to give a cluster: the cold call also pays process start-up and a
+model load in every worker (cold minus warm here: {t_cold - t_warm:+.1f} s; a one-run difference, so
+within this machine's noise when it is near zero), and the warm cluster
 {verdict} ({t_warm / t_single:.2f}x the one-process time). {why}
 The point is the next machine: the shards are independent and the
 merge is exact, so throughput grows with workers, and start-up is paid once per job, not per shard.
