@@ -346,7 +346,7 @@ def open_vector_file(file: Path) -> np.ndarray:
     except (ValueError, OSError) as exc:
         raise IsotropyError(f"{file} is not a readable .npy array: {exc}") from None
     if arr.ndim != 2:
-        raise IsotropyError(f"{file} must hold a 2-D array, got shape {arr.shape}")
+        raise IsotropyError(f"{file} must hold a 2-D array (rows x dims), got shape {arr.shape}")
     return arr
 
 

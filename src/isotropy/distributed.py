@@ -56,7 +56,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from ._io import IsotropyError, ProgressBar, atomic_file, check_output_path, write_json
+from ._io import IsotropyError, ProgressBar, atomic_file, check_output_path, open_vector_file, write_json
 
 __all__ = ["EncoderSpec", "ShardResult", "EncodeReport", "fit_whitening", "encode", "expand_inputs", "ENGINES"]
 
@@ -189,12 +189,7 @@ def _vector_widths(files: list[Path]) -> int:
     """Width shared by all .npy shards (read from headers only), or one clear error."""
     first: tuple[Path, int] | None = None
     for f in files:
-        try:
-            arr = np.load(f, mmap_mode="r", allow_pickle=False)
-        except (ValueError, OSError) as exc:
-            raise IsotropyError(f"{f} is not a readable .npy array: {exc}") from None
-        if arr.ndim != 2:
-            raise IsotropyError(f"{f} must hold a 2-D array (rows x dims), got shape {arr.shape}")
+        arr = open_vector_file(f)
         if first is None:
             first = (f, arr.shape[1])
         elif arr.shape[1] != first[1]:

@@ -216,6 +216,19 @@ def _kind(transform: Any) -> str | None:
     return None
 
 
+def _transform_for(encoder: Any, transform: Any) -> Any:
+    """A fitted transform (object or folder) whose input width matches ``encoder``'s output, or one clear error."""
+    source = str(transform) if isinstance(transform, (str, os.PathLike)) else None
+    transform = _as_transform(transform)
+    d_in, _ = _dims(transform)
+    if d_in != encoder.dim:
+        raise IsotropyError(
+            f"the {_kind(transform)}{f' in {source}' if source else ''} was fitted on {d_in}-dimensional "
+            f"vectors, but model {encoder.model_name} with pooling {encoder.pooling} gives {encoder.dim}"
+        )
+    return transform
+
+
 def _dims(transform: Any) -> tuple[int, int]:
     """(input, output) dimensions of a fitted transform."""
     d = int(transform.n_features_in_)
@@ -423,13 +436,7 @@ def _build(encoder, transform, normalize, device):
         raise IsotropyError("to_sentence_transformer needs a torch Encoder (backend='torch'), not an ONNX one")
     p = parse_pooling(encoder.pooling)
     if transform is not None:
-        transform = _as_transform(transform)
-        d_in, _ = _dims(transform)
-        if d_in != encoder.dim:
-            raise IsotropyError(
-                f"the {_kind(transform)} was fitted on {d_in}-dimensional vectors, but the encoder "
-                f"({encoder.model_name}) gives {encoder.dim}"
-            )
+        transform = _transform_for(encoder, transform)
     source = str(encoder.folder) if encoder.folder is not None else encoder.model_name
     config_kwargs = {"output_hidden_states": True} if p.needs_hidden_states else None
     first = Transformer(source, max_seq_length=encoder.max_length, config_kwargs=config_kwargs)

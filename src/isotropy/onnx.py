@@ -162,16 +162,9 @@ def export_onnx(
         raise IsotropyError("export_onnx needs a torch Encoder, not an ONNX one")
     tdesc = None
     if transform is not None:
-        from .ecosystem import _as_transform, _dims, _kind
+        from .ecosystem import _kind, _transform_for
 
-        source = str(transform) if isinstance(transform, (str, os.PathLike)) else None
-        transform = _as_transform(transform)
-        d_in, _ = _dims(transform)
-        if d_in != encoder.dim:
-            raise IsotropyError(
-                f"the {_kind(transform)}{f' in {source}' if source else ''} was fitted on {d_in}-dimensional "
-                f"vectors, but model {encoder.model_name} with pooling {encoder.pooling} gives {encoder.dim}"
-            )
+        transform = _transform_for(encoder, transform)
         tdesc = {"kind": _kind(transform), "describe": transform.describe() if hasattr(transform, "describe") else repr(transform)}
 
     import torch
