@@ -22,3 +22,48 @@ def spearman_cos(a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> float:
     b = np.asarray(b, dtype=np.float64)
     cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
     return float(spearmanr(cos, gold).statistic * 100)
+
+
+def run_cli(args, input=None) -> tuple[int, str, str]:
+    """Run the CLI in-process through ``isotropy.cli.main`` (so its error handling is exercised).
+
+    Returns ``(exit status, stdout, stderr)``; ``input`` (str or bytes) is standard input.
+    """
+    import contextlib
+    import io
+    import sys
+
+    from isotropy.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    old_stdin = sys.stdin
+    if input is not None:
+        sys.stdin = io.TextIOWrapper(io.BytesIO(input if isinstance(input, bytes) else input.encode()))
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main([str(a) for a in args])
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        sys.stdin = old_stdin
+    return code, out.getvalue(), err.getvalue()
+
+
+def snapshot(root: Path) -> dict[str, tuple]:
+    """Every file and folder under ``root`` (hidden ones included): kind, mode and content digest."""
+    import hashlib
+    import os
+
+    state = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            rel = p.relative_to(root).as_posix()
+            st = p.lstat()
+            if p.is_dir() and not p.is_symlink():
+                state[rel] = ("dir", st.st_mode)
+            else:
+                state[rel] = ("file", st.st_mode, hashlib.sha256(p.read_bytes()).hexdigest())
+    return state

@@ -4,31 +4,14 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from isotropy.cli import app, main
+from helpers import run_cli
+from isotropy.cli import app
 
 runner = CliRunner()
 
 
 def run(args, input=None):
-    """Run the CLI through main() so IsotropyError handling is exercised; return (code, stdout, stderr)."""
-    import contextlib
-    import io
-    import sys
-
-    out, err = io.StringIO(), io.StringIO()
-    old_stdin = sys.stdin
-    if input is not None:
-        sys.stdin = io.TextIOWrapper(io.BytesIO(input if isinstance(input, bytes) else input.encode()))
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                main(list(args))
-                code = 0
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    finally:
-        sys.stdin = old_stdin
-    return code, out.getvalue(), err.getvalue()
+    return run_cli(args, input)
 
 
 def _command_paths(group, prefix=()):

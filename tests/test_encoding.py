@@ -111,3 +111,138 @@ def test_missing_local_folder_and_unknown_pooling():
         Encoder("./no/such/folder")
     with pytest.raises(IsotropyError, match="valid poolings"):
         Encoder(pooling="max")
+
+
+# --------------------------------------------------------------------------- model folders that would encode wrong vectors
+
+
+def _copy_model(src, dst, edit=None):
+    """A copy of a model folder; ``edit(state dict) -> state dict`` rewrites its model.safetensors."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(src, dst)
+    if edit is not None:
+        state = edit(load_file(dst / "model.safetensors"))
+        save_file({k: v.contiguous().clone() for k, v in state.items()}, dst / "model.safetensors", metadata={"format": "pt"})
+    return dst
+
+
+@pytest.fixture(scope="module")
+def tiny_bert_dirs(tmp_path_factory):
+    """Tiny random BERT checkpoints as pre-training code saves them: with the heads AutoModel never
+    builds (``cls.predictions.*``, ``cls.seq_relationship.*``), and an MLM one without the pooler."""
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertForPreTraining
+
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+    tok = AutoTokenizer.from_pretrained(str(default_model_path()))
+    out = {}
+    for name, cls in (("pretraining", BertForPreTraining), ("mlm", BertForMaskedLM)):
+        folder = tmp_path_factory.mktemp(f"tiny-bert-{name}")
+        torch.manual_seed(0)
+        cls(config).save_pretrained(folder)
+        tok.save_pretrained(folder)
+        out[name] = folder
+    return out
+
+
+def test_embedded_and_test_models_load_without_missing_or_extra_tensors(encoder, tiny_model_dir):
+    from transformers import AutoModel
+
+    for folder in (default_model_path(), tiny_model_dir):
+        _, info = AutoModel.from_pretrained(str(folder), output_loading_info=True)
+        assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), (folder, info)
+    assert encoder._missing_pooler == [] and Encoder(str(tiny_model_dir))._missing_pooler == []
+
+
+def test_missing_weight_tensors_are_named(tiny_model_dir, tmp_path):
+    def drop(state):
+        return {k: v for k, v in state.items() if not k.startswith("transformer.layer.1.ffn.") and k != "embeddings.LayerNorm.bias"}
+
+    folder = _copy_model(tiny_model_dir, tmp_path / "m", drop)
+    with pytest.raises(IsotropyError) as err:
+        Encoder(str(folder))
+    msg = str(err.value)
+    assert "\n" not in msg and str(folder) in msg and "lack 5 tensors" in msg and "and 2 more" in msg, msg
+    assert "embeddings.LayerNorm.bias" in msg and "random" in msg and "save the model again" in msg
+
+
+def test_extra_tensors_of_the_base_model_mean_the_config_does_not_match(tiny_model_dir, tmp_path):
+    import json
+
+    folder = _copy_model(tiny_model_dir, tmp_path / "m")
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["n_layers"] = 1  # the weights hold 2 layers
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(IsotropyError, match=r"hold 16 tensors of the model's own layers .*transformer\.layer\.1\.") as err:
+        Encoder(str(folder))
+    assert "config.json" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_shape_mismatch_is_named(tiny_model_dir, tmp_path):
+    def shrink(state):
+        state["transformer.layer.1.ffn.lin1.weight"] = torch.zeros(3, 3)
+        return state
+
+    folder = _copy_model(tiny_model_dir, tmp_path / "m", shrink)
+    with pytest.raises(IsotropyError, match=r"transformer\.layer\.1\.ffn\.lin1\.weight 3x3 in the weights, 64x32 in the model"):
+        Encoder(str(folder))
+
+
+def test_unused_heads_are_silent_and_a_missing_pooler_only_matters_to_pooling_pooler(tiny_bert_dirs):
+    # cls.predictions.* / cls.seq_relationship.*: heads AutoModel never builds, normal in BERT checkpoints
+    full = Encoder(str(tiny_bert_dirs["pretraining"]), pooling="pooler")
+    assert full.encode(["a cat"]).shape == (1, 32)
+    # an MLM checkpoint has no pooler: transformers would fill it with random values
+    mlm = str(tiny_bert_dirs["mlm"])
+    enc = Encoder(mlm, pooling="cls")
+    assert enc._missing_pooler == ["pooler.dense.bias", "pooler.dense.weight"]
+    assert enc.encode(["a cat"]).shape == (1, 32)
+    assert enc.fingerprint() == Encoder(mlm).fingerprint()  # the random pooler is no part of the identity
+    for call in (lambda: Encoder(mlm, pooling="pooler"), lambda: enc.encode_multi(["a cat"], ["cls", "pooler"])):
+        with pytest.raises(IsotropyError, match=r"lack its pooler layer \(pooler\.dense\.bias, pooler\.dense\.weight\).*use 'cls'"):
+            call()
+
+
+def test_truncated_empty_and_incomplete_model_folders(tiny_model_dir, tmp_path):
+    folder = _copy_model(tiny_model_dir, tmp_path / "trunc")
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(IsotropyError, match=rf"{weights} is truncated or corrupt .*save the model again") as err:
+        Encoder(str(folder))
+    assert "\n" not in str(err.value)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(IsotropyError) as err:
+        Encoder(str(tmp_path / "empty"))
+    assert str(err.value) == (
+        f"model folder {tmp_path / 'empty'} is empty; pass a folder written by save_pretrained "
+        "(config.json, weights, tokenizer files) or a model id"
+    )
+    folder = _copy_model(tiny_model_dir, tmp_path / "noconfig")
+    (folder / "config.json").unlink()
+    with pytest.raises(IsotropyError, match=r"has no config\.json, so it is not a Hugging Face model folder"):
+        Encoder(str(folder))
+    # without tokenizer files transformers builds an empty tokenizer: every word would be [UNK]
+    folder = _copy_model(tiny_model_dir, tmp_path / "notok")
+    for p in folder.iterdir():
+        if p.name.startswith(("tokenizer", "vocab", "special_tokens")):
+            p.unlink()
+    with pytest.raises(IsotropyError, match=r"has no tokenizer files .*knows no word"):
+        Encoder(str(folder))
+
+
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (None, "sentences must be a string or a list of strings, got None"),
+        (3, "got int"),
+        (b"a cat", r"got bytes \(decode them to str first\)"),
+        ({"a cat", "a dog"}, "a set has no order"),
+        (["a cat", 7], "sentence 1 is a int, not a string"),
+    ],
+)
+def test_encode_rejects_what_is_not_a_list_of_strings(encoder, bad, match):
+    with pytest.raises(IsotropyError, match=match) as err:
+        encoder.encode(bad)
+    assert "\n" not in str(err.value)

@@ -405,3 +405,71 @@ def test_cls_whitening_beats_raw_cls_on_stsb(stsb_cls):
     # the harness agrees with the shared fixture computed independently (conftest.py)
     assert raw == pytest.approx(spearman_cos(stsb_cls["a"], stsb_cls["b"], stsb_cls["gold"]), abs=1e-3)
     assert res.row("cls", "raw").scores["STS-B"].n_pairs == 1379
+
+
+# --------------------------------------------------------------------------- never serve or score what cannot be trusted
+
+
+def test_cache_never_serves_an_array_overwritten_with_the_same_shape(tmp_path):
+    cache = VectorCache(tmp_path)
+    sents = ["a", "b", "c"]
+    enc = FakeEncoder()
+    good = encode_cached(enc, sents, ["cls"], cache)["cls"]
+    key = VectorCache.key("fp0", "cls", 64, sents)
+    npy, meta = cache.paths(key)
+    assert len(json.loads(meta.read_text())["digest"]) == 40
+    np.save(npy, good[::-1].copy())  # same shape and dtype, other vectors
+    assert cache.get(key, dim=8) is None
+    np.testing.assert_array_equal(encode_cached(enc, sents, ["cls"], cache)["cls"], good)
+    assert len(enc.calls) == 2  # recomputed, and the entry rewritten:
+    np.testing.assert_array_equal(np.load(npy), good)
+    np.testing.assert_array_equal(cache.get(key, dim=8), good)
+    # an entry written before digests were recorded is a miss, then rewritten with one
+    stored = json.loads(meta.read_text())
+    meta.write_text(json.dumps({"key": stored["key"], "dim": stored["dim"]}))
+    assert cache.get(key, dim=8) is None
+    encode_cached(enc, sents, ["cls"], cache)
+    assert len(enc.calls) == 3 and "digest" in json.loads(meta.read_text())
+
+
+def test_a_gold_column_without_variation_is_refused_before_encoding():
+    flat = Task("flat", {"test": [Pair(f"s{i}", f"t{i}", 3.0, "") for i in range(10)]}, source="/data/flat.tsv")
+    enc = FakeEncoder()
+    with pytest.raises(IsotropyError) as exc:
+        evaluate([flat], encoder=enc, cache=False)
+    assert str(exc.value) == (
+        "task flat (/data/flat.tsv): all 10 gold scores of its evaluated pairs (test) are 3, so no Spearman "
+        "correlation can be computed; it needs gold scores that differ; nothing to evaluate"
+    )
+    assert enc.calls == []  # nothing was encoded
+    labels = Task("same-label", {"test": [Pair(f"s{i}", f"t{i}", 1.0, "") for i in range(10)]}, metric="binary")
+    with pytest.raises(IsotropyError, match=r"all 10 labels .* are 1, so no ROC-AUC can be computed; it needs both 0 and 1 labels"):
+        evaluate([labels], encoder=enc, cache=False)
+    one = Task("one", {"test": [Pair("a", "b", 1.0, "")]})
+    with pytest.raises(IsotropyError, match="task one has 1 evaluated pair"):
+        evaluate([one], encoder=enc, cache=False)
+    # in a run of several tasks the others are evaluated; the caption says which one was skipped
+    task, signal = _graded_task()
+    res = evaluate([task, flat], encoder=FakeEncoder(signal=signal), methods=["raw"], cache=False)
+    assert res.tasks == ["toy"] and not np.isnan(res.score("cls", "raw", "toy"))
+    assert "skipped task flat (/data/flat.tsv): all 10 gold scores" in res.caption()
+
+
+def test_too_few_sentences_for_a_flow_gives_the_flow_s_advice(tmp_path):
+    task, signal = _graded_task(n=6)  # 12 sentences for 8 dimensions: enough for whitening-4, not for a flow
+    with pytest.raises(IsotropyError, match=r"task toy has 12 sentences to fit flow on .* need at least 32 \(add sentences \(a flow needs more sentences than dimensions\)\)") as exc:
+        evaluate([task], encoder=FakeEncoder(signal=signal), methods=["flow"], cache=False)
+    assert "shrinkage" not in str(exc.value)
+    corpus = tmp_path / "few.txt"
+    corpus.write_text("".join(f"line {i}\n" for i in range(8)))
+    enc = FakeEncoder()
+    with pytest.raises(IsotropyError, match=r"--fit-on .*few\.txt has 8 sentences; flow of 8-dimensional vectors needs at least 9 \(add sentences"):
+        evaluate([task], encoder=enc, methods=["flow"], fit_on=str(corpus), flow_params={"batch_size": 4}, cache=False)
+    assert enc.calls == []
+
+
+def test_cli_eval_pair_file_with_a_nul_byte_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "nul.tsv"
+    bad.write_bytes(b"sentence1\tsentence2\tscore\na\x00b\tc\t1\n")
+    code, _, err = _run_cli(["eval", "--data", str(bad)], capsys)
+    assert code == 2 and err.strip() == f"error: {bad} line 2 holds a NUL byte: it is a binary file, not UTF-8 text"

@@ -149,11 +149,13 @@ def test_glow_data_init_normalises_every_actnorm_input_on_the_first_batch():
 
 
 def test_constant_channels_do_not_make_training_diverge():
-    # all-MiniLM-L6-v2's cls vectors have three (near-)constant channels; max likelihood
-    # must not blow up on them
+    # all-MiniLM-L6-v2's cls vectors have three near-constant channels (std < 1e-8, yet not one
+    # value); max likelihood must not blow up on them. Exactly constant ones are refused (below).
     X = _data(256, 8)
-    X[:, 3] = 1e-32
-    X[:, 5] = 0.25
+    rng = np.random.default_rng(1)
+    X[:, 3] = (1e-9 * rng.standard_normal(256)).astype(np.float32)
+    X[:, 5] = (0.25 + 1e-7 * rng.standard_normal(256)).astype(np.float32)
+    assert np.ptp(X[:, 3]) > 0 and np.ptp(X[:, 5]) > 0
     flow = Flow(epochs=3, batch_size=32).fit(X)
     assert np.isfinite(flow.loss_curve_).all()
     assert np.abs(flow.inverse_transform(flow.transform(X)) - X).max() < 1e-4
@@ -567,3 +569,80 @@ def test_flow_beats_raw_cls_on_stsb(stsb_cls, tmp_path):
     X = stsb_cls["fit"]
     assert np.abs(flow.inverse_transform(flow.transform(X)) - X).max() < 1e-4
     assert np.isfinite(flow.score_samples(X[:100])).all()
+
+
+# --------------------------------------------------------------------------- fits that would serve absurd latents
+
+
+def test_no_more_rows_than_dimensions_is_refused():
+    # the reported failure: a handful of rows, loss 6e20 bits/dim accepted, then infinite latents written
+    rng = np.random.default_rng(0)
+    with pytest.raises(IsotropyError, match=r"X has 4 rows for 384 dimensions: a flow needs more rows than dimensions.*at least 385") as exc:
+        Flow(batch_size=2).fit(rng.standard_normal((4, 384)).astype(np.float32))
+    assert "\n" not in str(exc.value)
+    with pytest.raises(IsotropyError, match="X has 12 rows for 12 dimensions"):
+        Flow(batch_size=12).fit(_data(12, 12))
+    assert Flow(batch_size=13).fit(_data(13, 12)).n_features_in_ == 12
+    # the first partial_fit of a stream sees one chunk only: more chunks follow, so it is not refused
+    assert Flow(batch_size=8).partial_fit(_data(40, 32)).n_iter_ == 5
+
+
+def test_identical_rows_and_constant_columns_are_named():
+    X = np.repeat(_data(1, 6), 64, axis=0)
+    with pytest.raises(IsotropyError, match="all 64 rows of X are identical") as exc:
+        Flow().fit(X)
+    assert "lr" not in str(exc.value)  # not the divergence hint it used to get
+    X = _data(64, 6)
+    X[:, 4] = 0.5
+    with pytest.raises(IsotropyError, match=r"column 4 of X holds the same value \(0\.5\) in every row: a flow cannot model"):
+        Flow().fit(X)
+    X[:, 1] = 0.0
+    with pytest.raises(IsotropyError, match=r"column 1 .*, and 1 more columns too"):
+        Flow().fit(X)
+
+
+def test_a_fit_that_ends_far_worse_than_it_started_is_divergence():
+    # finite but absurd: accepted before, then its latents were written out as huge or infinite values
+    X = np.random.default_rng(0).standard_normal((600, 32)).astype(np.float32)
+    with pytest.raises(IsotropyError, match=r"loss on its training rows reached \S+ bits/dim .*lower lr \(now 0\.03\), raise batch_size \(now 4\)") as exc:
+        Flow(lr=0.03, batch_size=4).fit(X)
+    assert "\n" not in str(exc.value)
+    # the rule: the loss on the training rows before and after training, and every step's loss
+    F._check_fit(np.array([0.5, 30.0, 2.0]), 0.5, 0.2, 1e-3, 32)  # a spike during training that recovers is fine
+    with pytest.raises(IsotropyError, match=r"ended at 4\.5 bits/dim, 4 above the 0\.5 it started from"):
+        F._check_fit(np.array([0.5, 4.5]), 0.5, 4.5, 1e-3, 32)
+    with pytest.raises(IsotropyError, match=r"reached 6e\+20 bits/dim \(it was 0\.5 before training\)"):
+        F._check_fit(np.array([0.5, 1.0]), 0.5, 6e20, 1e-3, 32)
+    with pytest.raises(IsotropyError, match="reached nan bits/dim"):
+        F._check_fit(np.array([0.5, 1.0]), 0.5, float("nan"), 1e-3, 32)
+    with pytest.raises(IsotropyError, match="loss not finite at step 2"):
+        F._check_fit(np.array([0.5, 1.0, np.inf]), 0.5, float("nan"), 1e-3, 32)
+
+
+def test_load_names_what_disagrees_between_config_and_state(tmp_path):
+    good = Flow(levels=2, depth=2, hidden=8).fit(_data(64, 6)).save(tmp_path / "good")
+
+    def variant(name: str, edit):
+        import shutil
+
+        d = tmp_path / name
+        shutil.copytree(good, d)
+        cfg = json.loads((d / "config.json").read_text())
+        edit(cfg)
+        (d / "config.json").write_text(json.dumps(cfg))
+        return d
+
+    for name, edit, said, held in [
+        ("dim", lambda c: c.update(n_features_in=7), "n_features_in 7", "n_features_in 6"),
+        ("huge", lambda c: c.update(n_features_in=10**6), "n_features_in 1000000", "n_features_in 6"),  # never built
+        ("depth", lambda c: c["params"].update(depth=3), "depth 3", "depth 2"),
+        ("levels", lambda c: c["params"].update(levels=1), "levels 1", "levels 2"),
+        ("hidden", lambda c: c["params"].update(hidden=16), "hidden 16", "hidden 8"),
+        ("coupling", lambda c: c["params"].update(coupling="affine"), "coupling 'affine'", "coupling 'additive'"),
+    ]:
+        d = variant(name, edit)
+        with pytest.raises(IsotropyError) as exc:
+            Flow.load(d)
+        msg = str(exc.value)
+        assert msg.startswith(f"{d}: saved state does not match its config") and f"config.json says {said}" in msg, msg
+        assert f"holds a flow with {held}" in msg and "\n" not in msg

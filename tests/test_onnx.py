@@ -128,3 +128,86 @@ def test_bad_input(tiny, tmp_path, whitening_export):
         Encoder(backend="tensorrt")
     with pytest.raises(IsotropyError, match="max_length must be between 2 and"):
         Encoder(folder, backend="onnx", max_length=100000)
+
+
+# --------------------------------------------------------------------------- exports that would encode wrong vectors
+
+
+def _tampered(export, tmp_path, edit):
+    import shutil
+
+    folder = tmp_path / "exp"
+    shutil.copytree(export, folder)
+    edit(folder)
+    return folder
+
+
+def _edit_config(**changes):
+    def edit(folder):
+        cfg = json.loads((folder / CONFIG_NAME).read_text())
+        cfg.update(changes)
+        (folder / CONFIG_NAME).write_text(json.dumps(cfg))
+
+    return edit
+
+
+def _swap_two_tokens(folder):
+    path = folder / "tokenizer.json"
+    tok = json.loads(path.read_text())
+    vocab = tok["model"]["vocab"]
+    vocab["cat"], vocab["dog"] = vocab["dog"], vocab["cat"]
+    path.write_text(json.dumps(tok))
+
+
+def test_export_records_its_tokenizer_and_graph_settings(whitening_export):
+    import onnx
+
+    folder, _ = whitening_export
+    cfg = json.loads((folder / CONFIG_NAME).read_text())
+    assert set(cfg["tokenizer_files"]) == {p.name for p in folder.iterdir() if p.name not in (GRAPH_NAME, CONFIG_NAME)}
+    assert "tokenizer.json" in cfg["tokenizer_files"]
+    meta = {p.key: json.loads(p.value) for p in onnx.load(str(folder / GRAPH_NAME), load_external_data=False).metadata_props}
+    assert meta["isotropy.position_limit"] == cfg["position_limit"] == 128
+    assert meta["isotropy.pooling"] == "first-last-avg" and meta["isotropy.dim"] == 16
+    assert meta["isotropy.tokenizer_files"] == cfg["tokenizer_files"]
+
+
+@pytest.mark.parametrize(
+    "name, edit, match",
+    [
+        ("tokenizer.json removed", lambda f: (f / "tokenizer.json").unlink(), r"tokenizer\.json is missing: it was exported with the graph"),
+        ("tokenizer.json swapped", _swap_two_tokens, r"tokenizer\.json is not the file exported with the graph"),
+        ("vocab.txt added", lambda f: (f / "vocab.txt").write_text("[PAD]\n[UNK]\n"), r"vocab\.txt was added after the export"),
+        ("max_length beyond the positions", _edit_config(max_length=1000), r"max_length 1000 exceeds the 128 positions of the graph in model\.onnx"),
+        ("position limit edited too", _edit_config(max_length=1000, position_limit=1000),
+         r"says position_limit 1000, but model\.onnx was exported with 128"),
+        ("pooling edited", _edit_config(pooling="cls"), r"says pooling 'cls', but model\.onnx was exported with 'first-last-avg'"),
+        ("digests dropped from the JSON", _edit_config(tokenizer_files=None), r"records other tokenizer files than model\.onnx was exported with"),
+    ],
+)
+def test_tampered_export_fails_on_load(whitening_export, tmp_path, name, edit, match):
+    folder = _tampered(whitening_export[0], tmp_path, edit)
+    with pytest.raises(IsotropyError, match=match) as err:
+        Encoder(folder, backend="onnx")
+    assert "\n" not in str(err.value) and str(folder) in str(err.value), name
+
+
+def test_export_without_records_still_loads(whitening_export, tmp_path):
+    """An export written before digests and graph metadata were recorded skips those checks."""
+    import onnx
+
+    def strip(folder):
+        cfg = json.loads((folder / CONFIG_NAME).read_text())
+        del cfg["tokenizer_files"]
+        (folder / CONFIG_NAME).write_text(json.dumps(cfg))
+        model = onnx.load(str(folder / GRAPH_NAME), load_external_data=False)
+        del model.metadata_props[:]
+        onnx.save(model, str(folder / GRAPH_NAME))
+
+    folder, _ = whitening_export
+    old = _tampered(folder, tmp_path, strip)
+    np.testing.assert_array_equal(Encoder(old, backend="onnx").encode(SENTENCES), Encoder(folder, backend="onnx").encode(SENTENCES))
+    # its max_length is still checked against the JSON's own position limit
+    _edit_config(max_length=129)(old)
+    with pytest.raises(IsotropyError, match="max_length 129 exceeds the 128 positions"):
+        Encoder(old, backend="onnx")

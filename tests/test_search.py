@@ -356,14 +356,19 @@ def test_real_stsb_retrieval(stsb_mean):
     assert recalls["soft-128"] > recalls["raw"] - 2  # measured 99.1
 
 
-def test_default_whitening_keeps_fewer_dims_on_a_small_corpus(tiny_model_dir, tmp_path):
+def test_default_whitening_needs_more_sentences_than_dims(tiny_model_dir, tmp_path):
+    # the tiny model has 32 dims: the default soft whitening keeps min(128, 32) of them and needs > 32 sentences
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(CORPUS[:12]) + "\n", encoding="utf-8")
     index = build_index_file(corpus, tmp_path / "idx", model=str(tiny_model_dir), max_length=32)
-    assert index.dim == 11 and index.transform.power == 0.5 and index.transform.shrinkage == "auto"
+    assert index.transform is None and index.dim == 32
+    assert len(index.warnings) == 1 and "12 sentences, too few" in index.warnings[0] and "raw vectors" in index.warnings[0]
     assert Index.load(tmp_path / "idx").search([CORPUS[3]], k=1).ids[0, 0] == 3
-    one = tmp_path / "one.txt"
-    one.write_text("just one sentence\n", encoding="utf-8")
-    with pytest.raises(IsotropyError, match="corpus of 1 sentence.*--no-whiten"):
-        build_index_file(one, tmp_path / "idx1", model=str(tiny_model_dir))
-    assert len(build_index_file(one, tmp_path / "idx1", model=str(tiny_model_dir), no_whiten=True)) == 1
+    big = tmp_path / "big.txt"
+    big.write_text("\n".join(f"{s} (variant {i})" for i in range(3) for s in CORPUS) + "\n", encoding="utf-8")
+    index = build_index_file(big, tmp_path / "idx2", model=str(tiny_model_dir), max_length=32)
+    assert index.dim == 32 and index.transform.power == 0.5 and index.transform.shrinkage == "auto" and not index.warnings
+    with pytest.raises(IsotropyError, match="needs more than 16 sentences.*--no-whiten"):
+        build_index_file(corpus, tmp_path / "idx1", model=str(tiny_model_dir), whiten=16)
+    assert not (tmp_path / "idx1").exists()
+    assert len(build_index_file(corpus, tmp_path / "idx1", model=str(tiny_model_dir), no_whiten=True)) == 12

@@ -310,10 +310,10 @@ def test_save_load_round_trips_bit_for_bit(tmp_path):
 def test_load_rejects_missing_files_and_incompatible_versions(tmp_path):
     w = Whitening().fit(correlated(50, 4, seed=16))
     for name in ("state.safetensors", "config.json"):
-        w.save(tmp_path / "w")
-        (tmp_path / "w" / name).unlink()
+        w.save(tmp_path / name)
+        (tmp_path / name / name).unlink()
         with pytest.raises(IsotropyError, match="missing"):
-            Whitening.load(tmp_path / "w")
+            Whitening.load(tmp_path / name)
     for key, value in (("format_version", 99), ("whitening_version", 99), ("kind", "flow")):
         w.save(tmp_path / "w")
         cfg_path = tmp_path / "w" / "config.json"
@@ -507,3 +507,44 @@ def test_soft_whitening_helps_cls_without_hurting_mean_pooling(stsb_cls, stsb_me
     assert mean_full < mean_raw - 1.0
     assert mean_soft > mean_raw - 0.5
     assert cls_soft >= cls_raw + 4.0
+
+
+# --------------------------------------------------------------------------- config.json that disagrees with the state
+
+
+@pytest.mark.parametrize(
+    "where, key, value, says, holds",
+    [
+        ("top", "dim", 9, "dim 9", "statistics of 8-dimensional vectors"),
+        ("top", "n_components_", 5, "n_components_ 5", "a kernel with 3 output dimensions"),
+        ("top", "n_samples_seen", 40, "n_samples_seen 40", "statistics of 400 rows"),
+        ("params", "n_components", 2, "n_components 2", "a kernel with 3 output dimensions"),
+    ],
+)
+def test_load_names_what_disagrees_between_config_and_state(tmp_path, where, key, value, says, holds):
+    folder = Whitening(n_components=3).fit(correlated(400, 8, seed=30)).save(tmp_path / "w")
+    cfg = json.loads((folder / "config.json").read_text())
+    (cfg if where == "top" else cfg["params"])[key] = value
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(IsotropyError) as exc:
+        Whitening.load(folder)
+    msg = str(exc.value)
+    assert msg.startswith(f"{folder}: config.json says {says}, but state.safetensors holds {holds}"), msg
+    assert "refit" in msg and "\n" not in msg
+
+
+def test_singular_covariance_advice_fits_the_case():
+    # rank 0 (every row the same vector): no shrinkage helps, so none is suggested
+    with pytest.raises(IsotropyError, match=r"singular \(rank 0\): all 10 rows are the same vector") as exc:
+        Whitening(shrinkage="auto", n_components=2).fit(np.ones((10, 3)))
+    assert "set shrinkage" not in str(exc.value)
+    X = np.random.default_rng(31).standard_normal((20, 50))
+    # no shrinkage yet: the Whitening parameter is named, never a command-line option
+    with pytest.raises(IsotropyError, match=r"set shrinkage \(e\.g\. shrinkage='auto'\) or keep n_components <= 19") as exc:
+        Whitening(n_components=40).fit(X)
+    assert "--shrinkage" not in str(exc.value) and "CLI" not in str(exc.value)
+    # a shrinkage too small to lift the null directions: raise it
+    with pytest.raises(IsotropyError, match=r"raise shrinkage \(now 1e-15\) or keep n_components <= 19"):
+        Whitening(n_components=40, shrinkage=1e-15).fit(X)
+    with pytest.warns(RankDeficientWarning, match=r"set shrinkage \(e\.g\. shrinkage='auto'\) to keep them"):
+        Whitening().fit(X)

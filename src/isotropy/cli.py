@@ -28,6 +28,7 @@ MaxLenOpt = typer.Option(None, "--max-length", help="Tokens per sentence (defaul
 BatchOpt = typer.Option(64, "--batch-size", help="Sentences per forward pass.")
 EngineOpt = typer.Option(None, "--engine", help="Run on a cluster engine: dask (pip install 'isotropy\\[distributed]'); see docs/DISTRIBUTED.md.")
 InputsOpt = typer.Option(None, "--input", help="With --engine: the shards, a glob such as 'shards/*.txt' (one sentence a line) or, for fit, 'vecs/*.npy'.")
+ForceOpt = typer.Option(False, "--force", help="Replace an existing output even when it is not an isotropy output of the same kind (never an input).")
 AddressOpt = typer.Option(None, "--address", help="With --engine: the scheduler of an existing cluster (tcp://host:8786); default: a local cluster, one worker per core.")
 
 
@@ -38,7 +39,7 @@ def _err(message: str) -> None:
 @app.command()
 def encode(
     input: Optional[str] = typer.Argument(None, help="UTF-8 text file, one sentence a line, or '-' for standard input."),
-    output: Path = typer.Option(..., "--output", "-o", help="Where to write the vectors (.npy, float32, row i = line i); with --engine, a folder of one .npy per shard."),
+    output: str = typer.Option(..., "--output", "-o", help="Where to write the vectors (.npy, float32, row i = line i); with --engine, a folder of one .npy per shard."),
     model: Optional[str] = ModelOpt,
     pooling: Optional[str] = PoolingOpt,
     max_length: Optional[int] = MaxLenOpt,
@@ -48,6 +49,7 @@ def encode(
     inputs: Optional[str] = InputsOpt,
     address: Optional[str] = AddressOpt,
     transform: Optional[Path] = typer.Option(None, "--transform", "-t", help="With --engine: a fitted transform folder to apply to each shard's vectors."),
+    force: bool = ForceOpt,
 ) -> None:
     """Encode sentences into vectors. Empty lines are encoded too, so row numbers match line numbers.
 
@@ -56,36 +58,37 @@ def encode(
     if engine is not None or inputs is not None:
         from .distributed import cli_encode
 
-        typer.echo(cli_encode(engine, inputs, input, output, address, model, pooling, max_length, batch_size, transform, progress), err=True)
+        typer.echo(cli_encode(engine, inputs, input, output, address, model, pooling, max_length, batch_size, transform, progress, force), err=True)
         return
     if input is None:
         raise typer.BadParameter("give a text file (or '-'), or --engine with --input")
-    from ._io import check_output_path, save_npy
+    from ._io import check_output, save_npy
     from .data import read_sentences
     from .encoding import Encoder
 
-    check_output_path(output)
+    check_output(output, "vectors", force=force, inputs=[input])
     sentences = read_sentences(input)
     enc = Encoder(model, pooling=pooling, max_length=max_length, batch_size=batch_size)
     vectors = enc.encode(sentences, show_progress=progress)
-    save_npy(output, vectors)
+    save_npy(output, vectors, kind="vectors", force=force)
     typer.echo(f"wrote {vectors.shape[0]} x {vectors.shape[1]} vectors ({enc.describe()}) to {output}", err=True)
 
 
 @app.command()
 def demo(
-    output: Path = typer.Option(Path("demo-output"), "--output", "-o", help="Folder for the demo's artefacts."),
+    output: str = typer.Option("demo-output", "--output", "-o", help="Folder for the demo's artefacts."),
+    force: bool = ForceOpt,
 ) -> None:
     """Run the main job on the embedded default model and a corpus generated on the spot."""
     from .demo import run_demo
 
-    run_demo(output)
+    run_demo(output, force=force)
 
 
 @fit_app.command("whitening")
 def fit_whitening(
     vectors: Optional[Path] = typer.Argument(None, help="Vectors to fit on: a .npy file (rows x dims) or a folder of .npy shards, streamed one chunk at a time."),
-    output: Path = typer.Option(..., "--output", "-o", help="Folder to write the fitted whitening to (config.json + state.safetensors)."),
+    output: str = typer.Option(..., "--output", "-o", help="Folder to write the fitted whitening to (config.json + state.safetensors)."),
     n_components: Optional[int] = typer.Option(None, "--n-components", "-k", help="Keep the k largest-variance directions (default: all)."),
     power: float = typer.Option(1.0, "--power", help="Soft whitening: 1 full whitening, 0 pure rotation (PCA without scaling), between interpolates."),
     shrinkage: str = typer.Option("0", "--shrinkage", help="Covariance shrinkage towards a scaled identity: a number in [0, 1], or 'auto' (Ledoit-Wolf). Needed with fewer rows than dimensions."),
@@ -98,6 +101,7 @@ def fit_whitening(
     pooling: Optional[str] = PoolingOpt,
     max_length: Optional[int] = MaxLenOpt,
     batch_size: int = BatchOpt,
+    force: bool = ForceOpt,
 ) -> None:
     """Fit BERT-whitening (y = (x - mu) W) on sentence vectors (or, with --engine, on sentence shards encoded on a cluster)."""
     import warnings
@@ -111,13 +115,14 @@ def fit_whitening(
 
             w = cli_fit_whitening(
                 engine, inputs, vectors, output, address, model, pooling, max_length, batch_size,
-                dict(n_components=n_components, power=power, shrinkage=shrinkage, method=method), progress,
+                dict(n_components=n_components, power=power, shrinkage=shrinkage, method=method), progress, force,
             )
         elif vectors is None:
             raise typer.BadParameter("give VECTORS, or --engine with --input")
         else:
             w = fit_whitening_file(
-                vectors, output, n_components=n_components, power=power, shrinkage=shrinkage, method=method, show_progress=progress
+                vectors, output, n_components=n_components, power=power, shrinkage=shrinkage, method=method,
+                show_progress=progress, force=force,
             )
     for warning in caught:
         typer.echo(f"warning: {warning.message}", err=True)
@@ -127,7 +132,7 @@ def fit_whitening(
 @fit_app.command("flow")
 def fit_flow(
     vectors: Path = typer.Argument(..., help="Vectors to fit on: a .npy file (rows x dims) or a folder of .npy shards."),
-    output: Path = typer.Option(..., "--output", "-o", help="Folder to write the fitted flow to (config.json + state.safetensors)."),
+    output: str = typer.Option(..., "--output", "-o", help="Folder to write the fitted flow to (config.json + state.safetensors)."),
     levels: int = typer.Option(2, "--levels", help="Glow levels (multi-scale: half the channels are factored out between levels)."),
     depth: int = typer.Option(3, "--depth", help="Steps per level (actnorm -> invertible 1x1 conv -> coupling)."),
     hidden: int = typer.Option(32, "--hidden", help="Width of the coupling networks."),
@@ -137,12 +142,13 @@ def fit_flow(
     batch_size: int = typer.Option(32, "--batch-size", help="Rows per optimisation step."),
     seed: int = typer.Option(0, "--seed", help="Seed of initialisation and shuffling (same seed, same result)."),
     progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show a progress bar with the running loss (default: only on a terminal)."),
+    force: bool = ForceOpt,
 ) -> None:
     """Fit BERT-flow (a Glow normalizing flow, Li et al. 2020) on sentence vectors."""
     from .flow import fit_flow_file
 
     f = fit_flow_file(
-        vectors, output, show_progress=progress, levels=levels, depth=depth, hidden=hidden,
+        vectors, output, show_progress=progress, force=force, levels=levels, depth=depth, hidden=hidden,
         coupling=coupling, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
     )
     typer.echo(f"wrote {f.describe()} to {output}", err=True)
@@ -152,13 +158,14 @@ def fit_flow(
 def transform(
     model_dir: Path = typer.Argument(..., help="Folder of a fitted transform (whitening or flow)."),
     vectors: Path = typer.Argument(..., help="Vectors to transform: a .npy file or a folder of .npy shards (streamed; rows keep their order)."),
-    output: Path = typer.Option(..., "--output", "-o", help="Where to write the transformed vectors (.npy, written atomically)."),
+    output: str = typer.Option(..., "--output", "-o", help="Where to write the transformed vectors (.npy, written atomically)."),
     progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."),
+    force: bool = ForceOpt,
 ) -> None:
     """Apply a fitted transform to vectors, streaming."""
     from .whitening import transform_file
 
-    rows, dims = transform_file(model_dir, vectors, output, show_progress=progress)
+    rows, dims = transform_file(model_dir, vectors, output, show_progress=progress, force=force)
     typer.echo(f"wrote {rows} x {dims} vectors to {output}", err=True)
 
 
@@ -173,20 +180,20 @@ def eval_(
     max_length: int = typer.Option(64, "--max-length", help="Tokens per sentence (the papers use 64)."),
     batch_size: int = BatchOpt,
     shrinkage: str = typer.Option("0", "--shrinkage", help="Whitening shrinkage in [0, 1] or 'auto' (Ledoit-Wolf); 0 is the papers' exact whitening. Needed to fit on fewer sentences than dimensions."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the results as JSON here, and the markdown table beside it (.md)."),
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="Write the results as JSON here, and the markdown table beside it (.md)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Encode everything afresh and store nothing."),
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Vector cache folder (default: $ISOTROPY_CACHE or ~/.cache/isotropy)."),
     keep_going: bool = typer.Option(False, "--keep-going", help="A transform that cannot be fitted leaves its cells empty instead of stopping the run."),
     progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."),
+    force: bool = ForceOpt,
 ) -> None:
     """Spearman x 100 on STS tasks for every pooling x calibration (the papers' table layout)."""
     from rich.console import Console
 
-    from ._io import check_output_path
-    from .evaluation import evaluate
+    from .evaluation import check_results_output, evaluate
 
     if out is not None:
-        check_output_path(out)
+        check_results_output(out, force=force, inputs=[data])
     results = evaluate(
         task or None,
         data=data,
@@ -203,7 +210,7 @@ def eval_(
     )
     Console().print(results.rich_table())
     if out is not None:
-        json_path, md_path = results.save(out)
+        json_path, md_path = results.save(out, force=force)
         typer.echo(f"wrote {json_path} and {md_path}", err=True)
 
 
@@ -214,7 +221,7 @@ app.add_typer(index_app, name="index")
 @index_app.command("build")
 def index_build(
     corpus: Path = typer.Argument(..., help="UTF-8 text file, one sentence a line; a sentence's id is its line number - 1."),
-    output: Path = typer.Option(..., "--output", "-o", help="Index folder to write (replaced atomically when it exists)."),
+    output: str = typer.Option(..., "--output", "-o", help="Index folder to write (an existing index is replaced atomically)."),
     model: Optional[str] = ModelOpt,
     pooling: Optional[str] = PoolingOpt,
     max_length: Optional[int] = MaxLenOpt,
@@ -230,6 +237,7 @@ def index_build(
     nprobe: int = typer.Option(16, "--nprobe", help="ivf: lists visited per query (also settable per search)."),
     batch_size: int = BatchOpt,
     progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."),
+    force: bool = ForceOpt,
 ) -> None:
     """Index a sentence file for semantic search."""
     from .search import build_index_file
@@ -237,8 +245,10 @@ def index_build(
     index = build_index_file(
         corpus, output, model=model, pooling=pooling, max_length=max_length, transform=transform, whiten=whiten,
         power=power, no_whiten=no_whiten, kind=kind, batch_size=batch_size, show_progress=progress,
-        m=hnsw_m, ef_construction=ef_construction, ef_search=ef_search, nlist=nlist, nprobe=nprobe,
+        m=hnsw_m, ef_construction=ef_construction, ef_search=ef_search, nlist=nlist, nprobe=nprobe, force=force,
     )
+    for warning in index.warnings:
+        typer.echo(f"warning: {warning}", err=True)
     typer.echo(f"wrote index of {index.describe()} to {output}", err=True)
 
 
@@ -277,7 +287,7 @@ def search(
 @app.command("analyze")
 def analyze_cmd(
     corpus: str = typer.Argument(..., help="UTF-8 text file, one sentence a line ('-' for standard input); blank lines are skipped."),
-    output: Path = typer.Option(..., "--output", "-o", help="Report folder: report.json, report.md and PNG figures, written atomically."),
+    output: str = typer.Option(..., "--output", "-o", help="Report folder: report.json, report.md and PNG figures, written atomically."),
     model: Optional[str] = ModelOpt,
     pooling: Optional[str] = PoolingOpt,
     max_length: Optional[int] = MaxLenOpt,
@@ -288,20 +298,23 @@ def analyze_cmd(
     pairs: int = typer.Option(10000, "--pairs", help="Random sentence (and token) pairs for the average cosine."),
     max_sentences: Optional[int] = typer.Option(None, "--max-sentences", help="Encode a seeded sample of this many lines (default: all); token counts use every line."),
     unseen_tokens: str = typer.Option("last", "--unseen-tokens", help="Tokens absent from the corpus: 'last' (ranked after the seen ones, in seeded random order) or 'drop'."),
-    seed: int = typer.Option(0, "--seed", help="Seed of every random sample (pairs, projections, kNN queries)."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of every random sample (pairs, projections, kNN queries)."),
     progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."),
+    force: bool = ForceOpt,
 ) -> None:
     """Diagnose anisotropy: average cosine, isotropy scores, spectrum, figures; before and after calibration."""
     from rich.console import Console
 
-    from .analysis import analyze_file, print_tables
+    from .analysis import analyze_file, rich_tables
 
     report = analyze_file(
         corpus, output, model=model, pooling=pooling, max_length=max_length, batch_size=batch_size,
         transforms=transform or (), auto_whiten=auto_whiten, word_level=word_level, n_pairs=pairs,
-        max_sentences=max_sentences, unseen_tokens=unseen_tokens, seed=seed, show_progress=progress,
+        max_sentences=max_sentences, unseen_tokens=unseen_tokens, seed=seed, show_progress=progress, force=force,
     )
-    print_tables(report, Console())
+    console = Console()
+    for table in rich_tables(report):
+        console.print(table)
     typer.echo(f"wrote {Path(output) / 'report.md'} (+ report.json and {len(report['figures'])} figures)", err=True)
 
 
@@ -311,33 +324,77 @@ app.add_typer(export_app, name="export")
 
 @export_app.command("onnx")
 def export_onnx_cmd(
-    output: Path = typer.Option(..., "--output", "-o", help="Folder to write: model.onnx (token ids -> calibrated vectors, dynamic batch and sequence axes), isotropy_onnx.json and the tokenizer files. Run it with Encoder(model=FOLDER, backend='onnx')."),
+    output: str = typer.Option(..., "--output", "-o", help="Folder to write: model.onnx (token ids -> calibrated vectors, dynamic batch and sequence axes), isotropy_onnx.json and the tokenizer files. Run it with Encoder(model=FOLDER, backend='onnx')."),
     model: Optional[str] = ModelOpt,
     pooling: Optional[str] = PoolingOpt,
     max_length: Optional[int] = MaxLenOpt,
     transform: Optional[Path] = typer.Option(None, "--transform", "-t", help="Folder of a fitted transform (whitening or flow) to bake into the graph; its input dimension must match the encoder's."),
     quantize: Optional[str] = typer.Option(None, "--quantize", help="int8: onnxruntime dynamic quantization of the encoder's weights (faster on CPU, slightly less exact)."),
     progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."),
+    force: bool = ForceOpt,
 ) -> None:
     """Export encoder + pooling (+ transform) as one ONNX graph, with its tokenizer beside it."""
     from .onnx import export_onnx
 
-    out = export_onnx(output, model=model, pooling=pooling, max_length=max_length, transform=transform, quantize=quantize, show_progress=progress)
+    out = export_onnx(output, model=model, pooling=pooling, max_length=max_length, transform=transform, quantize=quantize, show_progress=progress, force=force)
     typer.echo(f"wrote {out}/model.onnx (+ tokenizer, isotropy_onnx.json)", err=True)
 
 
-def main(argv: Optional[List[str]] = None) -> None:
-    """Entry point of the ``isotropy`` command."""
-    from ._io import IsotropyError
+def _usage_line(exc) -> str:
+    ctx = getattr(exc, "ctx", None)
+    where = f"{ctx.command_path}: " if ctx is not None else ""
+    hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    return f"{where}{' '.join(exc.format_message().split())}{hint}"
 
+
+def main(argv: Optional[List[str]] = None) -> None:
+    """Entry point of the ``isotropy`` command.
+
+    Every failure is one line on stderr: bad input (IsotropyError, a bad option) exits 2,
+    Ctrl-C 130, SIGTERM 143 and SIGHUP 129 (after the same cleanup as Ctrl-C). OSError and
+    ValueError from below are caught as a last net (ISOTROPY_DEBUG=1 shows the traceback).
+    """
+    import os
+
+    try:  # typer >= 0.2x carries its own copy of click; older ones use click itself
+        from typer._click import exceptions as click_exc
+    except ImportError:  # pragma: no cover
+        from click import exceptions as click_exc
+
+    from ._io import IsotropyError, Terminated, terminate_as_interrupt
+
+    debug = os.environ.get("ISOTROPY_DEBUG", "").strip() not in ("", "0")
     try:
-        app(args=argv, standalone_mode=True)
+        with terminate_as_interrupt():
+            code = app(args=argv, standalone_mode=False, prog_name="isotropy")
     except IsotropyError as exc:
-        _err(str(exc))
+        _err(" ".join(str(exc).split()))
         sys.exit(2)
+    except click_exc.NoArgsIsHelpError as exc:
+        exc.show()
+        sys.exit(2)
+    except click_exc.UsageError as exc:
+        _err(_usage_line(exc))
+        sys.exit(2)
+    except typer.Abort:
+        _err("aborted; no partial output was written")
+        sys.exit(1)
+    except Terminated as exc:
+        _err(f"terminated by {exc.name}; no partial output was written")
+        sys.exit(128 + exc.signum)
     except KeyboardInterrupt:
         _err("interrupted; no partial output was written")
         sys.exit(130)
+    except (OSError, ValueError) as exc:
+        if debug:
+            raise
+        where = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        _err(f"{where}{' '.join(detail.split()) or type(exc).__name__}")
+        sys.exit(2)
+    if code == 130:  # typer turns Ctrl-C into exit status 130
+        _err("interrupted; no partial output was written")
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":  # pragma: no cover

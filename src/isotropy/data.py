@@ -32,6 +32,10 @@ def read_sentences(path: str | os.PathLike, *, allow_empty_file: bool = False) -
         raw = p.read_bytes()
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
+    nul = raw.find(b"\x00")
+    if nul >= 0:  # valid UTF-8, but no text file holds one: a binary file given by mistake
+        line = raw.count(b"\n", 0, nul) + 1
+        raise IsotropyError(f"{name} line {line} holds a NUL byte: it is a binary file, not UTF-8 text")
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()  # the final newline ends the last line; it does not start a new one
@@ -134,6 +138,10 @@ def _read_lines(path: Path) -> list[str]:
         raise IsotropyError(f"cannot read {path}: {exc.strerror or exc}") from None
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
+    nul = raw.find(b"\x00")
+    if nul >= 0:  # valid UTF-8, but no text file holds one: a binary file given by mistake
+        line = raw.count(b"\n", 0, nul) + 1
+        raise IsotropyError(f"{path} line {line} holds a NUL byte: it is a binary file, not UTF-8 text")
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()

@@ -83,7 +83,7 @@ def make_demo_data(n_corpus: int = 600, n_pairs: int = 400, seed: int = 0) -> De
     return DemoData(corpus, pairs)
 
 
-def run_demo(output: str | Path = "demo-output", seed: int = 0) -> dict:
+def run_demo(output: str | Path = "demo-output", seed: int = 0, *, force: bool = False) -> dict:
     """Encode, calibrate and score the generated data; write artefacts under ``output``.
 
     Returns the numbers it printed (Spearman x 100 per pooling and method, average cosine of
@@ -92,7 +92,7 @@ def run_demo(output: str | Path = "demo-output", seed: int = 0) -> dict:
     from rich.console import Console
     from rich.table import Table
 
-    from ._io import IsotropyError, check_output_path
+    from ._io import IsotropyError, check_output
     from .analysis import analyze
     from .encoding import Encoder
     from .evaluation import cosine_rows, spearman
@@ -101,8 +101,8 @@ def run_demo(output: str | Path = "demo-output", seed: int = 0) -> dict:
     from .whitening import Whitening
 
     console = Console() if Console().is_terminal else Console(width=120)  # logs: no wrapped tables
-    output = Path(output)
-    check_output_path(output)  # fail before any work when the folder cannot be made
+    # fail before any work when the folder cannot be made, or holds anything but an earlier demo's output
+    output = check_output(output, "demo", force=force)
     output.mkdir(exist_ok=True)
     t0 = time.perf_counter()
     data = make_demo_data(seed=seed)

@@ -42,6 +42,7 @@ Design (decided once, here):
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob as globmod
 import hashlib
 import json
@@ -56,13 +57,23 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from ._io import IsotropyError, ProgressBar, atomic_file, check_output_path, open_vector_file, write_json
+from ._io import (
+    IsotropyError,
+    ProgressBar,
+    atomic_file,
+    check_finite_output,
+    check_output,
+    open_vector_file,
+    sweep_stale_temporaries,
+    write_json,
+)
 
 __all__ = ["EncoderSpec", "ShardResult", "EncodeReport", "fit_whitening", "encode", "expand_inputs", "ENGINES"]
 
 ENGINES = ("dask",)
 SIDECAR_FORMAT = "isotropy-vector-shard"
 SIDECAR_VERSION = 1
+SHARDS_KIND = "vector-shards"
 CONNECT_TIMEOUT = 5.0  # seconds to reach an existing scheduler before failing
 CHUNK_SENTENCES = 16384  # sentences encoded at a time in a worker (bounds its memory)
 FAULT_ENV = "ISOTROPY_FAULT_ONCE"
@@ -304,7 +315,7 @@ def _gather(client: Any, futures: list, label: str, sources: list[Path], show_pr
             i = index[fut.key]
             try:
                 if fetch or fut.status == "error":
-                    results[i] = fut.result()  # re-raises the task's error
+                    results[i] = _raise_error_value(fut.result())  # re-raises the task's error
             except distributed.KilledWorker:
                 raise IsotropyError(
                     f"shard {sources[i]} killed its worker repeatedly (out of memory? a crash in the model?)"
@@ -373,6 +384,32 @@ def _encode_chunks(enc, sentences: list[str]) -> Iterator[np.ndarray]:
         yield enc.encode(sentences[start : start + CHUNK_SENTENCES], show_progress=False)
 
 
+def _input_errors_as_values(fn):
+    """Run a task so that bad input (an IsotropyError) comes back as ``{"error": line}``.
+
+    Dask would retry a raising task (the same bad line fails every time) and log each
+    attempt's traceback on the worker; an error returned as a value is neither retried
+    nor logged, and the client raises it as the one line it is. Worker crashes and
+    other exceptions still raise, so they are retried.
+    """
+
+    @functools.wraps(fn)
+    def task(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except IsotropyError as exc:
+            return {"error": str(exc)}
+
+    return task
+
+
+def _raise_error_value(result: Any) -> Any:
+    if isinstance(result, dict) and set(result) == {"error"}:
+        raise IsotropyError(result["error"])
+    return result
+
+
+@_input_errors_as_values
 def _fit_shard(source: str, spec: EncoderSpec | None) -> dict | None:
     """Map step of a fit: the statistics of one shard (text, encoded here; or .npy vectors)."""
     from ._io import iter_vector_chunks
@@ -399,6 +436,9 @@ def _merge(a: dict | None, b: dict | None) -> dict | None:
 
     if a is None or b is None:
         return a if b is None else b
+    for side in (a, b):  # an input error found in a shard travels up the tree unchanged
+        if set(side) == {"error"}:
+            return side
     return Moments.from_arrays(a).merge(Moments.from_arrays(b)).to_arrays()
 
 
@@ -469,6 +509,7 @@ def _verify(source: Path, npy: Path, side: Path, expect: dict) -> str:
     return ""
 
 
+@_input_errors_as_values
 def _encode_shard(source: str, out_dir: str, spec: EncoderSpec, transform: str | None, tdigest: str | None) -> dict:
     """Map step of an encode: verify an existing output, else encode (and transform) one shard."""
     from .data import read_sentences
@@ -493,6 +534,7 @@ def _encode_shard(source: str, out_dir: str, spec: EncoderSpec, transform: str |
         for i, chunk in enumerate(_encode_chunks(enc, sentences)):
             if model is not None:
                 chunk = np.asarray(model.transform(chunk), dtype=np.float32)
+            check_finite_output(chunk, f"the vectors of shard {src}", row_offset=i * CHUNK_SENTENCES)
             if i == 0:  # header first, then the rows streamed chunk by chunk (bounded memory)
                 dim = int(chunk.shape[1])
                 header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False, "shape": (rows, dim)}
@@ -551,6 +593,7 @@ def fit_whitening(
     n_workers: int | None = None,
     retries: int = 2,
     show_progress: bool | None = None,
+    force: bool = False,
 ):
     """Fit a :class:`isotropy.Whitening` on sentence shards (or .npy vector shards) on a Dask cluster.
 
@@ -569,9 +612,9 @@ def fit_whitening(
     """
     from .whitening import Moments, Whitening
 
-    if output is not None:
-        check_output_path(output)
     files = expand_inputs(inputs)
+    if output is not None:
+        check_output(output, "whitening", force=force, inputs=files)
     params = _whitening_params(whitening)
     vectors = [f.suffix == ".npy" for f in files]
     if any(vectors) and not all(vectors):
@@ -595,14 +638,14 @@ def fit_whitening(
         )
         # Only the root comes back to the client: per-shard statistics (d x d each) stay on the workers.
         _gather(client, shard_futs, "fitting shards", files, show_progress, fetch=False)
-        total = root.result()
+        total = _raise_error_value(root.result())
     if total is None:
         raise IsotropyError(f"the {len(files)} input shards hold no rows")
     w = Whitening(**params)
     w.moments_ = Moments.from_arrays(total)
     _ = w.kernel_  # solve now: too few rows / a singular covariance surface as one clear error
     if output is not None:
-        w.save(output)
+        w.save(output, force=force)
     return w
 
 
@@ -616,6 +659,7 @@ def encode(
     n_workers: int | None = None,
     retries: int = 2,
     show_progress: bool | None = None,
+    force: bool = False,
 ) -> EncodeReport:
     """Encode text shards on a Dask cluster into one vector shard each, resumably.
 
@@ -629,11 +673,7 @@ def encode(
     files = expand_inputs(inputs)
     if any(f.suffix == ".npy" for f in files):
         raise IsotropyError("encode takes text shards (one sentence a line), not .npy vectors")
-    out = Path(output_dir)
-    if out.exists() and not out.is_dir():
-        raise IsotropyError(f"output {out} exists and is not a folder")
-    check_output_path(out)
-    out.mkdir(exist_ok=True)
+    out = check_output(output_dir, SHARDS_KIND, force=force, inputs=files)
     stems: dict[str, Path] = {}
     for f in files:
         if f.stem in stems:
@@ -649,17 +689,26 @@ def encode(
         if expected is not None and expected != spec.dim:
             raise IsotropyError(f"transform {transform} expects {expected}-dimensional vectors but the encoder makes {spec.dim}")
         tpath, tdigest = str(Path(transform).resolve()), transform_hash(transform)
-    for stale in out.glob(".*.tmp"):  # temporaries of a worker killed mid-write in an earlier run
-        if any(stale.name.startswith((f".{stem}.npy.", f".{stem}.json.")) for stem in stems):
-            stale.unlink(missing_ok=True)
     run = uuid.uuid4().hex[:12]
     with _client(address, n_workers) as client:
-        futs = [
-            client.submit(_encode_shard, str(f), str(out.resolve()), spec, tpath, tdigest, retries=retries,
-                          key=f"isotropy-encode-{run}-{i}")
-            for i, f in enumerate(files)
-        ]
-        results = _gather(client, futs, "encoding shards", files, show_progress)
+        # Made only once a cluster answers: a failed connection leaves nothing behind.
+        created = not out.exists()
+        out.mkdir(exist_ok=True)
+        try:
+            for stem in stems:  # temporaries of workers killed mid-write in an earlier run, on any host
+                sweep_stale_temporaries(out / f"{stem}.npy", any_process=True)
+                sweep_stale_temporaries(out / f"{stem}.json", any_process=True)
+            futs = [
+                client.submit(_encode_shard, str(f), str(out.resolve()), spec, tpath, tdigest, retries=retries,
+                              key=f"isotropy-encode-{run}-{i}")
+                for i, f in enumerate(files)
+            ]
+            results = _gather(client, futs, "encoding shards", files, show_progress)
+        except BaseException:
+            if created:  # a run that failed before any shard was written leaves no empty folder
+                with contextlib.suppress(OSError):
+                    out.rmdir()
+            raise
     shards = [
         ShardResult(str(f), str(_outputs(f, out)[0]), r["rows"], r["status"], r["reason"]) for f, r in zip(files, results)
     ]
@@ -683,16 +732,16 @@ def _check_engine(engine: str | None, inputs: str | None, positional: Any) -> No
         raise IsotropyError(f"give either {positional} or --input {inputs}, not both")
 
 
-def cli_fit_whitening(engine, inputs, positional, output, address, model, pooling, max_length, batch_size, params, progress):
+def cli_fit_whitening(engine, inputs, positional, output, address, model, pooling, max_length, batch_size, params, progress, force=False):
     """``isotropy fit whitening --engine dask --input GLOB -o DIR``: one call into :func:`fit_whitening`."""
     _check_engine(engine, inputs, positional)
     spec = EncoderSpec(model=model, pooling=pooling, max_length=max_length, batch_size=batch_size)
-    return fit_whitening(inputs, spec, params, output=output, address=address, show_progress=progress)
+    return fit_whitening(inputs, spec, params, output=output, address=address, show_progress=progress, force=force)
 
 
-def cli_encode(engine, inputs, positional, output, address, model, pooling, max_length, batch_size, transform, progress) -> str:
+def cli_encode(engine, inputs, positional, output, address, model, pooling, max_length, batch_size, transform, progress, force=False) -> str:
     """``isotropy encode --engine dask --input GLOB -o DIR [--transform T]``; returns the summary line."""
     _check_engine(engine, inputs, positional)
     spec = EncoderSpec(model=model, pooling=pooling, max_length=max_length, batch_size=batch_size)
-    report = encode(inputs, output, spec, transform=transform, address=address, show_progress=progress)
+    report = encode(inputs, output, spec, transform=transform, address=address, show_progress=progress, force=force)
     return f"wrote {report.describe()}"

@@ -453,15 +453,16 @@ def _build(encoder, transform, normalize, device):
     return SentenceTransformer(modules=modules, device=device or str(encoder.device))
 
 
-def save_sentence_transformer(model, path: str | os.PathLike) -> Path:
+def save_sentence_transformer(model, path: str | os.PathLike, *, force: bool = False) -> Path:
     """``model.save(path)`` atomically, plus the ``isotropy`` requirement in its config when it holds our modules.
 
     Use it (rather than ``model.save``) for a model :func:`calibrate` changed, so
     that a machine without isotropy gets sentence-transformers' "requires isotropy"
-    error instead of a bare import failure.
+    error instead of a bare import failure. An existing ``path`` is replaced only when it
+    is a model folder isotropy wrote (or empty), unless ``force``.
     """
     path = Path(path)
-    with atomic_dir(path) as tmp, _quiet_hf():
+    with atomic_dir(path, kind=ST_KIND, force=force) as tmp, _quiet_hf():
         model.save(str(tmp), create_model_card=False)
         uses_isotropy = any(type(m).__module__ == __name__ for m in model._modules.values())
         cfg_path = tmp / "config_sentence_transformers.json"
@@ -479,11 +480,23 @@ def save_sentence_transformer(model, path: str | os.PathLike) -> Path:
                 encoding="utf-8",
             )
         cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        (tmp / MARKER_NAME).write_text(json.dumps(_marker(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return path
 
 
+ST_KIND = "sentence-transformers"
+MARKER_NAME = "isotropy.json"  # says that isotropy wrote the folder (so it may replace it); stock tools ignore it
+
+
+def _marker() -> dict[str, Any]:
+    from . import __version__
+    from ._io import FORMAT_VERSION, LIBRARY_TAG
+
+    return {"library": LIBRARY_TAG, "kind": ST_KIND, "format_version": FORMAT_VERSION, "isotropy_version": __version__}
+
+
 def to_sentence_transformer(
-    encoder, transform: Any, path: str | os.PathLike, *, normalize: bool = False
+    encoder, transform: Any, path: str | os.PathLike, *, normalize: bool = False, force: bool = False
 ) -> Path:
     """Write a sentence-transformers model folder computing ``transform.transform(encoder.encode(s))``.
 
@@ -492,11 +505,11 @@ def to_sentence_transformer(
     Load the result with ``SentenceTransformer(path, trust_remote_code=True)`` or
     :func:`load_sentence_transformer`. ``normalize=True`` appends a Normalize module.
     """
-    from ._io import check_output_path
+    from ._io import check_output
 
-    check_output_path(path)
+    check_output(path, ST_KIND, force=force, inputs=[transform if isinstance(transform, (str, os.PathLike)) else None])
     model = build_sentence_transformer(encoder, transform, normalize=normalize)
-    return save_sentence_transformer(model, path)
+    return save_sentence_transformer(model, path, force=force)
 
 
 def calibrate(model, transform: Any, *, normalize: bool = False):

@@ -2,7 +2,9 @@
 
 The heavy lifting is transformers' ``AutoModel``/``AutoTokenizer``. What this
 module adds: resolving the embedded default model offline, one clear error when a
-hub cannot be reached, length-sorted batching (one forward pass per batch, every
+hub cannot be reached or when a model would load wrong (weight tensors missing, in excess
+or of another shape than its config.json says, a truncated weights file, no tokenizer
+files: transformers would only log it, or fill the gaps with random values), length-sorted batching (one forward pass per batch, every
 requested pooling read off the same pass) and results back in input order.
 """
 
@@ -77,6 +79,13 @@ def check_sentences(sentences: Sequence[str] | str, what: str = "sentence") -> l
     """A list of strings (one string becomes a list of one); anything else is a clear error."""
     if isinstance(sentences, str):
         sentences = [sentences]
+    if sentences is None or isinstance(sentences, (bytes, bytearray, dict, set, frozenset)) or not hasattr(sentences, "__iter__"):
+        # vectors come back row i for sentence i: a set has no order, a dict's keys are rarely meant
+        hint = {bytes: " (decode them to str first)", bytearray: " (decode them to str first)", set: " (a set has no order: pass a list)",
+                frozenset: " (a set has no order: pass a list)", dict: " (pass a list, e.g. list(d.values()))"}.get(type(sentences), "")
+        got = "None" if sentences is None else type(sentences).__name__
+        plural = what[:-1] + "ies" if what.endswith("y") else what + "s"
+        raise IsotropyError(f"{plural} must be a string or a list of strings, got {got}{hint}")
     out = list(sentences)
     for i, s in enumerate(out):
         if not isinstance(s, str):
@@ -117,6 +126,120 @@ def length_sorted_batches(tokenizer, sentences: list[str], max_length: int, batc
             yield batch, feeds
 
     return len(batches), generate()
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception's whole message on one line (transformers' messages run over several)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def check_tokenizer_vocab(tokenizer, where: str) -> None:
+    """transformers builds an empty tokenizer (special tokens only) for a folder without tokenizer
+    files: every word would become [UNK] and every sentence nearly the same vector."""
+    specials = set(getattr(tokenizer, "all_special_tokens", None) or ())
+    if all(token in specials for token in tokenizer.get_vocab()):
+        raise IsotropyError(
+            f"{where} has no tokenizer files (tokenizer.json, vocab.txt, ...): its tokenizer knows no word; "
+            f"save the model's tokenizer there (tokenizer.save_pretrained)"
+        )
+
+
+def _check_model_folder(folder: Path) -> None:
+    """One clear line for a local folder transformers cannot load, before it tries.
+
+    An empty folder or one without ``config.json`` would get transformers' "Unrecognized model"
+    or tokenizer errors; a truncated ``model.safetensors`` (or shard) fails here on its header,
+    which states how many bytes the file covers.
+    """
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        entries = sorted(p.name for p in folder.iterdir())
+    except OSError as exc:
+        raise IsotropyError(f"cannot read model folder {folder}: {exc.strerror or exc}") from None
+    if not entries:
+        raise IsotropyError(
+            f"model folder {folder} is empty; pass a folder written by save_pretrained (config.json, weights, tokenizer files) or a model id"
+        )
+    if "config.json" not in entries:
+        raise IsotropyError(
+            f"model folder {folder} has no config.json, so it is not a Hugging Face model folder; "
+            f"pass a folder written by save_pretrained or a model id"
+        )
+    shards = ["model.safetensors"] if "model.safetensors" in entries else []
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            shards += sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise IsotropyError(f"{index} is not a valid weights index ({_one_line(exc)}); download or save the model again") from None
+    for shard in shards:
+        path = folder / shard
+        if not path.is_file():
+            raise IsotropyError(f"{path} is missing (listed in {index.name}); download or save the model again")
+        try:
+            with safe_open(str(path), framework="pt"):
+                pass
+        except (SafetensorError, OSError) as exc:
+            raise IsotropyError(f"{path} is truncated or corrupt ({_one_line(exc)}); download or save the model again") from None
+
+
+def _first(keys: Sequence[str], n: int = 3) -> str:
+    shown = ", ".join(keys[:n])
+    return shown + (f" and {len(keys) - n} more" if len(keys) > n else "")
+
+
+def _check_loading_info(model, info: dict, source: str) -> list[str]:
+    """Raise on tensors the checkpoint lacks, holds in excess or holds in another shape; return
+    the pooler tensors it lacks (random values: an error only where pooling 'pooler' reads them).
+
+    Tensors of heads AutoModel never builds (``cls.predictions.*``, ``lm_head.*``, classifier
+    heads of BERT-style checkpoints) are expected extras and stay silent; extras under the base
+    model's own modules (``encoder.layer.6.*`` on a 6-layer config) mean the weights do not
+    match config.json.
+    """
+    import re
+
+    prefix = (getattr(model, "base_model_prefix", "") or "") + "."
+
+    def own(key: str) -> str:
+        return key[len(prefix) :] if prefix != "." and key.startswith(prefix) else key
+
+    def ignored(attr: str) -> list:
+        return [re.compile(p) for p in (getattr(model, attr, None) or [])]
+
+    skip_missing = ignored("_keys_to_ignore_on_load_missing")
+    missing = sorted(own(k) for k in info.get("missing_keys") or () if not any(r.search(k) for r in skip_missing))
+    pooler = [k for k in missing if k.startswith("pooler.")]
+    missing = [k for k in missing if not k.startswith("pooler.")]
+    if missing:
+        raise IsotropyError(
+            f"model {source!r}: its weights lack {len(missing)} tensor{'s' if len(missing) > 1 else ''} the model needs "
+            f"({_first(missing)}), which would be random and the vectors wrong; the weights file is incomplete "
+            f"or belongs to another model: download or save the model again"
+        )
+    mismatched = sorted((own(str(k[0])), k[1], k[2]) for k in info.get("mismatched_keys") or ())
+    if mismatched:
+        shapes = [f"{k} {'x'.join(map(str, a))} in the weights, {'x'.join(map(str, b))} in the model" for k, a, b in mismatched]
+        raise IsotropyError(
+            f"model {source!r}: {len(mismatched)} weight tensor{'s have' if len(mismatched) > 1 else ' has'} another shape than "
+            f"its config.json implies ({_first(shapes, 2)}); the weights and config.json do not match: restore the "
+            f"model's own config.json or save the model again"
+        )
+    modules = {n for n, _ in model.named_children()}
+    buffers = {n for n, _ in model.named_buffers()}
+    skip_unexpected = ignored("_keys_to_ignore_on_load_unexpected")
+    extra = sorted(
+        k for k in map(own, info.get("unexpected_keys") or ())
+        if k.split(".")[0] in modules and k not in buffers and not any(r.search(k) for r in skip_unexpected)
+    )
+    if extra:
+        raise IsotropyError(
+            f"model {source!r}: its weights hold {len(extra)} tensor{'s' if len(extra) > 1 else ''} of the model's own layers "
+            f"that its config.json has no place for ({_first(extra)}); the weights and config.json do not match "
+            f"(e.g. the number of layers): restore the model's own config.json or save the model again"
+        )
+    return pooler
 
 
 class Encoder:
@@ -174,7 +297,7 @@ class Encoder:
         self.batch_size = int(batch_size)
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.folder, self.model_name = self._resolve(model)
-        self.tokenizer, self.model = self._load(self.folder, self.model_name)
+        self.tokenizer, self.model, self._missing_pooler = self._load(self.folder, self.model_name)
         self.model.to(self.device).eval()
         self._fingerprint: str | None = None
 
@@ -212,6 +335,8 @@ class Encoder:
 
     @staticmethod
     def _load(folder: Path | None, name: str):
+        """Tokenizer, model, and the pooler weights the checkpoint lacks (randomly initialised)."""
+        from safetensors import SafetensorError
         from transformers import AutoModel, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
@@ -224,24 +349,44 @@ class Encoder:
                     f"in the local cache; pass a local model folder instead (--model /path/to/folder)"
                 )
             local_only = True
+        if folder is not None:
+            _check_model_folder(folder)
         source = str(folder) if folder is not None else name
         verbosity = hf_logging.get_verbosity()
         bars = hf_logging.is_progress_bar_enabled()
         hf_logging.set_verbosity_error()  # "some weights were not used" noise is not for end users
         hf_logging.disable_progress_bar()  # nor is a bar for loading weights that takes a second
         try:
-            tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
-            model = AutoModel.from_pretrained(source, local_files_only=local_only)
-        except (OSError, ValueError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise IsotropyError(f"cannot load model {source!r}: {first}") from None
+            try:
+                tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+            except (OSError, ValueError) as exc:
+                if "instantiate the backend tokenizer" in str(exc):
+                    raise IsotropyError(
+                        f"cannot load the tokenizer of model {source!r}: it has no tokenizer.json nor files a fast "
+                        f"tokenizer can be built from; save the model's tokenizer there (tokenizer.save_pretrained)"
+                    ) from None
+                raise IsotropyError(f"cannot load the tokenizer of model {source!r}: {_one_line(exc)}") from None
+            try:
+                # The loading info says which tensors the checkpoint lacked (transformers fills them with
+                # random values) or held in excess; ignore_mismatched_sizes turns a shape mismatch into
+                # info too, instead of an error that points to a report nobody sees.
+                model, info = AutoModel.from_pretrained(
+                    source, local_files_only=local_only, output_loading_info=True, ignore_mismatched_sizes=True
+                )
+            except SafetensorError as exc:
+                raise IsotropyError(
+                    f"the weights of model {source!r} are truncated or corrupt ({_one_line(exc)}); download or save the model again"
+                ) from None
+            except (OSError, ValueError, RuntimeError, EOFError) as exc:
+                raise IsotropyError(f"cannot load model {source!r}: {_one_line(exc)}") from None
         finally:
             hf_logging.set_verbosity(verbosity)
             if bars:
                 hf_logging.enable_progress_bar()
         if not getattr(tokenizer, "is_fast", False):
             raise IsotropyError(f"model {source!r} has no fast tokenizer; isotropy needs one (tokenizer.json)")
-        return tokenizer, model
+        check_tokenizer_vocab(tokenizer, f"model {source!r}")
+        return tokenizer, model, _check_loading_info(model, info, source)
 
     def _position_limit(self) -> int:
         limit = getattr(self.model.config, "max_position_embeddings", None) or HARD_MAX_LENGTH
@@ -264,6 +409,12 @@ class Encoder:
             raise IsotropyError(
                 f"model {self.model_name} has no pooler layer, so pooling 'pooler' is unavailable; use 'cls'"
             )
+        missing = getattr(self, "_missing_pooler", None)
+        if p.kind == "pooler" and missing:
+            raise IsotropyError(
+                f"the weights of model {self.model_name} lack its pooler layer ({_first(missing)}), which would be random, "
+                f"so pooling 'pooler' is unavailable; use 'cls'"
+            )
         if p.kind == "avg":
             p.resolve_layers(self.num_hidden_states)
 
@@ -280,7 +431,10 @@ class Encoder:
             h.update(self.model.config.to_json_string(use_diff=False).encode())
             h.update(json.dumps(self.tokenizer.get_vocab(), sort_keys=True).encode())
             h.update(repr((self.tokenizer.do_lower_case if hasattr(self.tokenizer, "do_lower_case") else None,)).encode())
+            random = set(getattr(self, "_missing_pooler", None) or ())  # initialised at random on each load
             for name, tensor in self.model.state_dict().items():
+                if name in random:
+                    continue
                 h.update(name.encode())
                 h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
             self._fingerprint = h.hexdigest()

@@ -30,7 +30,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ._io import IsotropyError, ProgressBar, atomic_file, save_npy, write_json
+from ._io import IsotropyError, ProgressBar, atomic_file, check_output, save_npy, write_json
 from .data import Pair, Task, load_tasks, read_sentences
 
 CACHE_ENV = "ISOTROPY_CACHE"
@@ -146,13 +146,21 @@ def sentences_digest(sentences: Sequence[str]) -> str:
     return h.hexdigest()
 
 
+def _file_digest(path: Path) -> str:
+    """blake2b digest of a file's bytes (``OSError`` when it cannot be read)."""
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, lambda: hashlib.blake2b(digest_size=20)).hexdigest()
+
+
 class VectorCache:
     """Encoded sentence vectors on disk, one ``.npy`` (+ ``.json`` key file) per entry.
 
     An entry is keyed by the model fingerprint, the canonical pooling name,
-    ``max_length`` and a digest of the sentences. Reads verify the stored key and the
-    array's shape and dtype, so a stale, truncated or foreign file is never served:
-    it is treated as a miss and overwritten. Writes are atomic.
+    ``max_length`` and a digest of the sentences. Reads verify the stored key, a digest
+    of the ``.npy`` file's bytes (recorded in the key file when it was written) and the
+    array's shape and dtype, so a stale, truncated, foreign or overwritten file is never
+    served: it is treated as a miss and rewritten. An entry written before digests were
+    recorded is a miss too. Writes are atomic.
     """
 
     def __init__(self, directory: str | os.PathLike | None = None, enabled: bool = True) -> None:
@@ -188,6 +196,8 @@ class VectorCache:
             stored = json.loads(meta.read_text(encoding="utf-8"))
             if stored.get("key") != key:
                 raise ValueError("key mismatch")
+            if stored.get("digest") != _file_digest(npy):
+                raise ValueError("content mismatch")  # overwritten in place (same shape) or no digest recorded
             arr = np.load(npy, allow_pickle=False)
             if arr.dtype != np.float32 or arr.ndim != 2 or arr.shape[0] != key["rows"]:
                 raise ValueError("shape mismatch")
@@ -209,7 +219,7 @@ class VectorCache:
             save_npy(npy, vectors)
             # the key file is written last: an entry without it is simply a miss
             with atomic_file(meta, "w") as fh:
-                json.dump({"key": key, "dim": int(vectors.shape[1])}, fh, sort_keys=True)
+                json.dump({"key": key, "dim": int(vectors.shape[1]), "digest": _file_digest(npy)}, fh, sort_keys=True)
         except OSError as exc:  # a full or read-only cache must not stop an evaluation
             print(f"warning: could not write the vector cache in {self.directory}: {exc}", file=sys.stderr)
 
@@ -274,14 +284,26 @@ class Method:
             return Flow(**(flow_params or {}))
         return None
 
-    def min_fit_rows(self, dim: int, shrinkage: float | str) -> int:
+    def min_fit_rows(self, dim: int, shrinkage: float | str, flow_params: dict[str, Any] | None = None) -> int:
         """Fewest fitting sentences for a well-defined fit of ``dim``-dimensional vectors."""
         if self.kind == "raw":
             return 0
         if self.kind == "whitening" and shrinkage == 0 and self.power > 0:
             # a covariance from n centred rows has rank n - 1: K kept directions need n >= K + 1
             return (self.n_components or dim) + 1
+        if self.kind == "flow":
+            # more rows than dimensions, and one batch (see Flow._check_fit_input for the measurements)
+            from .flow import Flow
+
+            batch = (flow_params or {}).get("batch_size", Flow().batch_size)
+            return max(dim + 1, batch if isinstance(batch, int) else 0)  # a bad batch_size is Flow's to name
         return 2
+
+    def fit_hint(self) -> str:
+        """What to do when there are too few fitting sentences (for the message of :meth:`min_fit_rows`)."""
+        if self.kind == "flow":
+            return "add sentences (a flow needs more sentences than dimensions)"
+        return "add sentences, keep fewer components with whitening-K, or shrink the covariance (shrinkage=0.1, --shrinkage 0.1)"
 
 
 def parse_method(name: str) -> Method:
@@ -451,14 +473,26 @@ class Results:
             raise IsotropyError(f"cannot read results from {path}: {exc}") from None
         return cls.from_dict(data)
 
-    def save(self, out: str | os.PathLike) -> tuple[Path, Path]:
-        """Write ``out`` (JSON) and the markdown table beside it (same name, ``.md``); atomic."""
-        out = Path(out)
-        md = out.with_suffix(".md") if out.suffix.lower() != ".md" else out.with_name(out.name + ".md")
-        write_json(out, self.to_dict())
-        with atomic_file(md, "w") as fh:
+    def save(self, out: str | os.PathLike, *, force: bool = False) -> tuple[Path, Path]:
+        """Write ``out`` (JSON) and the markdown table beside it (same name, ``.md``); atomic.
+
+        Existing files are overwritten only when they are isotropy results, unless ``force``.
+        """
+        out, md = check_results_output(out, force=force)
+        write_json(out, self.to_dict(), kind="results", force=force)
+        with atomic_file(md, "w", kind="results-table", force=force) as fh:
             fh.write(self.to_markdown())
         return out, md
+
+
+def check_results_output(
+    out: str | os.PathLike, *, force: bool = False, inputs: Sequence[Any] = ()
+) -> tuple[Path, Path]:
+    """The JSON path and the markdown path beside it, checked before any work (see :func:`isotropy._io.check_output`)."""
+    out = check_output(out, "results", force=force, inputs=inputs, option="--out")
+    md = out.with_suffix(".md") if out.suffix.lower() != ".md" else out.with_name(out.name + ".md")
+    check_output(md, "results-table", force=force, inputs=inputs, option="--out (its .md table)")
+    return out, md
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -497,6 +531,34 @@ def _score_task(
             subsets[name] = spearman(cos[m], gold[m])
     extra = {"subset_mean": float(np.mean(list(subsets.values())))} if subsets else {}
     return TaskScore(task.name, "spearman", spearman(cos, gold), len(eval_pairs), fit_on, subsets, extra)
+
+
+def _fit_pairs(task: Task, fit_mode: str) -> list[Pair]:
+    """The pairs a transform is fitted on for ``task`` (``fit_mode`` target or train)."""
+    if fit_mode == "train" and task.train_split is not None:
+        return task.splits[task.train_split]
+    return task.pairs()
+
+
+def _unscorable(task: Task) -> str | None:
+    """Why no score can be computed from ``task``'s gold column, whatever the vectors (None: it can).
+
+    Spearman of a constant column is undefined (scipy returns NaN, shown as "-"), and so is
+    ROC-AUC with one class; saying so before any encoding beats a table of dashes.
+    """
+    gold = np.array([p.score for p in task.eval_pairs], dtype=np.float64)
+    where = f"task {task.name}" + (f" ({task.source})" if task.source and task.source != task.name else "")
+    splits = "+".join(task.eval_splits)
+    if len(gold) < 2:
+        return f"{where} has {len(gold)} evaluated pair{'s' if len(gold) != 1 else ''} ({splits}); a correlation needs at least 2"
+    if np.ptp(gold) == 0:
+        what = "label" if task.metric == "binary" else "gold score"
+        need = "both 0 and 1 labels" if task.metric == "binary" else "gold scores that differ"
+        return (
+            f"{where}: all {len(gold)} {what}s of its evaluated pairs ({splits}) are {gold[0]:g}, so no "
+            f"{'ROC-AUC' if task.metric == 'binary' else 'Spearman correlation'} can be computed; it needs {need}"
+        )
+    return None
 
 
 def _fit(
@@ -604,6 +666,16 @@ def evaluate(
         task_list = list(tasks)
     if not task_list:
         raise IsotropyError("no task to evaluate")
+    # a gold column that cannot be correlated (all scores equal) fails now, before any encoding; in
+    # a run of several tasks the others are still evaluated and the caption says which was skipped
+    skipped = [(t, why) for t in task_list if (why := _unscorable(t)) is not None]
+    if len(skipped) == len(task_list):
+        why = skipped[0][1]
+        others = f" (and {len(skipped) - 1} other tasks likewise)" if len(skipped) > 1 else ""
+        raise IsotropyError(f"{why}{others}; nothing to evaluate")
+    task_list = [t for t in task_list if all(t is not s for s, _ in skipped)]
+    for _, why in skipped:
+        print(f"warning: skipped {why}", file=sys.stderr)
 
     if isinstance(cache, VectorCache):
         vcache = cache
@@ -631,11 +703,11 @@ def evaluate(
     file_vecs: dict[str, np.ndarray] = {}
     if fit_file_sentences is not None:
         for m in parsed:
-            need = m.min_fit_rows(dim, shrinkage)
+            need = m.min_fit_rows(dim, shrinkage, flow_params)
             if len(fit_file_sentences) < need:
                 raise IsotropyError(
                     f"--fit-on {fit_on} has {len(fit_file_sentences)} sentences; {m.name} of {dim}-dimensional vectors "
-                    f"needs at least {need} (add sentences, keep fewer components with whitening-K, or use --shrinkage 0.1)"
+                    f"needs at least {need} ({m.fit_hint()})"
                 )
         t0 = time.perf_counter()
         file_vecs = encode_cached(encoder, fit_file_sentences, pool_names, vcache, show_progress)
@@ -651,6 +723,18 @@ def evaluate(
             fit_desc[task.name] = "target (no train split)"
         else:
             fit_desc[task.name] = "target"
+
+    # too few sentences to fit a method on a task: said before any encoding
+    if fit_mode != "file":
+        for task in task_list:
+            n_fit = len(_pair_sides(_fit_pairs(task, fit_mode)))
+            for m in parsed:
+                need = m.min_fit_rows(dim, shrinkage, flow_params)
+                if n_fit < need:
+                    raise IsotropyError(
+                        f"task {task.name} has {n_fit} sentences to fit {m.name} on ({fit_desc[task.name]}); "
+                        f"{dim}-dimensional vectors need at least {need} ({m.fit_hint()})"
+                    )
 
     rows = {(p, m.name): ResultRow(str(encoder.model_name), p, m.name, {}) for p in pool_names for m in parsed}
     file_transforms: dict[tuple[str, str], Any] = {}
@@ -672,11 +756,7 @@ def evaluate(
                 s: (np.array([index[p.s1] for p in pairs], dtype=np.int64), np.array([index[p.s2] for p in pairs], dtype=np.int64))
                 for s, pairs in task.splits.items()
             }
-            if fit_mode == "train" and task.train_split is not None:
-                fit_pairs = task.splits[task.train_split]
-            else:
-                fit_pairs = task.pairs()
-            fit_rows = np.array([index[s] for s in _pair_sides(fit_pairs)], dtype=np.int64)
+            fit_rows = np.array([index[s] for s in _pair_sides(_fit_pairs(task, fit_mode))], dtype=np.int64)
             for p in pool_names:
                 X = vecs[p]
                 for m in parsed:
@@ -693,12 +773,6 @@ def evaluate(
                                 bar.advance(description=f"fitted {m.name} ({p})")
                             transform = file_transforms[(p, m.name)]
                         else:
-                            need = m.min_fit_rows(dim, shrinkage)
-                            if len(fit_rows) < need:
-                                raise IsotropyError(
-                                    f"task {task.name} has {len(fit_rows)} sentences to fit {m.name} on ({fit_desc[task.name]}); "
-                                    f"{dim}-dimensional vectors need at least {need} (use --shrinkage 0.1 or fewer components)"
-                                )
                             transform = _fit(
                                 m.build(shrinkage, flow_params), X[fit_rows], f"{m.name} on {task.name} ({p})",
                                 failures, (task.name, p, m.name), errors, warned,
@@ -761,7 +835,8 @@ def evaluate(
     }
     if flow_params:
         settings["flow_params"] = dict(flow_params)
-    notes = [
+    notes = [f"skipped {why}" for _, why in skipped]
+    notes += [
         f"{m} on {t + ' ' if t else ''}{p} could not be fitted ({msg.split(';')[0]})" for (t, p, m), msg in failures.items()
     ]
     by_method: dict[str, list[tuple[str, str, str]]] = {}

@@ -5,7 +5,16 @@ Layout of an export (decided here, written atomically as one folder)::
     OUT/                      isotropy export onnx -o OUT
       model.onnx              one graph: token ids -> calibrated sentence vectors
       isotropy_onnx.json      what the graph computes (model, pooling, max_length, transform, inputs, ...)
+                              and a digest of each tokenizer file
       tokenizer.json, ...     the model's fast tokenizer (save_pretrained)
+
+What must match the graph (position limit, pooling, dims, inputs, model fingerprint,
+tokenizer digests: ``GRAPH_KEYS``) is also stamped into ``model.onnx``'s own
+``metadata_props`` (``isotropy.KEY``, JSON values), and loading checks the JSON against
+them and the tokenizer files against their digests: an edited ``max_length`` beyond the
+graph's positions, a swapped or removed ``tokenizer.json`` or a JSON from another export
+is one clear error instead of wrong vectors. Exports written before these records
+existed load without those checks.
 
 The graph's inputs are ``input_ids``, ``attention_mask`` and, when the model
 takes them, ``token_type_ids`` (int64, batch x sequence, both axes dynamic); its
@@ -38,8 +47,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from ._io import IsotropyError, ProgressBar, atomic_dir, check_output_path
-from .encoding import Encoder, check_sentences, length_sorted_batches
+from ._io import IsotropyError, ProgressBar, atomic_dir, check_output
+from .encoding import Encoder, check_sentences, check_tokenizer_vocab, length_sorted_batches
 from .pooling import parse_pooling
 
 __all__ = ["export_onnx", "OnnxEncoder", "GRAPH_NAME", "CONFIG_NAME"]
@@ -50,6 +59,14 @@ KIND = "onnx-encoder"
 ONNX_VERSION = 1
 QUANTIZATIONS = ("int8",)
 INPUT_ORDER = ("input_ids", "attention_mask", "token_type_ids")
+# isotropy_onnx.json entries the graph itself fixes: stamped into model.onnx's metadata_props at export
+GRAPH_KEYS = ("model_name", "fingerprint", "pooling", "position_limit", "hidden_size", "dim", "inputs", "transform", "quantize", "tokenizer_files")
+META_PREFIX = "isotropy."
+# names of files that steer AutoTokenizer: one that appears after the export changes the tokenizer
+TOKENIZER_NAMES = frozenset({
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "vocab.txt", "vocab.json",
+    "merges.txt", "chat_template.jinja", "chat_template.json",
+})
 
 
 def _require_onnx():
@@ -130,6 +147,32 @@ def _quantize_int8(src: Path, dst: Path) -> None:
         root.setLevel(level)
 
 
+def _file_digest(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, lambda: hashlib.blake2b(digest_size=16)).hexdigest()
+
+
+def _tokenizer_files(folder: Path) -> dict[str, str]:
+    """``{name: digest}`` of the tokenizer files in an export folder (everything but the graph and its JSON)."""
+    skip = {GRAPH_NAME, CONFIG_NAME}
+    return {
+        p.name: _file_digest(p)
+        for p in sorted(folder.iterdir())
+        if p.is_file() and p.name not in skip and not p.name.startswith(".")
+    }
+
+
+def _stamp_graph(graph_path: Path, config: dict) -> None:
+    """Record the settings the graph fixes (``GRAPH_KEYS``) in the ONNX file's own metadata_props."""
+    import onnx
+
+    model = onnx.load(str(graph_path), load_external_data=False)
+    props = {p.key: p.value for p in model.metadata_props if not p.key.startswith(META_PREFIX)}
+    props.update({META_PREFIX + k: json.dumps(config.get(k), sort_keys=True) for k in GRAPH_KEYS})
+    onnx.helper.set_model_props(model, props)
+    onnx.save(model, str(graph_path))
+
+
 def export_onnx(
     output: str | os.PathLike,
     model: str | os.PathLike | None = None,
@@ -141,6 +184,7 @@ def export_onnx(
     encoder: Encoder | None = None,
     opset: int | None = None,
     show_progress: bool | None = None,
+    force: bool = False,
 ) -> Path:
     """Export encoder + pooling (+ fitted transform) as one ONNX graph in folder ``output``.
 
@@ -152,8 +196,10 @@ def export_onnx(
     import warnings
 
     _require_onnx()
-    output = Path(output)
-    check_output_path(output)
+    sources = [model if model is not None and Path(str(model)).expanduser().exists() else None]
+    if isinstance(transform, (str, os.PathLike)):
+        sources.append(transform)
+    output = check_output(output, KIND, force=force, inputs=sources)
     if quantize is not None and quantize not in QUANTIZATIONS:
         raise IsotropyError(f"unknown quantization {quantize!r}; valid: {', '.join(QUANTIZATIONS)}")
     if encoder is None:
@@ -180,7 +226,7 @@ def export_onnx(
     batch, seq = Dim("batch"), Dim("sequence")
     dynamic = {n: {0: batch, 1: seq} for n in names}
     steps = 3 if quantize else 2
-    with ProgressBar(steps, show_progress, "exporting to ONNX", min_total=1) as bar, atomic_dir(output) as tmp:
+    with ProgressBar(steps, show_progress, "exporting to ONNX", min_total=1) as bar, atomic_dir(output, kind=KIND, force=force) as tmp:
         graph_path = tmp / GRAPH_NAME
         fp32_path = tmp / ".fp32.onnx" if quantize else graph_path
         # The exporter prints its own progress lines and warnings about unrelated operators (torchvision).
@@ -230,7 +276,9 @@ def export_onnx(
             "transform": tdesc,
             "quantize": quantize,
             "graph": GRAPH_NAME,
+            "tokenizer_files": _tokenizer_files(tmp),  # verified on load: another tokenizer encodes garbage
         }
+        _stamp_graph(graph_path, config)
         (tmp / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         bar.advance()
     return output
@@ -302,6 +350,11 @@ class OnnxEncoder(Encoder):
                 "export it again with --pooling"
             )
         limit = int(cfg.get("position_limit", cfg["max_length"]))
+        if int(cfg["max_length"]) > limit:
+            raise IsotropyError(
+                f"{self.folder / CONFIG_NAME}: max_length {cfg['max_length']} exceeds the {limit} positions of the graph "
+                f"in {self.graph_path.name}; set it to at most {limit} or export again"
+            )
         if max_length is None:
             self.max_length = int(cfg["max_length"])
         else:
@@ -313,10 +366,14 @@ class OnnxEncoder(Encoder):
         self.inputs = list(cfg["inputs"])
         self.transform_description = (cfg.get("transform") or {}).get("describe")
         self.quantize = cfg.get("quantize")
+        self._check_tokenizer_files()
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(str(self.folder), local_files_only=True)
         except (OSError, ValueError) as exc:
-            raise IsotropyError(f"cannot load the tokenizer saved in {self.folder}: {str(exc).splitlines()[0]}") from None
+            if "instantiate the backend tokenizer" in str(exc):
+                raise IsotropyError(f"the ONNX export {self.folder} has no tokenizer files (tokenizer.json, ...); export again") from None
+            raise IsotropyError(f"cannot load the tokenizer saved in {self.folder}: {' '.join(str(exc).split())}") from None
+        check_tokenizer_vocab(self.tokenizer, f"the ONNX export {self.folder}")
         providers = ["CPUExecutionProvider"]
         dev = (device or "cpu").lower()
         if dev.startswith("cuda"):
@@ -335,7 +392,52 @@ class OnnxEncoder(Encoder):
             self.model = ort.InferenceSession(str(self.graph_path), options, providers=providers)
         except Exception as exc:  # onnxruntime raises its own exception types
             raise IsotropyError(f"onnxruntime cannot load {self.graph_path}: {str(exc).strip().splitlines()[0]}") from None
+        self._check_graph_metadata(self.model.get_modelmeta().custom_metadata_map)
         self._fingerprint = None
+
+    def _check_tokenizer_files(self) -> None:
+        """The tokenizer files must be the ones exported with the graph (skipped for exports that recorded none)."""
+        recorded = self.config.get("tokenizer_files")
+        if recorded is None:
+            return
+        config_path = self.folder / CONFIG_NAME
+        if not isinstance(recorded, dict):
+            raise IsotropyError(f"{config_path}: tokenizer_files is malformed; export again")
+        for name, digest in sorted(recorded.items()):
+            path = self.folder / name
+            if not path.is_file():
+                raise IsotropyError(f"{path} is missing: it was exported with the graph; restore it or export again")
+            if _file_digest(path) != digest:
+                raise IsotropyError(
+                    f"{path} is not the file exported with the graph (its digest differs): another tokenizer would "
+                    f"encode wrong token ids; restore it or export again"
+                )
+        for p in sorted(self.folder.iterdir()):
+            if p.name not in recorded and p.is_file() and (p.name in TOKENIZER_NAMES or p.suffix == ".model"):
+                raise IsotropyError(
+                    f"{p} was added after the export and would change the tokenizer; remove it or export again"
+                )
+
+    def _check_graph_metadata(self, meta: dict[str, str]) -> None:
+        """isotropy_onnx.json must agree with what the graph records of itself (exports that recorded nothing skip this)."""
+        config_path = self.folder / CONFIG_NAME
+        for key in GRAPH_KEYS:
+            if META_PREFIX + key not in meta:
+                continue
+            try:
+                value = json.loads(meta[META_PREFIX + key])
+            except json.JSONDecodeError:
+                raise IsotropyError(f"{self.graph_path}: its metadata {META_PREFIX + key} is not JSON; export again") from None
+            if self.config.get(key) != value:
+                if key == "tokenizer_files":
+                    raise IsotropyError(
+                        f"{config_path} records other tokenizer files than {self.graph_path.name} was exported with: "
+                        f"it belongs to another export; restore the export's own {CONFIG_NAME} or export again"
+                    )
+                raise IsotropyError(
+                    f"{config_path} says {key} {self.config.get(key)!r}, but {self.graph_path.name} was exported with "
+                    f"{value!r}; restore the export's own {CONFIG_NAME} or export again"
+                )
 
     def _config(self) -> dict:
         path = self.folder / CONFIG_NAME

@@ -42,6 +42,7 @@ import hashlib
 import json
 import math
 import os
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -55,10 +56,12 @@ from ._io import (
     STATE_NAME,
     IsotropyError,
     ProgressBar,
+    artefact_lock,
     atomic_dir,
     check_matrix,
-    check_output_path,
+    check_output,
     load_state,
+    read_config,
 )
 from .encoding import check_sentences
 
@@ -232,7 +235,9 @@ class Index:
         self.params = {"m": int(m), "ef_construction": int(ef_construction), "ef_search": int(ef_search),
                        "nlist": None if nlist is None else int(nlist), "nprobe": int(nprobe)}
         self.sentences: list[str] = []
+        self.warnings: list[str] = []  # one line each, e.g. a default transform skipped on a tiny corpus
         self._index = None  # the faiss index, created by the first add
+        self._source: tuple[Path, str | None] | None = None  # (folder, config digest) when loaded
 
     # ------------------------------------------------------------------ construction
 
@@ -470,19 +475,25 @@ class Index:
             "dim": int(enc.dim),
         }
 
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write the index folder atomically (see the module docs for its layout)."""
+    def save(self, path: str | os.PathLike, *, force: bool = False) -> Path:
+        """Write the index folder atomically (see the module docs for its layout).
+
+        An existing ``path`` is replaced only when it holds an index (or is empty), unless
+        ``force``. Saving back to the folder the index was loaded from fails, writing
+        nothing, when another writer changed that folder in the meantime (so one of two
+        concurrent ``add``s is never silently lost; ``isotropy index add`` also locks it).
+        """
         from safetensors.numpy import save_file
 
         from . import __version__
 
         if self._index is None:
             raise IsotropyError("the index is empty: add sentences before saving")
-        path = check_output_path(path)
+        path = check_output(path, KIND, force=force)
         encoder = self._encoder_record()
         # Written by hand rather than with _io.save_state, which owns its whole folder:
         # here the transform's own saved folder must sit inside the same atomic rename.
-        with atomic_dir(path) as tmp:
+        with atomic_dir(path, kind=KIND, force=force, check=lambda: self._check_unchanged(path)) as tmp:
             transform_cfg = None
             if self.transform is not None:
                 self.transform.save(tmp / TRANSFORM_DIR)
@@ -506,11 +517,23 @@ class Index:
                 "dim": self.dim,
                 "count": len(self.sentences),
                 "sentences_file": SENTENCES_FILE,
+                "generation": uuid.uuid4().hex,  # every save is a new version (see _check_unchanged)
                 "encoding_key": _encoding_key(encoder["fingerprint"], encoder["pooling"], encoder["max_length"],
                                               None if transform_cfg is None else transform_cfg["digest"]),
             }
             (tmp / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        self._source = (path.resolve(), _config_digest(path))
         return path
+
+    def _check_unchanged(self, path: Path) -> None:
+        """Before replacing the folder this index was loaded from: is it still the version that was read?"""
+        if self._source is None or self._source[0] != path.resolve():
+            return
+        if _config_digest(path) != self._source[1]:
+            raise IsotropyError(
+                f"{path} was changed by another writer since this index was loaded; nothing was written "
+                f"(load it again and redo the change)"
+            )
 
     @classmethod
     def load(
@@ -596,7 +619,15 @@ class Index:
         index._index = fidx
         index.sentences = sentences
         index.set_search_params(ef_search=ef_search, nprobe=nprobe)
+        index._source = (path.resolve(), _config_digest(path))
         return index
+
+
+def _config_digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256((path / CONFIG_NAME).read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def _read_sentences_jsonl(file: Path) -> list[str]:
@@ -641,16 +672,18 @@ def build_index_file(
     kind: str = "flat",
     batch_size: int = 64,
     show_progress: bool | None = None,
+    force: bool = False,
     **params: Any,
 ) -> Index:
     """``isotropy index build``: index a sentence file (one a line; id = line number - 1) into ``output``.
 
     Transform: ``transform`` (a fitted folder), else raw with ``no_whiten``, else a
     whitening fitted on the corpus itself with ``whiten`` components (default
-    :data:`DEFAULT_WHITEN_K` = 128, or fewer for a corpus of at most 128 sentences) and
-    ``power`` (default :data:`DEFAULT_WHITEN_POWER` = 0.5, soft whitening), with
-    Ledoit-Wolf shrinkage. The default comes from ``bench/search.py`` (docs/BENCHMARKS.md,
-    section ``search``): on the STS retrieval task with the default model, soft whitening to
+    :data:`DEFAULT_WHITEN_K` = 128) and ``power`` (default :data:`DEFAULT_WHITEN_POWER` =
+    0.5, soft whitening), with Ledoit-Wolf shrinkage. A whitening to k dimensions needs
+    more than k sentences: on a smaller corpus the default falls back to raw vectors with
+    a warning (in ``index.warnings``), and an explicit ``whiten`` is an error. The default
+    comes from ``bench/search.py`` (docs/BENCHMARKS.md, section ``search``): on the STS retrieval task with the default model, soft whitening to
     128 dims kept recall@10 within 1 point of raw 384-dim vectors (89.4 vs 90.2) with a third
     of the index memory, where full whitening lost more (89.1 at 128 dims); this model is
     trained for similarity, so full whitening has little anisotropy left to fix.
@@ -662,8 +695,10 @@ def build_index_file(
                                      ("--no-whiten", no_whiten)) if on]
     if len(chosen) > 1:
         raise IsotropyError(f"choose one of {', '.join(chosen)}")
-    check_output_path(output)
+    check_output(output, KIND, force=force, inputs=[corpus, transform])
     sentences = read_sentences(corpus)
+    if not any(s.strip() for s in sentences):
+        raise IsotropyError(f"{corpus} holds no sentence (every line is empty): there is nothing to index")
     encoder = Encoder(model, pooling=pooling, max_length=max_length, batch_size=batch_size)
     if transform is not None:
         from ._io import load_transform
@@ -672,26 +707,53 @@ def build_index_file(
     elif no_whiten:
         t = None
     else:
+        if whiten is not None and (isinstance(whiten, bool) or whiten < 1):
+            raise IsotropyError(f"--whiten must be a positive number of dimensions, got {whiten}")
         if whiten is not None and whiten > encoder.dim:
             raise IsotropyError(f"--whiten {whiten} is more than the {encoder.dim} dimensions of {encoder.model_name}")
-        # n centred sentences span at most n - 1 directions: by default keep no more than that
-        # (the rest would hold only the shrinkage's made-up variance).
-        k = min(DEFAULT_WHITEN_K, max(1, len(sentences) - 1)) if whiten is None else whiten
-        t = default_whitening(encoder.dim, k, DEFAULT_WHITEN_POWER if power is None else power)
+        k = min(DEFAULT_WHITEN_K, encoder.dim) if whiten is None else whiten
+        # n centred sentences span at most n - 1 directions: a whitening to k dims needs n > k
+        # (below that, the extra directions hold only the shrinkage's made-up variance).
+        if len(sentences) <= k:
+            if whiten is not None or power is not None:
+                raise IsotropyError(
+                    f"a whitening to {k} dimensions needs more than {k} sentences, but {corpus} has {len(sentences)}; "
+                    f"lower --whiten, pass --transform with a whitening fitted on a larger corpus, or use --no-whiten"
+                )
+            t = None
+            warning = (
+                f"{corpus} has {len(sentences)} sentences, too few to fit the default whitening to {k} dimensions "
+                f"(it needs more than {k}); indexing the raw vectors instead (pass --transform with a whitening "
+                f"fitted on a larger corpus to calibrate them)"
+            )
+        else:
+            t = default_whitening(encoder.dim, k, DEFAULT_WHITEN_POWER if power is None else power)
     index = Index(encoder, t, kind, **params)
-    index.add(sentences, show_progress=show_progress)
-    index.save(output)
+    if t is None and not no_whiten and transform is None:
+        index.warnings.append(warning)
+    try:
+        index.add(sentences, show_progress=show_progress)
+    except IsotropyError as exc:
+        raise IsotropyError(f"{corpus}: {exc}") from None
+    index.save(output, force=force)
     return index
 
 
 def add_index_file(index_dir: str | os.PathLike, more: str | os.PathLike, show_progress: bool | None = None) -> tuple[Index, int]:
-    """``isotropy index add``: append a sentence file to a saved index, rewriting it atomically."""
+    """``isotropy index add``: append a sentence file to a saved index, rewriting it atomically.
+
+    The index is locked from load to save, so a second ``add`` waits for this one
+    instead of silently dropping one of the two batches.
+    """
     from .data import read_sentences
 
-    index = Index.load(index_dir)
+    index_dir = Path(index_dir)
+    read_config(index_dir, KIND)  # a missing or foreign folder is named before any lock is taken
     sentences = read_sentences(more)
-    index.add(sentences, show_progress=show_progress)
-    index.save(index_dir)
+    with artefact_lock(index_dir):
+        index = Index.load(index_dir)
+        index.add(sentences, show_progress=show_progress)
+        index.save(index_dir)
     return index, len(sentences)
 
 

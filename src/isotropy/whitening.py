@@ -68,7 +68,7 @@ from ._io import (
     ProgressBar,
     atomic_file,
     check_matrix,
-    check_output_path,
+    check_output,
     iter_vector_chunks,
     list_vector_files,
     load_state,
@@ -503,18 +503,29 @@ class Whitening(EstimatorParams):
         keep = k
         if power > 0 and rank < k:
             few = f"{m.n} rows for {d} dimensions, " if m.n <= d else "the vectors lie in a subspace, "
-            if rank == 0 or explicit:
+            # The advice names the Whitening parameter, the one spelling every caller shares (the
+            # Python API, `fit whitening`/`eval --shrinkage`); commands without that option (index
+            # build, analyze) already shrink ('auto'), so only rank 0 reaches their users, and no
+            # shrinkage helps there.
+            if rank == 0:
+                raise IsotropyError(
+                    f"the covariance is singular (rank 0): all {m.n} rows are the same vector, so no direction has "
+                    f"variance and no shrinkage helps; fit it on vectors of different sentences"
+                )
+            if explicit:
+                fix = (
+                    "set shrinkage (e.g. shrinkage='auto')" if alpha == 0
+                    else f"raise shrinkage (now {alpha:.3g}{', from auto' if shrinkage == 'auto' else ''})"
+                )
                 raise IsotropyError(
                     f"the covariance is singular ({few}rank {rank}): only {rank} of the {k} requested "
-                    f"directions have variance above {EIG_RTOL:g} x the largest; set shrinkage "
-                    f"(e.g. shrinkage='auto', CLI --shrinkage auto)"
-                    + (f" or n_components <= {rank}" if rank > 0 else "")
+                    f"directions have variance above {EIG_RTOL:g} x the largest; {fix} or keep n_components <= {rank}"
                 )
             warnings.warn(
                 f"the covariance has rank {rank} < {d} ({few.rstrip(', ')}); "
                 f"the {d - rank} directions without variance are dropped"
                 + (" (projected out)" if method == "zca" else f", output has {rank} dimensions")
-                + "; set shrinkage (e.g. 'auto') to keep them",
+                + ("; set shrinkage (e.g. shrinkage='auto') to keep them" if alpha == 0 else f"; raise shrinkage (now {alpha:.3g}) to keep them"),
                 RankDeficientWarning,
                 stacklevel=3,
             )
@@ -591,8 +602,11 @@ class Whitening(EstimatorParams):
 
     # ---------------------------------------------------------------- persistence
 
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write ``config.json`` + ``state.safetensors`` (statistics and kernel) atomically."""
+    def save(self, path: str | os.PathLike, *, force: bool = False) -> Path:
+        """Write ``config.json`` + ``state.safetensors`` (statistics and kernel) atomically.
+
+        An existing ``path`` is replaced only when it holds a whitening (or is empty), unless ``force``.
+        """
         sol = self._solution()
         k, power, shrinkage, method = self._checked_params(self.moments_.dim)
         config = {
@@ -605,7 +619,7 @@ class Whitening(EstimatorParams):
         }
         arrays = {f"moments.{k_}": v for k_, v in self.moments_.to_arrays().items()}
         arrays.update(kernel=sol.kernel, inverse=sol.inverse, eigenvalues=sol.eigenvalues)
-        return save_state(path, KIND, config, arrays)
+        return save_state(path, KIND, config, arrays, force=force)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Whitening":
@@ -621,10 +635,34 @@ class Whitening(EstimatorParams):
         if not isinstance(params, dict) or set(params) != set(cls._get_param_names()):
             raise IsotropyError(f"{path}/config.json has missing or unknown whitening parameters: {params!r}")
         w = cls(**params)
-        m = Moments.from_arrays({k[len("moments."):]: v for k, v in arrays.items() if k.startswith("moments.")})
-        k, _, _, _ = w._checked_params(m.dim)
+        try:
+            m = Moments.from_arrays({k[len("moments."):]: v for k, v in arrays.items() if k.startswith("moments.")})
+        except IsotropyError as exc:
+            raise IsotropyError(f"{path}/state.safetensors: {exc}; the artefact is corrupt, refit it") from None
         kernel, inverse, evals = arrays["kernel"], arrays["inverse"], arrays["eigenvalues"]
         kk = kernel.shape[1] if kernel.ndim == 2 else -1
+        # config.json states what the arrays must be; a disagreement means an edited config or
+        # files of two fits mixed up, and either would transform with the wrong statistics
+        for key, held, what in (
+            ("dim", m.dim, f"statistics of {m.dim}-dimensional vectors"),
+            ("n_components_", kk, f"a kernel with {kk} output dimensions"),
+            ("n_samples_seen", m.n, f"statistics of {m.n} rows"),
+        ):
+            said = cfg.get(key)
+            if isinstance(said, bool) or not isinstance(said, int) or said != held:
+                raise IsotropyError(
+                    f"{path}: config.json says {key} {said!r}, but state.safetensors holds {what}; the folder was edited "
+                    f"or its files mixed up: restore it or refit"
+                )
+        try:
+            k, _, _, _ = w._checked_params(m.dim)
+        except IsotropyError as exc:
+            raise IsotropyError(f"{path}/config.json: {exc}") from None
+        if k is not None and kk != k:
+            raise IsotropyError(
+                f"{path}: config.json says n_components {k}, but state.safetensors holds a kernel with {kk} output "
+                f"dimensions; the folder was edited or its files mixed up: restore it or refit"
+            )
         out = m.dim if params["method"] == "zca" else kk
         if (
             kernel.shape != (m.dim, out)
@@ -637,7 +675,7 @@ class Whitening(EstimatorParams):
         w.moments_ = m
         w._solution_cache = _Solution(
             m,
-            w._key(m), kernel, inverse, evals, float(cfg.get("shrinkage_", 0.0)), int(cfg.get("n_components_", kk))
+            w._key(m), kernel, inverse, evals, float(cfg.get("shrinkage_", 0.0)), kk
         )
         return w
 
@@ -666,14 +704,16 @@ def fit_whitening_file(
     shrinkage: float | str = 0.0,
     method: str = "pca",
     show_progress: bool | None = None,
+    force: bool = False,
 ) -> Whitening:
     """Fit a :class:`Whitening` on a .npy file or a folder of .npy shards, streamed chunk by chunk.
 
     Memory stays bounded whatever the number of rows. Errors name the file and its row.
-    With ``output``, the fitted folder is written there (checked before any work).
+    With ``output``, the fitted folder is written there (checked before any work: an existing
+    folder that is not a whitening is refused unless ``force``).
     """
     if output is not None:
-        check_output_path(output)
+        check_output(output, KIND, force=force, inputs=[vectors])
     w = Whitening(n_components=n_components, power=power, shrinkage=parse_shrinkage(shrinkage), method=method)
     shapes = _shapes(vectors)
     w._checked_params(shapes[0][1][1])
@@ -683,10 +723,13 @@ def fit_whitening_file(
         for file, start, chunk in iter_vector_chunks(vectors, chunk_rows=_chunk_rows(shapes)):
             m.update(chunk, name=str(file), row_offset=start)
             bar.advance(chunk.shape[0])
-    w._solution_cache = w._solve(m)  # problems (too few rows, singular covariance) surface now
+    try:
+        w._solution_cache = w._solve(m)  # problems (too few rows, singular covariance) surface now
+    except IsotropyError as exc:
+        raise IsotropyError(f"{vectors}: {exc}") from None
     w.moments_ = m
     if output is not None:
-        w.save(output)
+        w.save(output, force=force)
     return w
 
 
@@ -696,13 +739,15 @@ def transform_file(
     output: str | os.PathLike,
     *,
     show_progress: bool | None = None,
+    force: bool = False,
 ) -> tuple[int, int]:
     """Apply a fitted transform (a folder of any kind :func:`isotropy.load_transform` reads,
     or an object with ``transform``) to a .npy file or folder of shards, streaming, and
-    write one .npy atomically. Returns the output shape."""
-    from ._io import load_transform
+    write one .npy atomically (never one holding NaN or inf). Returns the output shape."""
+    from ._io import check_finite_output, load_transform
 
-    output = check_output_path(output)
+    sources = [transform] if isinstance(transform, (str, os.PathLike)) else []
+    output = check_output(output, "vectors", force=force, inputs=[*sources, vectors])
     model = load_transform(transform) if isinstance(transform, (str, os.PathLike)) else transform
     shapes = _shapes(vectors)
     total = sum(s[0] for _, s in shapes)
@@ -712,12 +757,13 @@ def transform_file(
         raise IsotropyError(f"{vectors} holds no rows")
     written = 0
     out_dtype = out_width = None
-    with atomic_file(output) as fh, ProgressBar(total, show_progress, "transforming", min_total=1) as bar:
+    with atomic_file(output, kind="vectors", force=force) as fh, ProgressBar(total, show_progress, "transforming", min_total=1) as bar:
         for file, start, chunk in iter_vector_chunks(vectors, chunk_rows=_chunk_rows(shapes)):
             chunk = check_matrix(chunk, str(file), expected_dim=expected, dtype=None, row_offset=start)
             if chunk.shape[0] == 0:
                 continue
             Y = np.asarray(model.transform(chunk))
+            check_finite_output(Y, f"the output {output}", row_offset=written)
             if out_dtype is None:
                 out_dtype, out_width = Y.dtype, Y.shape[1]
                 header = {

@@ -1,0 +1,51 @@
+"""Input checks shared by every layer (layer 0): one clear IsotropyError line, or a clean value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .errors import IsotropyError
+
+__all__ = ["check_matrix"]
+
+
+def check_matrix(
+    X: Any,
+    name: str = "X",
+    *,
+    expected_dim: int | None = None,
+    min_rows: int = 0,
+    dtype: Any = np.float64,
+    row_offset: int = 0,
+) -> np.ndarray:
+    """Return ``X`` as a 2-D finite array of ``dtype``, or raise one clear IsotropyError.
+
+    ``row_offset`` is added to row numbers in messages, so a streamed chunk names
+    the row of the whole input rather than of the chunk.
+    """
+    try:
+        arr = np.asarray(X)
+        if arr.dtype.kind == "c":  # numpy would drop the imaginary part with only a warning
+            raise IsotropyError(f"{name} has complex values; sentence vectors must be real")
+        arr = np.asarray(arr, dtype=dtype)
+    except (TypeError, ValueError) as exc:
+        raise IsotropyError(f"{name} must be a numeric matrix: {exc}") from None
+    if arr.ndim == 1 and expected_dim is not None and arr.shape[0] == expected_dim:
+        arr = arr[None, :]
+    if arr.ndim != 2:
+        raise IsotropyError(f"{name} must be 2-D (rows x dimensions), got shape {arr.shape}")
+    if expected_dim is not None and arr.shape[1] != expected_dim:
+        raise IsotropyError(
+            f"{name} has {arr.shape[1]} dimensions but {expected_dim} were expected"
+        )
+    if arr.shape[0] < min_rows:
+        raise IsotropyError(f"{name} has {arr.shape[0]} rows; at least {min_rows} are needed")
+    finite = np.isfinite(arr)
+    if not finite.all():
+        bad = int(np.flatnonzero(~finite.all(axis=1))[0])
+        raise IsotropyError(
+            f"{name} has a NaN or infinite value in row {bad + row_offset} (0-based)"
+        )
+    return arr

@@ -1,0 +1,43 @@
+"""The exceptions and warnings isotropy raises (layer 0: every module may import this one).
+
+* :class:`IsotropyError` -- a problem with the user's input, reported as one clear line
+  naming the file, row, option or artefact concerned. The command line prints only the
+  message (``error: ...``) and exits with status 2.
+* :class:`NotFittedError` -- ``transform`` (or similar) before ``fit``.
+* :class:`Terminated` -- SIGTERM or SIGHUP arrived while a command or an atomic write ran;
+  raised like Ctrl-C's KeyboardInterrupt so every cleanup runs (see :mod:`isotropy.storage.atomic`).
+* :class:`RankDeficientWarning` -- a whitening dropped directions without variance.
+"""
+
+from __future__ import annotations
+
+import signal
+
+__all__ = ["IsotropyError", "NotFittedError", "Terminated", "RankDeficientWarning"]
+
+
+class IsotropyError(ValueError):
+    """A problem with the user's input, reported as one clear line (the CLI prints only the message)."""
+
+
+class NotFittedError(IsotropyError, AttributeError):
+    """Raised when ``transform`` (or similar) is called before ``fit``.
+
+    Subclasses ValueError and AttributeError, like scikit-learn's own NotFittedError.
+    """
+
+
+class Terminated(BaseException):
+    """The process got SIGTERM or SIGHUP; raised, like Ctrl-C's KeyboardInterrupt, past ``except Exception``."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = int(signum)
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+
+class RankDeficientWarning(UserWarning):
+    """The fitting vectors span fewer directions than were asked for; some were dropped."""

@@ -1,0 +1,9 @@
+"""Storage (layer 1): everything isotropy reads from and writes to disk.
+
+* :mod:`.atomic` -- atomic files and folders, signals, stale temporaries, locks;
+* :mod:`.artifacts` -- the artefact header, the output guard, fitted state, digests;
+* :mod:`.vectors` -- ``.npy`` vectors: read, stream, write;
+* :mod:`.text` -- sentence files.
+
+It imports only :mod:`isotropy.errors`; every feature above it stores through it.
+"""

@@ -1,0 +1,49 @@
+"""Sentence files: UTF-8 text, one sentence a line, or standard input (layer 1)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from ..errors import IsotropyError
+
+__all__ = ["read_sentences"]
+
+
+def read_sentences(path: str | os.PathLike, *, allow_empty_file: bool = False) -> list[str]:
+    """Read a UTF-8 text file (or ``-`` for standard input), one sentence a line.
+
+    Every line becomes one sentence, empty and whitespace-only lines included, so
+    row ``i`` of anything computed from it belongs to line ``i + 1``. Only the line
+    terminator is stripped. A byte-order mark at the start is ignored.
+    """
+    name = "standard input" if str(path) == "-" else str(path)
+    if str(path) == "-":
+        raw = sys.stdin.buffer.read()
+    else:
+        p = Path(path)
+        if not p.is_file():
+            raise IsotropyError(f"{p} does not exist or is not a file")
+        raw = p.read_bytes()
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    nul = raw.find(b"\x00")
+    if nul >= 0:  # valid UTF-8, but no text file holds one: a binary file given by mistake
+        line = raw.count(b"\n", 0, nul) + 1
+        raise IsotropyError(f"{name} line {line} holds a NUL byte: it is a binary file, not UTF-8 text")
+    lines = raw.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()  # the final newline ends the last line; it does not start a new one
+    sentences = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise IsotropyError(
+                f"{name} line {number} is not valid UTF-8 (byte {exc.start + 1} of the line)"
+            ) from None
+        sentences.append(text[:-1] if text.endswith("\r") else text)
+    if not sentences and not allow_empty_file:
+        raise IsotropyError(f"{name} is empty: there is nothing to encode")
+    return sentences

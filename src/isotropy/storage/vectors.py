@@ -1,0 +1,176 @@
+"""Vectors on disk: every ``.npy`` read, write and chunked stream goes through here (layer 1).
+
+A vector file is a 2-D ``.npy`` array (rows x dims); a folder of them is read as shards,
+in name order. Reading memory-maps, so memory stays bounded whatever the file size;
+writing streams rows into a temporary file whose header ``numpy.lib.format.open_memmap``
+wrote, then renames it into place. Nothing holding NaN or inf is ever written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from ..errors import IsotropyError
+from .artifacts import check_output
+from .atomic import atomic_file, atomic_path
+
+__all__ = [
+    "VECTORS_KIND",
+    "list_vector_files",
+    "open_vector_file",
+    "iter_vector_chunks",
+    "load_vectors",
+    "save_npy",
+    "write_vectors",
+    "VectorWriter",
+    "check_finite_output",
+]
+
+VECTORS_KIND = "vectors"
+
+
+def list_vector_files(path: str | os.PathLike) -> list[Path]:
+    """A .npy file, or a folder of .npy shards (sorted by name)."""
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix == ".npy" and p.is_file())
+        if not files:
+            raise IsotropyError(f"folder {path} has no .npy files")
+        return files
+    if not path.is_file():
+        raise IsotropyError(f"{path} does not exist")
+    return [path]
+
+
+def open_vector_file(file: Path) -> np.ndarray:
+    """Memory-map one .npy file of vectors; anything but a readable 2-D numeric array is one clear error."""
+    try:
+        with open(file, "rb") as fh:
+            magic = fh.read(6)
+    except OSError as exc:
+        raise IsotropyError(f"{file} cannot be read: {exc.strerror or exc}") from None
+    if magic != b"\x93NUMPY":
+        raise IsotropyError(
+            f"{file} is not a .npy file (no NumPy header){'; it is empty' if not magic else ''}: vectors must be "
+            f"saved with numpy.save, e.g. by 'isotropy encode'"
+        )
+    try:
+        arr = np.load(file, mmap_mode="r", allow_pickle=False)
+    except ValueError as exc:
+        reason = "it holds Python objects, not numbers" if "pickle" in str(exc) else f"{exc}"
+        if "mmap length is greater than file size" in str(exc) or "cannot reshape" in str(exc):
+            reason = "it is truncated (shorter than its header says)"
+        raise IsotropyError(f"{file} is not a readable array of vectors: {reason}") from None
+    except OSError as exc:
+        raise IsotropyError(f"{file} is not a readable array of vectors: {exc.strerror or exc}") from None
+    if arr.dtype.kind not in "biufc":
+        raise IsotropyError(f"{file} holds {arr.dtype} values, not numbers")
+    if arr.ndim != 2:
+        raise IsotropyError(f"{file} must hold a 2-D array (rows x dims), got shape {arr.shape}")
+    return arr
+
+
+def iter_vector_chunks(path: str | os.PathLike, chunk_rows: int = 65536) -> Iterator[tuple[Path, int, np.ndarray]]:
+    """Stream ``(file, first_row, chunk)`` from a .npy file or folder of shards, memory-mapped.
+
+    Memory stays bounded by ``chunk_rows`` rows whatever the file size.
+    """
+    for file in list_vector_files(path):
+        arr = open_vector_file(file)
+        for start in range(0, arr.shape[0], chunk_rows):
+            yield file, start, np.asarray(arr[start : start + chunk_rows])
+
+
+def load_vectors(path: str | os.PathLike) -> np.ndarray:
+    """Load a .npy file or concatenate a folder of shards (every file checked as :func:`open_vector_file` does)."""
+    files = list_vector_files(path)
+    parts = [open_vector_file(f) for f in files]
+    for f, p in zip(files, parts):
+        if p.shape[1] != parts[0].shape[1]:
+            raise IsotropyError(
+                f"{path}: shards differ in width: {f} has {p.shape[1]} columns but {files[0]} has {parts[0].shape[1]}"
+            )
+    try:
+        return np.concatenate([np.asarray(p) for p in parts], axis=0) if len(parts) > 1 else np.array(parts[0])
+    except OSError as exc:  # a shard shrank while we read it
+        raise IsotropyError(f"{path}: cannot read the vectors: {exc.strerror or exc}") from None
+
+
+def check_finite_output(array: np.ndarray, what: str, row_offset: int = 0) -> None:
+    """Refuse to write vectors holding NaN or inf: name the first bad row (0-based)."""
+    arr = np.asarray(array)
+    if arr.dtype.kind in "fc" and arr.size and not np.isfinite(arr).all():
+        bad = np.flatnonzero(~np.isfinite(arr.reshape(arr.shape[0], -1)).all(axis=1)) if arr.ndim else np.array([0])
+        raise IsotropyError(
+            f"{what} would hold a NaN or infinite value (row {int(bad[0]) + row_offset}, 0-based); nothing was written"
+        )
+
+
+def save_npy(path: str | os.PathLike, array: np.ndarray, *, kind: str | None = None, force: bool = False) -> Path:
+    """Write one .npy file atomically; vectors holding NaN or inf are refused, nothing is written.
+
+    With ``kind`` (e.g. :data:`VECTORS_KIND`), an existing file that is not an isotropy
+    output of that kind is not overwritten unless ``force``.
+    """
+    path = Path(path)
+    array = np.ascontiguousarray(array)
+    check_finite_output(array, f"the output {path}")
+    check = (lambda: check_output(path, kind, force=force)) if kind is not None else None
+    with atomic_file(path, check=check) as fh:
+        np.save(fh, array)
+    return path
+
+
+class VectorWriter:
+    """Rows appended, chunk by chunk, to a ``.npy`` being written (see :func:`write_vectors`)."""
+
+    def __init__(self, fh, path: Path, shape: tuple[int, int], dtype: np.dtype) -> None:
+        self._fh, self.path, self.shape, self.dtype = fh, path, shape, dtype
+        self.rows = 0
+
+    def write(self, chunk: np.ndarray) -> None:
+        chunk = np.asarray(chunk)
+        if chunk.ndim != 2 or chunk.shape[1] != self.shape[1]:
+            raise IsotropyError(f"{self.path}: a chunk of shape {chunk.shape} does not fit rows of {self.shape[1]} values")
+        if self.rows + chunk.shape[0] > self.shape[0]:
+            raise IsotropyError(f"{self.path}: more than the {self.shape[0]} rows announced")
+        check_finite_output(chunk, f"the output {self.path}", row_offset=self.rows)
+        self._fh.write(np.ascontiguousarray(chunk, dtype=self.dtype).tobytes())
+        self.rows += chunk.shape[0]
+
+
+@contextlib.contextmanager
+def write_vectors(
+    path: str | os.PathLike,
+    shape: tuple[int, int],
+    dtype: np.dtype | type = np.float32,
+    *,
+    kind: str | None = VECTORS_KIND,
+    force: bool = False,
+) -> Iterator[VectorWriter]:
+    """Stream ``shape[0]`` rows into the .npy ``path``, atomically, in bounded memory.
+
+    ``numpy.lib.format.open_memmap`` writes the header (and sizes the file); the rows
+    are then written sequentially through an ordinary file handle, so memory does not
+    grow with the file (a writable memory map would keep every written page resident
+    until it is flushed). The file appears only when all rows were written.
+    """
+    path = Path(path)
+    shape = (int(shape[0]), int(shape[1]))
+    dtype = np.dtype(dtype)
+    check = (lambda: check_output(path, kind, force=force)) if kind is not None else None
+    with atomic_path(path, check=check) as tmp:
+        mm = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape)
+        del mm  # header written, file sized; the data goes in through a plain handle
+        offset = os.path.getsize(tmp) - shape[0] * shape[1] * dtype.itemsize
+        with open(tmp, "r+b") as fh:
+            fh.seek(offset)
+            writer = VectorWriter(fh, path, shape, dtype)
+            yield writer
+            if writer.rows != shape[0]:
+                raise IsotropyError(f"{path}: {writer.rows} rows were written, {shape[0]} were announced")

@@ -1,0 +1,400 @@
+"""Bad input and faults, one row each: every answer is one line, exit status 2, nothing lost.
+
+Each row runs the command line in-process (``isotropy.cli.main``) in a fresh copy of a
+workspace of inputs and artefacts, and asserts:
+
+* the exit status (2 for bad input unless the row says otherwise);
+* that stderr is exactly one line, ``error: ...``, naming what the row says it must
+  (the file, the row or the option), and that no traceback is printed anywhere;
+* that nothing in the workspace changed (a snapshot of every file, folder, mode and
+  content digest, hidden temporaries included, taken before and after), except the
+  paths a successful row is allowed to write.
+
+The faults that need real processes (two writers at once, SIGTERM) are tested below the
+table with real subprocesses and signals.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+
+from helpers import run_cli, snapshot
+
+CORPUS = [f"Sentence number {i} talks about {w} and {v}." for i, (w, v) in enumerate(
+    (w, v) for w in ("cats", "trains", "music", "rain", "bread", "chess", "rivers", "code") for v in ("joy", "noise", "maps", "gold", "time")
+)]
+
+
+@pytest.fixture(scope="session")
+def base(tmp_path_factory) -> Path:
+    """The workspace every row starts from: inputs, broken inputs, fitted artefacts, a user's files."""
+    from isotropy import Flow, Index, Whitening
+
+    w = tmp_path_factory.mktemp("workspace")
+    rng = np.random.default_rng(0)
+    (w / "corpus.txt").write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
+    (w / "two.txt").write_text("A cat sleeps.\nA dog barks.\n", encoding="utf-8")
+    (w / "empty.txt").write_bytes(b"")
+    (w / "blank.txt").write_text("\n   \n\n", encoding="utf-8")
+    (w / "nonutf8.txt").write_bytes(b"a fine line\ncaf\xe9 au lait\n")
+    (w / "binary.bin").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00")
+    X = rng.standard_normal((600, 32)).astype(np.float32)
+    np.save(w / "vecs.npy", X)
+    np.save(w / "vecs16.npy", X[:, :16].copy())
+    bad = X.copy()
+    bad[3, 5] = np.nan
+    np.save(w / "nan.npy", bad)
+    bad[3, 5] = np.inf
+    np.save(w / "inf.npy", bad)
+    np.save(w / "complex.npy", X[:50].astype(np.complex64))
+    np.save(w / "onedim.npy", X[0])
+    raw = (w / "vecs.npy").read_bytes()
+    (w / "truncated.npy").write_bytes(raw[: len(raw) // 2])
+    (w / "text.npy").write_text("this is text, not vectors\n", encoding="utf-8")
+    (w / "shards").mkdir()
+    np.save(w / "shards" / "a.npy", X[:300])
+    np.save(w / "shards" / "b.npy", X[300:, :16].copy())
+    Whitening().fit(X).save(w / "white")
+    Flow(levels=2, depth=1, hidden=8).fit(X).save(w / "flow")
+    Index(None, None).add(CORPUS).save(w / "index")
+    (w / "userdir").mkdir()
+    (w / "userdir" / "notes.txt").write_text("my notes, not isotropy's\n", encoding="utf-8")
+    (w / "notes.txt").write_text("a user's file\n", encoding="utf-8")
+    (w / "notes.json").write_text('{"mine": true}\n', encoding="utf-8")
+    (w / "emptydir").mkdir()
+    (w / "pairs.tsv").write_text(
+        "sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t{i % 5}\n" for i, (a, b) in enumerate(zip(CORPUS, CORPUS[1:]))),
+        encoding="utf-8",
+    )
+    return w
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bad input. ``{w}`` in ``args`` and ``mentions`` is the workspace folder."""
+
+    name: str
+    args: tuple[str, ...]
+    mentions: tuple[str, ...] = ()
+    code: int = 2
+    setup: Callable[[Path], None] | None = None
+    stdin: bytes | None = None
+    may_change: tuple[str, ...] = ()  # workspace paths a successful row writes
+    absent: tuple[str, ...] = ()  # words the line must not hold (a misleading hint)
+
+
+def _edit_json(rel: str, **changes) -> Callable[[Path], None]:
+    def setup(w: Path) -> None:
+        p = w / rel
+        cfg = json.loads(p.read_text(encoding="utf-8"))
+        cfg.update(changes)
+        p.write_text(json.dumps(cfg), encoding="utf-8")
+
+    return setup
+
+
+def _remove(rel: str) -> Callable[[Path], None]:
+    return lambda w: (w / rel).unlink()
+
+
+def _truncate(rel: str) -> Callable[[Path], None]:
+    def setup(w: Path) -> None:
+        data = (w / rel).read_bytes()
+        (w / rel).write_bytes(data[: len(data) // 2])
+
+    return setup
+
+
+def _copy(src: str, dst: str) -> Callable[[Path], None]:
+    return lambda w: shutil.copy(w / src, w / dst)
+
+
+OUT = "{w}/out"
+
+# --------------------------------------------------------------------------- outputs: never destroy what isotropy did not write
+OUTPUT_CASES = [
+    Case("fit whitening over a user's folder", ("fit", "whitening", "{w}/vecs.npy", "-o", "{w}/userdir"), ("{w}/userdir", "--force", "notes.txt")),
+    Case("fit flow over a user's folder", ("fit", "flow", "{w}/vecs.npy", "-o", "{w}/userdir"), ("{w}/userdir", "--force")),
+    Case("index build over a user's folder", ("index", "build", "{w}/corpus.txt", "-o", "{w}/userdir"), ("{w}/userdir", "--force")),
+    Case("analyze over a user's folder", ("analyze", "{w}/corpus.txt", "-o", "{w}/userdir"), ("{w}/userdir", "--force")),
+    Case("export onnx over a user's folder", ("export", "onnx", "-o", "{w}/userdir"), ("{w}/userdir", "--force")),
+    Case("demo over a user's folder", ("demo", "-o", "{w}/userdir"), ("{w}/userdir", "--force")),
+    Case("fit whitening over a flow", ("fit", "whitening", "{w}/vecs.npy", "-o", "{w}/flow"), ("{w}/flow", "fitted whitening")),
+    Case("fit whitening over a file", ("fit", "whitening", "{w}/vecs.npy", "-o", "{w}/notes.txt"), ("{w}/notes.txt", "not a folder")),
+    Case("encode over a user's text file", ("encode", "{w}/corpus.txt", "-o", "{w}/notes.txt"), ("{w}/notes.txt", "--force")),
+    Case("encode into a folder", ("encode", "{w}/corpus.txt", "-o", "{w}/userdir"), ("{w}/userdir", "is a folder")),
+    Case("transform into a folder", ("transform", "{w}/white", "{w}/vecs.npy", "-o", "{w}/emptydir"), ("{w}/emptydir", "is a folder")),
+    Case("eval --out a folder", ("eval", "--data", "{w}/pairs.tsv", "--out", "{w}/userdir"), ("{w}/userdir", "is a folder")),
+    Case("eval --out a user's JSON", ("eval", "--data", "{w}/pairs.tsv", "--out", "{w}/notes.json"), ("{w}/notes.json", "--force")),
+    Case("eval --out beside a user's .md", ("eval", "--data", "{w}/pairs.tsv", "--out", "{w}/res.json"), ("{w}/res.md",),
+         setup=lambda w: (w / "res.md").write_text("# my page\n", encoding="utf-8")),
+    Case("encode onto its own input", ("encode", "{w}/corpus.txt", "-o", "{w}/corpus.txt"), ("{w}/corpus.txt", "input")),
+    Case("fit whitening onto its input", ("fit", "whitening", "{w}/vecs.npy", "-o", "{w}/vecs.npy"), ("{w}/vecs.npy", "input")),
+    Case("output inside the input folder", ("fit", "whitening", "{w}/shards", "-o", "{w}/shards/white"), ("{w}/shards", "inside")),
+    Case("input inside the output folder", ("fit", "whitening", "{w}/userdir/vecs.npy", "-o", "{w}/userdir", "--force"),
+         ("{w}/userdir", "input"), setup=_copy("vecs.npy", "userdir/vecs.npy")),
+    Case("transform onto its input", ("transform", "{w}/white", "{w}/vecs.npy", "-o", "{w}/vecs.npy"), ("{w}/vecs.npy", "input")),
+    Case("analyze with the corpus in the report folder", ("analyze", "{w}/userdir/c.txt", "-o", "{w}/userdir", "--force"),
+         ("{w}/userdir",), setup=_copy("corpus.txt", "userdir/c.txt")),
+    Case("encode -o ''", ("encode", "{w}/corpus.txt", "-o", ""), ("--output", "empty")),
+    Case("fit whitening -o ''", ("fit", "whitening", "{w}/vecs.npy", "-o", ""), ("--output", "empty")),
+    Case("index build -o ''", ("index", "build", "{w}/corpus.txt", "-o", ""), ("--output", "empty")),
+    Case("analyze -o ''", ("analyze", "{w}/corpus.txt", "-o", ""), ("--output", "empty")),
+    Case("output folder missing", ("encode", "{w}/corpus.txt", "-o", "{w}/nowhere/v.npy"), ("{w}/nowhere", "does not exist")),
+    # allowed: our own artefact of the same kind, an empty folder, or --force
+    Case("fit whitening over a whitening", ("fit", "whitening", "{w}/vecs.npy", "-o", "{w}/white", "-k", "8"), code=0, may_change=("white",)),
+    Case("fit whitening into an empty folder", ("fit", "whitening", "{w}/vecs.npy", "-o", "{w}/emptydir"), code=0, may_change=("emptydir",)),
+    Case("fit whitening over a user's folder with --force", ("fit", "whitening", "{w}/vecs.npy", "-o", "{w}/userdir", "--force"),
+         code=0, may_change=("userdir",)),
+    Case("transform over earlier vectors", ("transform", "{w}/white", "{w}/vecs.npy", "-o", "{w}/vecs16.npy"), code=0, may_change=("vecs16.npy",)),
+]
+
+# --------------------------------------------------------------------------- inputs that were already answered well: kept so
+INPUT_CASES = [
+    Case("encode an empty file", ("encode", "{w}/empty.txt", "-o", OUT + ".npy"), ("{w}/empty.txt", "empty")),
+    Case("encode non-UTF-8", ("encode", "{w}/nonutf8.txt", "-o", OUT + ".npy"), ("{w}/nonutf8.txt", "line 2")),
+    Case("encode a binary file", ("encode", "{w}/binary.bin", "-o", OUT + ".npy"), ("{w}/binary.bin",)),
+    Case("encode a missing file", ("encode", "{w}/missing.txt", "-o", OUT + ".npy"), ("{w}/missing.txt",)),
+    Case("index build on blank lines", ("index", "build", "{w}/blank.txt", "-o", OUT), ("{w}/blank.txt",)),
+    Case("analyze a binary file", ("analyze", "{w}/binary.bin", "-o", OUT), ("{w}/binary.bin",)),
+    Case("index add non-UTF-8", ("index", "add", "{w}/index", "{w}/nonutf8.txt"), ("{w}/nonutf8.txt", "line 2")),
+    Case("fit whitening NaN", ("fit", "whitening", "{w}/nan.npy", "-o", OUT), ("{w}/nan.npy", "row 3")),
+    Case("fit whitening inf", ("fit", "whitening", "{w}/inf.npy", "-o", OUT), ("{w}/inf.npy", "row 3")),
+    Case("fit whitening complex", ("fit", "whitening", "{w}/complex.npy", "-o", OUT), ("{w}/complex.npy", "complex")),
+    Case("fit whitening 1-D", ("fit", "whitening", "{w}/onedim.npy", "-o", OUT), ("{w}/onedim.npy", "2-D")),
+    Case("fit whitening truncated .npy", ("fit", "whitening", "{w}/truncated.npy", "-o", OUT), ("{w}/truncated.npy",)),
+    Case("fit whitening text as .npy", ("fit", "whitening", "{w}/text.npy", "-o", OUT), ("{w}/text.npy",), absent=("allow_pickle", "pickle")),
+    Case("fit whitening mixed widths", ("fit", "whitening", "{w}/shards", "-o", OUT), ("b.npy",)),
+    Case("fit flow truncated .npy", ("fit", "flow", "{w}/truncated.npy", "-o", OUT), ("{w}/truncated.npy",)),
+    Case("fit flow text as .npy", ("fit", "flow", "{w}/text.npy", "-o", OUT), ("{w}/text.npy",), absent=("allow_pickle", "pickle")),
+    Case("fit flow NaN", ("fit", "flow", "{w}/nan.npy", "-o", OUT), ("{w}/nan.npy", "row 3")),
+    Case("fit flow mixed widths", ("fit", "flow", "{w}/shards", "-o", OUT), ("{w}/shards",)),
+    Case("transform NaN", ("transform", "{w}/white", "{w}/nan.npy", "-o", OUT + ".npy"), ("{w}/nan.npy", "row 3")),
+    Case("transform wrong width", ("transform", "{w}/white", "{w}/vecs16.npy", "-o", OUT + ".npy"), ("{w}/vecs16.npy", "16")),
+    Case("transform a missing folder", ("transform", "{w}/nothere", "{w}/vecs.npy", "-o", OUT + ".npy"), ("{w}/nothere",)),
+    Case("search an empty query file", ("search", "{w}/index", "--queries", "{w}/empty.txt"), ("{w}/empty.txt",)),
+    Case("offline unknown model", ("encode", "{w}/corpus.txt", "-o", OUT + ".npy", "-m", "someone/unknown-model"),
+         ("someone/unknown-model", "unreachable")),
+    Case("missing model folder", ("encode", "{w}/corpus.txt", "-o", OUT + ".npy", "-m", "{w}/no-model"), ("{w}/no-model",)),
+    Case("model given as a file", ("encode", "{w}/corpus.txt", "-o", OUT + ".npy", "-m", "{w}/notes.txt"), ("{w}/notes.txt",)),
+    Case("empty model folder", ("encode", "{w}/corpus.txt", "-o", OUT + ".npy", "-m", "{w}/emptydir"), ("{w}/emptydir",)),
+]
+
+# --------------------------------------------------------------------------- option values
+OPTION_CASES = [
+    Case("--max-length 0", ("encode", "{w}/corpus.txt", "-o", OUT + ".npy", "--max-length", "0"), ("max_length",)),
+    Case("--max-length abc", ("encode", "{w}/corpus.txt", "-o", OUT + ".npy", "--max-length", "abc"), ("--max-length",)),
+    Case("--max-length too long", ("encode", "{w}/corpus.txt", "-o", OUT + ".npy", "--max-length", "100000"), ("max_length",)),
+    Case("--batch-size 0", ("encode", "{w}/corpus.txt", "-o", OUT + ".npy", "--batch-size", "0"), ("batch_size",)),
+    Case("--pooling bogus", ("encode", "{w}/corpus.txt", "-o", OUT + ".npy", "--pooling", "bogus"), ("bogus",)),
+    Case("--pooling layers-avg:99", ("encode", "{w}/corpus.txt", "-o", OUT + ".npy", "--pooling", "layers-avg:99"), ("99",)),
+    Case("missing -o", ("encode", "{w}/corpus.txt"), ("--output",)),
+    Case("unknown option", ("encode", "{w}/corpus.txt", "-o", OUT + ".npy", "--frobnicate"), ("--frobnicate",)),
+    Case("fit whitening -k 0", ("fit", "whitening", "{w}/vecs.npy", "-o", OUT, "-k", "0"), ("n_components",)),
+    Case("fit whitening -k too many", ("fit", "whitening", "{w}/vecs.npy", "-o", OUT, "-k", "33"), ("33",)),
+    Case("fit whitening --power 2", ("fit", "whitening", "{w}/vecs.npy", "-o", OUT, "--power", "2"), ("power",)),
+    Case("fit whitening --shrinkage x", ("fit", "whitening", "{w}/vecs.npy", "-o", OUT, "--shrinkage", "x"), ("shrinkage",)),
+    Case("fit whitening --method bogus", ("fit", "whitening", "{w}/vecs.npy", "-o", OUT, "--method", "bogus"), ("bogus",)),
+    Case("fit flow --levels 0", ("fit", "flow", "{w}/vecs.npy", "-o", OUT, "--levels", "0"), ("levels",)),
+    Case("fit flow --lr -1", ("fit", "flow", "{w}/vecs.npy", "-o", OUT, "--lr", "-1"), ("lr",)),
+    Case("fit flow --coupling bogus", ("fit", "flow", "{w}/vecs.npy", "-o", OUT, "--coupling", "bogus"), ("bogus",)),
+    Case("analyze --seed -1", ("analyze", "{w}/corpus.txt", "-o", OUT, "--seed", "-1"), ("--seed",)),
+    Case("analyze --pairs 0", ("analyze", "{w}/corpus.txt", "-o", OUT, "--pairs", "0"), ("pairs",)),
+    Case("index build --kind bogus", ("index", "build", "{w}/corpus.txt", "-o", OUT, "--kind", "bogus"), ("bogus",)),
+    Case("index build --whiten 0", ("index", "build", "{w}/corpus.txt", "-o", OUT, "--whiten", "0"), ("--whiten",)),
+    Case("index build --whiten beyond the corpus", ("index", "build", "{w}/two.txt", "-o", OUT, "--whiten", "8"), ("{w}/two.txt", "8")),
+    Case("index build two choices", ("index", "build", "{w}/corpus.txt", "-o", OUT, "--no-whiten", "--whiten", "8"), ("--no-whiten",)),
+    Case("search -k 0", ("search", "{w}/index", "a query", "-k", "0"), ("k",)),
+    Case("search without a query", ("search", "{w}/index"), ("query",)),
+    Case("export onnx --quantize int4", ("export", "onnx", "-o", OUT, "--quantize", "int4"), ("int4",)),
+    Case("eval --method bogus", ("eval", "--data", "{w}/pairs.tsv", "--method", "bogus"), ("bogus",)),
+    Case("eval --task bogus", ("eval", "--data", "{w}/pairs.tsv", "--task", "bogus"), ("bogus",)),
+    Case("eval --fit-on a missing file", ("eval", "--data", "{w}/pairs.tsv", "--fit-on", "{w}/missing.txt"), ("{w}/missing.txt",)),
+    Case("eval --shrinkage x", ("eval", "--data", "{w}/pairs.tsv", "--shrinkage", "x"), ("shrinkage",)),
+    Case("--engine ray", ("encode", "--engine", "ray", "--input", "{w}/*.txt", "-o", OUT), ("ray",)),
+    Case("--input without --engine", ("encode", "--input", "{w}/*.txt", "-o", OUT), ("--engine",)),
+]
+
+# --------------------------------------------------------------------------- artefacts: missing, truncated, edited files
+ARTEFACT_CASES = [
+    Case("whitening without its state", ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"), ("state.safetensors",),
+         setup=_remove("white/state.safetensors")),
+    Case("whitening without its config", ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"), ("config.json",),
+         setup=_remove("white/config.json")),
+    Case("whitening state truncated", ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"), ("state.safetensors",),
+         setup=_truncate("white/state.safetensors")),
+    Case("whitening config not JSON", ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"), ("config.json",),
+         setup=lambda w: (w / "white" / "config.json").write_text("{not json", encoding="utf-8")),
+    Case("whitening of a future format", ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"), ("format version",),
+         setup=_edit_json("white/config.json", format_version=99)),
+    Case("whitening relabelled as flow", ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"), ("{w}/white", "whitening"),
+         setup=_edit_json("white/config.json", kind="flow"), absent=("loss_curve",)),
+    Case("flow relabelled as whitening", ("transform", "{w}/flow", "{w}/vecs.npy", "-o", OUT + ".npy"), ("{w}/flow", "flow"),
+         setup=_edit_json("flow/config.json", kind="whitening")),
+    Case("flow state truncated", ("transform", "{w}/flow", "{w}/vecs.npy", "-o", OUT + ".npy"), ("state.safetensors",),
+         setup=_truncate("flow/state.safetensors")),
+    Case("index kind edited", ("search", "{w}/index", "a query"), ("{w}/index",), setup=_edit_json("index/config.json", kind="whitening")),
+    Case("index kind edited (add)", ("index", "add", "{w}/index", "{w}/two.txt"), ("{w}/index",),
+         setup=_edit_json("index/config.json", kind="whitening")),
+    Case("index sentences corrupt", ("search", "{w}/index", "a query"), ("sentences.jsonl", "line 2"),
+         setup=lambda w: (w / "index" / "sentences.jsonl").write_bytes(b'"ok"\nnot json\n')),
+    Case("index faiss file missing", ("search", "{w}/index", "a query"), ("index.faiss",), setup=_remove("index/index.faiss")),
+    Case("index count edited", ("search", "{w}/index", "a query"), ("{w}/index",), setup=_edit_json("index/config.json", count=3)),
+    Case("index pooling edited", ("search", "{w}/index", "a query"), ("{w}/index",), setup=_edit_json("index/config.json", encoding_key="0" * 32)),
+    Case("not an index", ("search", "{w}/userdir", "a query"), ("{w}/userdir",)),
+    Case("add to a whitening", ("index", "add", "{w}/white", "{w}/two.txt"), ("{w}/white",)),
+]
+
+# --------------------------------------------------------------------------- verified on load (wrong output must become an error)
+def _tiny_model(rel: str, edit: Callable[[Path], None] | None = None, *, mlm: bool = False) -> Callable[[Path], None]:
+    """Setup: a tiny random model folder at ``rel`` (DistilBERT, or a BERT saved from its masked-LM
+    class, which has no pooler), with the default model's tokenizer; then ``edit(folder)``."""
+
+    def setup(w: Path) -> None:
+        import torch
+        from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, DistilBertConfig, DistilBertModel
+
+        from isotropy.encoding import default_model_path
+
+        folder = w / rel
+        torch.manual_seed(0)
+        if mlm:
+            BertForMaskedLM(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)).save_pretrained(folder)
+        else:
+            DistilBertModel(DistilBertConfig(vocab_size=30522, dim=32, n_layers=2, n_heads=2, hidden_dim=64, max_position_embeddings=128)).save_pretrained(folder)
+        AutoTokenizer.from_pretrained(str(default_model_path())).save_pretrained(folder)
+        if edit is not None:
+            edit(folder)
+
+    return setup
+
+
+def _drop_tensors(prefix: str) -> Callable[[Path], None]:
+    def edit(folder: Path) -> None:
+        from safetensors.torch import load_file, save_file
+
+        state = load_file(folder / "model.safetensors")
+        save_file({k: v for k, v in state.items() if not k.startswith(prefix)}, folder / "model.safetensors", metadata={"format": "pt"})
+
+    return edit
+
+
+def _edit_params(rel: str, **changes) -> Callable[[Path], None]:
+    def setup(w: Path) -> None:
+        p = w / rel
+        cfg = json.loads(p.read_text(encoding="utf-8"))
+        cfg["params"].update(changes)
+        p.write_text(json.dumps(cfg), encoding="utf-8")
+
+    return setup
+
+
+def _save(rel: str, make: Callable[[], np.ndarray]) -> Callable[[Path], None]:
+    return lambda w: np.save(w / rel, make())
+
+
+def _write(rel: str, text: str) -> Callable[[Path], None]:
+    return lambda w: (w / rel).write_text(text, encoding="utf-8")
+
+
+def _small() -> np.ndarray:
+    return np.random.default_rng(1).standard_normal((40, 64)).astype(np.float32)
+
+
+def _const_column() -> np.ndarray:
+    X = np.random.default_rng(2).standard_normal((100, 32)).astype(np.float32)
+    X[:, 5] = 0.25
+    return X
+
+
+ENCODE_TINY = ("encode", "{w}/corpus.txt", "-o", OUT + ".npy", "-m", "{w}/tiny")
+FLAT_PAIRS = "sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t3\n" for a, b in zip(CORPUS, CORPUS[1:]))
+
+LOAD_CASES: list[Case] = [
+    # model folders transformers would load with random or missing layers
+    Case("model weights lack tensors", ENCODE_TINY, ("{w}/tiny", "lack 16 tensors", "transformer.layer.1."),
+         setup=_tiny_model("tiny", _drop_tensors("transformer.layer.1."))),
+    Case("model weights hold layers its config lacks", ENCODE_TINY, ("{w}/tiny", "config.json", "transformer.layer.1."),
+         setup=_tiny_model("tiny", lambda f: _edit_json("config.json", n_layers=1)(f))),
+    Case("model weights truncated", ENCODE_TINY, ("{w}/tiny/model.safetensors", "truncated"),
+         setup=_tiny_model("tiny", lambda f: _truncate("model.safetensors")(f))),
+    Case("model folder without tokenizer files", ENCODE_TINY, ("{w}/tiny", "tokenizer"),
+         setup=_tiny_model("tiny", lambda f: [p.unlink() for p in f.iterdir() if p.name.startswith("tokenizer")])),
+    Case("model folder without config.json", ENCODE_TINY, ("{w}/tiny", "config.json"),
+         setup=_tiny_model("tiny", lambda f: (f / "config.json").unlink())),
+    Case("pooling pooler without pooler weights", (*ENCODE_TINY, "--pooling", "pooler"), ("{w}/tiny", "pooler.dense.weight", "'cls'"),
+         setup=_tiny_model("tiny", mlm=True)),
+    Case("empty model folder says what it lacks", ("encode", "{w}/corpus.txt", "-o", OUT + ".npy", "-m", "{w}/emptydir"),
+         ("{w}/emptydir", "is empty", "config.json")),
+    # saved transforms whose config.json disagrees with their state
+    Case("whitening dim edited", ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"), ("{w}/white", "dim 31", "32-dimensional"),
+         setup=_edit_json("white/config.json", dim=31)),
+    Case("whitening n_samples_seen edited", ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"),
+         ("{w}/white", "n_samples_seen 6", "600 rows"), setup=_edit_json("white/config.json", n_samples_seen=6)),
+    Case("whitening n_components_ edited", ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"),
+         ("{w}/white", "n_components_ 16", "32 output dimensions"), setup=_edit_json("white/config.json", n_components_=16)),
+    Case("flow n_features_in edited", ("transform", "{w}/flow", "{w}/vecs.npy", "-o", OUT + ".npy"), ("{w}/flow", "n_features_in 33", "n_features_in 32"),
+         setup=_edit_json("flow/config.json", n_features_in=33)),
+    Case("flow depth edited", ("transform", "{w}/flow", "{w}/vecs.npy", "-o", OUT + ".npy"), ("{w}/flow", "depth 3", "depth 1"),
+         setup=_edit_params("flow/config.json", depth=3)),
+    # fits that would serve absurd vectors
+    Case("fit flow on fewer rows than dimensions", ("fit", "flow", "{w}/small.npy", "-o", OUT), ("{w}/small.npy", "40 rows for 64 dimensions"),
+         setup=_save("small.npy", _small)),
+    Case("fit flow on identical rows", ("fit", "flow", "{w}/same.npy", "-o", OUT), ("{w}/same.npy", "identical"), absent=("lr",),
+         setup=_save("same.npy", lambda: np.ones((100, 32), np.float32))),
+    Case("fit flow on a constant column", ("fit", "flow", "{w}/constcol.npy", "-o", OUT), ("{w}/constcol.npy", "column 5"),
+         setup=_save("constcol.npy", _const_column)),
+    Case("fit flow that diverges", ("fit", "flow", "{w}/vecs.npy", "-o", OUT, "--lr", "0.03", "--batch-size", "4"),
+         ("{w}/vecs.npy", "diverged", "bits/dim", "lr")),
+    # advice fits the command: --shrinkage only where the command has it
+    Case("fit whitening -k beyond the rank", ("fit", "whitening", "{w}/small.npy", "-o", OUT, "-k", "50"),
+         ("{w}/small.npy", "shrinkage='auto'", "n_components <= 39"), setup=_save("small.npy", _small)),
+    Case("index build --whiten on identical sentences", ("index", "build", "{w}/same.txt", "-o", OUT, "--whiten", "2"),
+         ("{w}/same.txt", "same vector",), absent=("--shrinkage", "set shrinkage"), setup=_write("same.txt", "the very same line\n" * 12)),
+    Case("analyze identical sentences", ("analyze", "{w}/same.txt", "-o", OUT), ("{w}/same.txt", "same vector"), absent=("--shrinkage", "set shrinkage"),
+         setup=_write("same.txt", "the very same line\n" * 12)),
+    Case("eval flow on too few sentences", ("eval", "--data", "{w}/pairs.tsv", "--method", "flow"),
+         ("task pairs", "more sentences than dimensions"), absent=("shrinkage",)),
+    Case("eval whitening on too few sentences", ("eval", "--data", "{w}/pairs.tsv", "--method", "whitening"), ("task pairs", "--shrinkage")),
+    # a gold column nothing can be correlated with
+    Case("eval on a constant gold column", ("eval", "--data", "{w}/flat.tsv"), ("{w}/flat.tsv", "gold scores", "3"),
+         setup=_write("flat.tsv", FLAT_PAIRS)),
+]
+
+CASES = OUTPUT_CASES + INPUT_CASES + OPTION_CASES + ARTEFACT_CASES + LOAD_CASES
+
+
+def _expand(text: str, w: Path) -> str:
+    return text.replace("{w}", str(w))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bad_input(case: Case, base: Path, tmp_path: Path):
+    w = tmp_path / "w"
+    shutil.copytree(base, w, symlinks=True)
+    if case.setup is not None:
+        case.setup(w)
+    before = snapshot(w)
+    code, out, err = run_cli([_expand(a, w) for a in case.args], case.stdin)
+    after = snapshot(w)
+    assert "Traceback" not in out + err, err
+    assert code == case.code, f"exit {code}, stderr: {err!r}"
+    changed = {p for p in set(before) | set(after) if before.get(p) != after.get(p)}
+    allowed = {p for p in changed if any(p == m or p.startswith(m + "/") for m in case.may_change)}
+    if case.code == 0:
+        assert changed - allowed == set(), f"changed outside the output: {sorted(changed - allowed)}"
+        return
+    assert changed == set(), f"a failed command changed the workspace: {sorted(changed)}"
+    line = err.strip()
+    assert line.startswith("error: ") and "\n" not in line, f"not one line: {err!r}"
+    for m in case.mentions:
+        assert _expand(m, w) in line, f"{_expand(m, w)!r} not named in: {line}"
+    for word in case.absent:
+        assert word not in line, f"misleading {word!r} in: {line}"

@@ -1,0 +1,311 @@
+"""Faults that need real processes: SIGTERM, SIGKILL, two writers at once; and the modes outputs get.
+
+docs/RELIABILITY.md lists the guarantees these tests keep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers import ROOT, run_cli, snapshot
+from isotropy._io import (
+    IsotropyError,
+    Terminated,
+    artefact_lock,
+    atomic_dir,
+    save_npy,
+    sweep_stale_temporaries,
+    terminate_as_interrupt,
+)
+
+ISOTROPY = [sys.executable, "-m", "isotropy.cli"]
+HOST = "".join(c if c.isalnum() or c == "_" else "_" for c in socket.gethostname())
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT / "src"), **extra}
+    return env
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def _temporaries(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith(".") and (p.name.endswith((".tmp", ".old"))))
+
+
+def _writing(folder: Path) -> bool:
+    """A temporary output with data in it: the write itself is under way."""
+    for p in folder.iterdir():
+        try:
+            if p.name.startswith(".") and p.name.endswith(".tmp") and p.stat().st_size > 0:
+                return True
+        except FileNotFoundError:
+            pass
+    return False
+
+
+def _wait_for(predicate, timeout: float, step: float = 0.001) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(step)
+    return False
+
+
+# --------------------------------------------------------------------------- modes
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o002])
+def test_outputs_get_the_modes_of_an_ordinary_open(tmp_path, umask):
+    from isotropy import Whitening
+
+    old = os.umask(umask)
+    try:
+        X = np.random.default_rng(0).standard_normal((50, 4))
+        save_npy(tmp_path / "v.npy", X)
+        Whitening().fit(X).save(tmp_path / "w")
+        with open(tmp_path / "plain", "w") as fh:  # what the user expects
+            fh.write("x")
+        os.mkdir(tmp_path / "plaindir")
+    finally:
+        os.umask(old)
+    mode = lambda p: stat.S_IMODE(p.stat().st_mode)  # noqa: E731
+    assert mode(tmp_path / "v.npy") == mode(tmp_path / "plain") == 0o666 & ~umask
+    assert mode(tmp_path / "w") == mode(tmp_path / "plaindir") == 0o777 & ~umask
+    for f in (tmp_path / "w").iterdir():
+        assert mode(f) == 0o666 & ~umask, f
+
+
+def test_replacing_an_output_keeps_its_mode(tmp_path):
+    out = tmp_path / "v.npy"
+    save_npy(out, np.zeros((2, 2)))
+    os.chmod(out, 0o640)
+    save_npy(out, np.ones((2, 2)))
+    assert stat.S_IMODE(out.stat().st_mode) == 0o640
+    assert np.load(out)[0, 0] == 1
+
+
+# --------------------------------------------------------------------------- stale temporaries
+
+
+def test_stale_temporaries_are_swept_and_live_ones_kept(tmp_path):
+    out = tmp_path / "v.npy"
+    dead = tmp_path / f".v.npy.isotropy-{HOST}-{_dead_pid()}-abc123.tmp"
+    dead.write_bytes(b"x" * 1000)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        live = tmp_path / f".v.npy.isotropy-{HOST}-{sleeper.pid}-def456.tmp"
+        live.write_bytes(b"y")
+        other_host = tmp_path / f".v.npy.isotropy-otherhost-{_dead_pid()}-ghi789.tmp"
+        other_host.write_bytes(b"z")
+        legacy = tmp_path / ".v.npy.abcd1234.tmp"  # isotropy 0.1's name: no pid, swept once a day old
+        legacy.write_bytes(b"w")
+        os.utime(legacy, (time.time() - 2 * 86400,) * 2)
+        fresh_legacy = tmp_path / ".v.npy.efgh5678.tmp"
+        fresh_legacy.write_bytes(b"v")
+        unrelated = tmp_path / ".other.npy.isotropy-x-1-a.tmp"
+        unrelated.write_bytes(b"u")
+        save_npy(out, np.zeros((3, 2)))
+        assert not dead.exists() and not legacy.exists()
+        assert live.exists() and other_host.exists() and fresh_legacy.exists() and unrelated.exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_a_replacement_cut_between_its_renames_is_restored(tmp_path):
+    # a folder replacement parks the old folder in .NAME....old/x, then renames the new one in;
+    # a process killed between the two renames leaves the old one parked and NAME missing
+    parked = tmp_path / f".idx.isotropy-{HOST}-{_dead_pid()}-q.old"
+    (parked / "x").mkdir(parents=True)
+    (parked / "x" / "config.json").write_text("{}")
+    sweep_stale_temporaries(tmp_path / "idx")
+    assert (tmp_path / "idx" / "config.json").is_file()
+    assert not parked.exists()
+
+
+def test_interrupted_folder_write_leaves_the_old_folder(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep").write_text("old")
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_dir(out) as tmp:
+            (tmp / "new").write_text("half")
+            raise KeyboardInterrupt
+    assert [p.name for p in out.iterdir()] == ["keep"]
+    assert _temporaries(tmp_path) == []
+
+
+def test_sigterm_raises_terminated_inside_the_guard_only():
+    with terminate_as_interrupt():
+        with pytest.raises(Terminated) as info:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)  # the handler runs at the next bytecode
+        assert info.value.signum == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+# --------------------------------------------------------------------------- real signals
+
+
+@pytest.fixture(scope="module")
+def big_vectors(tmp_path_factory):
+    """~100 MB of vectors and a whitening for them: a transform that takes long enough to be killed mid-write."""
+    from isotropy import Whitening
+
+    folder = tmp_path_factory.mktemp("big")
+    X = np.random.default_rng(0).standard_normal((400_000, 64)).astype(np.float32)
+    np.save(folder / "big.npy", X)
+    Whitening().fit(X[:5000]).save(folder / "white")
+    return folder
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)])
+def test_a_signal_mid_write_removes_the_temporary_and_keeps_the_old_output(tmp_path, big_vectors, sig, code):
+    out = tmp_path / "out.npy"
+    np.save(out, np.zeros((2, 2), np.float32))
+    before = out.read_bytes()
+    proc = subprocess.Popen(
+        [*ISOTROPY, "transform", str(big_vectors / "white"), str(big_vectors / "big.npy"), "-o", str(out)],
+        env=_env(), stderr=subprocess.PIPE, text=True,
+    )
+    caught = _wait_for(lambda: _writing(tmp_path), timeout=60)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert caught, "the transform finished before its temporary file was seen"
+    assert proc.returncode == code, err
+    assert err.strip().count("\n") == 0 and err.startswith("error: ") and "Traceback" not in err, err
+    assert _temporaries(tmp_path) == []
+    assert out.read_bytes() == before
+
+
+def test_sigkill_leftovers_are_swept_by_the_next_run(tmp_path, big_vectors):
+    out = tmp_path / "out.npy"
+    args = [*ISOTROPY, "transform", str(big_vectors / "white"), str(big_vectors / "big.npy"), "-o", str(out)]
+    proc = subprocess.Popen(args, env=_env(), stderr=subprocess.DEVNULL)
+    assert _wait_for(lambda: _writing(tmp_path), timeout=60)
+    proc.kill()
+    proc.wait()
+    left = _temporaries(tmp_path)
+    assert len(left) == 1 and not out.exists()  # SIGKILL cannot be caught: the next run cleans up
+    done = subprocess.run(args, env=_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert _temporaries(tmp_path) == []
+    assert np.load(out, mmap_mode="r").shape == (400_000, 64)
+
+
+def test_sigterm_while_encoding_writes_nothing(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(f"sentence {i} about the weather" for i in range(20_000)) + "\n")
+    before = snapshot(tmp_path)
+    proc = subprocess.Popen([*ISOTROPY, "encode", str(corpus), "-o", str(tmp_path / "v.npy")], env=_env(),
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(4)  # loading the model or encoding
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert err.strip() == "error: terminated by SIGTERM; no partial output was written"
+    assert snapshot(tmp_path) == before
+
+
+# --------------------------------------------------------------------------- two writers
+
+
+@pytest.fixture()
+def small_index(tmp_path):
+    from isotropy import Index
+
+    path = tmp_path / "idx"
+    Index(None, None).add([f"base sentence {i}" for i in range(10)]).save(path)
+    return path
+
+
+def test_two_index_adds_at_once_both_land(tmp_path, small_index):
+    batches = []
+    for name in ("a", "b"):
+        f = tmp_path / f"{name}.txt"
+        f.write_text("\n".join(f"batch {name} sentence {i} on topic {i % 7}" for i in range(400)) + "\n")
+        batches.append(f)
+    procs = [subprocess.Popen([*ISOTROPY, "index", "add", str(small_index), str(f)], env=_env(),
+                              stderr=subprocess.PIPE, text=True) for f in batches]
+    errs = [p.communicate(timeout=300)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errs
+    from isotropy import Index
+
+    index = Index.load(small_index)
+    assert len(index) == 10 + 400 + 400
+    assert {s.split()[1] for s in index.sentences[10:]} == {"a", "b"}
+    assert index.search(["batch b sentence 399 on topic 0"], k=1).hits(0)[0]["text"] == "batch b sentence 399 on topic 0"
+
+
+def test_a_locked_index_makes_the_second_writer_wait_then_give_up(tmp_path, small_index):
+    more = tmp_path / "more.txt"
+    more.write_text("one more\n")
+    before = snapshot(small_index)
+    with artefact_lock(small_index):
+        done = subprocess.run([*ISOTROPY, "index", "add", str(small_index), str(more)], env=_env(ISOTROPY_LOCK_TIMEOUT="1"),
+                              capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert lines[0].startswith("waiting for another isotropy process") and str(small_index) in lines[0]
+    assert lines[-1].startswith("error: ") and "still locked" in lines[-1] and "ISOTROPY_LOCK_TIMEOUT" in lines[-1]
+    assert snapshot(small_index) == before
+
+
+def test_saving_over_a_changed_index_fails_instead_of_losing_an_update(small_index):
+    from isotropy import Index
+
+    first, second = Index.load(small_index), Index.load(small_index)
+    first.add(["from the first writer"]).save(small_index)
+    second.add(["from the second writer"])
+    with pytest.raises(IsotropyError, match="changed by another writer"):
+        second.save(small_index)
+    assert Index.load(small_index).sentences[-1] == "from the first writer"
+    second.save(small_index.with_name("elsewhere"))  # another folder is fine
+
+
+# --------------------------------------------------------------------------- small corpora
+
+
+def test_index_build_on_a_tiny_corpus_falls_back_to_raw_vectors_with_a_warning(tmp_path):
+    corpus = tmp_path / "two.txt"
+    corpus.write_text("A cat sleeps.\nA dog barks.\n")
+    code, _, err = run_cli(["index", "build", corpus, "-o", tmp_path / "idx"])
+    assert code == 0, err
+    assert "warning: " in err and "too few" in err and "raw vectors" in err
+    cfg = json.loads((tmp_path / "idx" / "config.json").read_text())
+    assert cfg["transform"] is None and cfg["dim"] == 384
+    code, out, err = run_cli(["search", tmp_path / "idx", "a sleeping cat", "-k", "2"])
+    assert code == 0, err
+    scores = [float(line.split()[1]) for line in out.splitlines()[1:]]
+    assert scores[0] > scores[1] and abs(scores[0]) < 0.999  # cosines of real vectors, not +-1
+
+
+def test_dask_bad_shard_is_one_line_and_a_failed_connection_leaves_nothing(tmp_path):
+    pytest.importorskip("distributed")
+    (tmp_path / "a.txt").write_text("good line\n")
+    (tmp_path / "b.txt").write_bytes(b"ok\ncaf\xe9\n")
+    done = subprocess.run([*ISOTROPY, "encode", "--engine", "dask", "--input", str(tmp_path / "*.txt"), "-o", str(tmp_path / "out")],
+                          env=_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"error: {tmp_path / 'b.txt'} line 2 is not valid UTF-8 (byte 4 of the line)"
+    code, _, err = run_cli(["encode", "--engine", "dask", "--input", tmp_path / "a.txt", "-o", tmp_path / "out2",
+                            "--address", "tcp://127.0.0.1:9"])
+    assert code == 2 and "127.0.0.1:9" in err
+    assert not (tmp_path / "out2").exists()
