@@ -1,4 +1,5 @@
-# Two entry points: `make demo` and `make test`. Both create .venv when it is missing.
+# Two entry points: `make demo` and `make test` (ruff, then pytest, which checks the import layers too).
+# Both create .venv when it is missing.
 # torch is pinned to 2.13.0 *before* anything that depends on it: on the project's
 # machines that version is a local CPU build, any other spec pulls gigabytes of CUDA wheels.
 # Elsewhere, override it: `make test TORCH_SPEC=torch`.
@@ -8,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.isotropy-installed
 
-.PHONY: demo test install clean
+.PHONY: demo test lint install clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,7 +23,11 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/isotropy demo
 
-test: $(STAMP)
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+test: lint
 	$(BIN)/python -m pytest -q
 
 clean:

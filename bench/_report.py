@@ -12,8 +12,8 @@ import platform
 import re
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -22,7 +22,7 @@ DATA = Path(os.environ.get("ISOTROPY_DATA", ROOT.parent / "shared" / "data")).re
 
 def update_section(doc: str | Path, name: str, markdown: str, title: str | None = None) -> Path:
     """Replace (or append) the section ``name`` of ``doc`` with ``markdown``; atomic write."""
-    from isotropy._io import atomic_file
+    from isotropy.storage.atomic import atomic_file
 
     path = Path(doc) if Path(doc).is_absolute() else DOCS / doc
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import DATA, ROOT, machine, median_time, update_section  # noqa: E402
-
 from isotropy import analysis as A  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -104,9 +103,9 @@ def stsb_section() -> str:
     sys.path.insert(0, str(ROOT / "tests"))
     from conftest import _encode_cached  # the test suite's vector cache: same model, same key
 
-    from isotropy.data import load_stsb
-    from isotropy.encoding import Encoder
-    from isotropy.whitening import Whitening
+    from isotropy.encoders import Encoder
+    from isotropy.evaluation import load_stsb
+    from isotropy.transforms.whitening import Whitening
 
     folder = DATA / "sts" / "STSBenchmark"
     task = load_stsb(folder)

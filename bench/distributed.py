@@ -50,7 +50,7 @@ GPU_SENTENCES_PER_S = 5000.0  # MiniLM-L6, max_length 64, fp16, one T4/L4-class 
 
 
 def sentences(tasks: list[str], limit: int) -> list[str]:
-    from isotropy.data import load_tasks
+    from isotropy.evaluation import load_tasks
 
     out: dict[str, None] = {}
     for task in load_tasks(DATA / "sts", tasks):
@@ -88,15 +88,15 @@ def main() -> None:
     import distributed
     import torch
 
-    from isotropy.whitening import RankDeficientWarning
+    from isotropy.errors import RankDeficientWarning
 
     # MiniLM's mean-pooled vectors span 381 of 384 directions; the warning about the 3 dropped ones is
     # the same in every run and says nothing about timing or the merge.
     warnings.simplefilter("ignore", RankDeficientWarning)
 
     from isotropy.distributed import EncoderSpec, fit_whitening
-    from isotropy.encoding import Encoder
-    from isotropy.whitening import Whitening
+    from isotropy.encoders import Encoder
+    from isotropy.transforms.whitening import Whitening
 
     sents = sentences(args.tasks, 0)
     n_all = len(sents)
@@ -106,7 +106,7 @@ def main() -> None:
     print(f"{n} sentences in {SHARDS} shards, {args.workers} workers; load average {load_before[0]:.1f}", flush=True)
 
     with tempfile.TemporaryDirectory(prefix="bench-distributed-") as tmp:
-        files = write_shards(Path(tmp), sents)
+        write_shards(Path(tmp), sents)
         pattern = str(Path(tmp) / "shard-*.txt")
         spec = EncoderSpec(max_length=MAX_LENGTH)
 

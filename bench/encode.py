@@ -29,8 +29,8 @@ def main() -> None:
 
     from sentence_transformers import SentenceTransformer
 
-    from isotropy.data import load_stsb
-    from isotropy.encoding import Encoder, default_model_path
+    from isotropy.encoders import Encoder, default_model_path
+    from isotropy.evaluation import load_stsb
 
     task = load_stsb(DATA / "sts" / "STSBenchmark")
     sentences = [s for p in task.pairs(["test"]) for s in (p.s1, p.s2)]

@@ -25,9 +25,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import DATA, ROOT, machine, median_time, update_section  # noqa: E402
-
-from isotropy import flow as flow_mod  # noqa: E402
-from isotropy.flow import Flow  # noqa: E402
+from isotropy.transforms import flow as flow_mod  # noqa: E402
+from isotropy.transforms.flow import Flow  # noqa: E402
 
 FIT_TARGET_S = 60.0
 COMPARE_STEPS = 30
@@ -37,9 +36,9 @@ TRANSFORM_TARGET = 10_000.0
 def stsb_vectors() -> dict:
     """STS-B cls vectors (max_length 64): ``fit`` (17,256 rows), test ``a``/``b`` and ``gold``."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from isotropy.data import load_stsb
-    from isotropy.encoding import Encoder
-    from isotropy.evaluation import VectorCache, encode_cached
+    from isotropy.encoders import Encoder
+    from isotropy.encoders.cache import VectorCache, encode_cached
+    from isotropy.evaluation import load_stsb
 
     task = load_stsb(DATA / "sts" / "STSBenchmark")
     fit_sents = [s for p in task.pairs() for s in (p.s1, p.s2)]
@@ -102,7 +101,7 @@ def main() -> None:
     err = float(np.abs(flow.inverse_transform(flow.transform(X)) - X).max())
 
     try:
-        from isotropy.whitening import Whitening
+        from isotropy.transforms.whitening import Whitening
     except ImportError:  # pragma: no cover - whitening not there yet
         Whitening = None
     t_w = None
@@ -163,7 +162,7 @@ def main() -> None:
         rows.append(("`Whitening().fit` (reference)", f"{t_w:.3f} s", fmt(w_times), "1x"))
     threads_md = ""
     if cmp:
-        threads_md = "\n\n  | threads | fit, first {} steps | transform |\n  |---|---|---|\n".format(COMPARE_STEPS) + "\n".join(
+        threads_md = f"\n\n  | threads | fit, first {COMPARE_STEPS} steps | transform |\n  |---|---|---|\n" + "\n".join(
             f"  | {k} | {v[0]:.2f} s | {v[1]:,.0f} vectors/s |" for k, v in cmp.items()
         )
     table = "\n".join(f"| {a} | {b} | {c} | {e} |" for a, b, c, e in rows)
@@ -180,12 +179,12 @@ machine is shared with other engineers' jobs, so timings are noisy; figures are 
 - Fit target (at most {FIT_TARGET_S:.0f} s on the 2-core CI machine): **{ok_fit}** it ({t_fit:.1f} s, {flow.n_iter_} Adam steps of {flow.batch_size} rows; repeated fits bit-identical: {same}).
 - Transform target (at least {TRANSFORM_TARGET:,.0f} vectors/s): **{ok_tr}** it ({rate:,.0f} vectors/s).
 - Round trip `inverse_transform(transform(X))`: max abs error {err:.2e} (float32).
-- `fit` runs on one intra-op thread (`isotropy.flow.THREADS = 1`, torch's setting restored afterwards).
+- `fit` runs on one intra-op thread (`isotropy.transforms.flow.THREADS = 1`, torch's setting restored afterwards).
   This is the robust choice, not always the fastest: on an idle machine torch's threads can train a
   32 x 384 batch somewhat faster (table below), but with more runnable threads than cores OpenMP's
   synchronisation made training 12x slower (30 steps: 1.2 s on 1 thread, 14.9 s on 2, measured while
-  other jobs ran). On a dedicated machine set `isotropy.flow.THREADS = None`. `transform` keeps torch's
-  setting (`isotropy.flow.TRANSFORM_THREADS = None`): its large chunks gain from threads.
+  other jobs ran). On a dedicated machine set `isotropy.transforms.flow.THREADS = None`. `transform` keeps torch's
+  setting (`isotropy.transforms.flow.TRANSFORM_THREADS = None`): its large chunks gain from threads.
   Load average (1 min) before and after this run is given above; the comparison:{threads_md}{quality}
 
 Rerun: `.venv/bin/python bench/flow.py` (a few minutes here).

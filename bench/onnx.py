@@ -63,10 +63,10 @@ def main() -> None:
     import torch
 
     from isotropy import Encoder, Whitening
-    from isotropy.data import load_stsb
-    from isotropy.ecosystem import _quiet_hf
-    from isotropy.encoding import default_model_path
-    from isotropy.onnx import export_onnx
+    from isotropy.encoders import default_model_path
+    from isotropy.encoders.models import quiet_transformers as _quiet_hf
+    from isotropy.evaluation import load_stsb
+    from isotropy.integrations import export_onnx
 
     task = load_stsb(DATA / "sts" / "STSBenchmark")
     pairs = task.pairs(["test"])[: args.limit]
@@ -80,7 +80,7 @@ def main() -> None:
     t0 = time.perf_counter()
     # The fitting vectors come from the shared, verified vector cache (the same as `isotropy eval` uses):
     # encoding 15k sentences takes minutes on 2 cores and is not what this benchmark measures.
-    from isotropy.evaluation import VectorCache, encode_cached
+    from isotropy.encoders.cache import VectorCache, encode_cached
 
     cache = VectorCache(ROOT / ".cache" / "vectors")
     fit_vecs = encode_cached(torch_enc, fit_sents, ["last-avg"], cache)["last-avg"]

@@ -256,8 +256,8 @@ def main() -> None:
 
     import torch
 
-    from isotropy._io import write_json
     from isotropy.evaluation import Results, evaluate
+    from isotropy.storage.artifacts import write_json
 
     json_path = DOCS / "RESULTS.json"
     if args.render_only:
@@ -310,9 +310,9 @@ def stsb_cls_rank(args, res) -> tuple[int, int] | None:
     """Covariance rank of the STS-B cls vectors (from the vector cache when it has them)."""
     if "STS-B" not in res.tasks or "cls" not in res.settings["poolings"]:
         return None
-    from isotropy.data import load_tasks
-    from isotropy.encoding import Encoder
-    from isotropy.evaluation import VectorCache, encode_cached
+    from isotropy.encoders import Encoder
+    from isotropy.encoders.cache import VectorCache, encode_cached
+    from isotropy.evaluation import load_tasks
 
     task = load_tasks(args.data, ["STS-B"])[0]
     enc = Encoder(None, pooling="cls", max_length=64)

@@ -62,7 +62,7 @@ SETTINGS = [
 
 
 def build_task(data: Path):
-    from isotropy.data import load_tasks
+    from isotropy.evaluation import load_tasks
 
     tasks = load_tasks(data)
     corpus = list(dict.fromkeys(s for t in tasks for p in t.pairs() for s in (p.s1, p.s2)))
@@ -108,10 +108,10 @@ def main() -> None:
 
     import faiss
 
-    from isotropy.encoding import Encoder
-    from isotropy.evaluation import VectorCache, encode_cached
+    from isotropy.encoders import Encoder
+    from isotropy.encoders.cache import VectorCache, encode_cached
     from isotropy.search import Index
-    from isotropy.whitening import Whitening
+    from isotropy.transforms.whitening import Whitening
 
     data = DATA / "sts"
     if not data.is_dir():
@@ -165,9 +165,9 @@ def main() -> None:
     threads = faiss.omp_get_max_threads()
     for sweep in range(args.repeats):
         for t, (index, Q, Qs) in zip(times, built):
-            t["batch"].append(median_time(lambda: index.search_vectors(Q, K + 1), repeats=1)[0])
+            t["batch"].append(median_time(lambda index=index, Q=Q: index.search_vectors(Q, K + 1), repeats=1)[0])
 
-            def one_by_one() -> None:
+            def one_by_one(index=index, Qs=Qs) -> None:
                 for q in Qs:
                     index.search_vectors(q, K + 1)
 
@@ -181,7 +181,7 @@ def main() -> None:
                 faiss.omp_set_num_threads(threads)
         print(f"timing sweep {sweep + 1}/{args.repeats} done", file=sys.stderr)
     ref_i = next((i for i, r in enumerate(rows) if r["setting"] == "raw-384" and r["kind"] == "flat"), None)
-    for i, (r, t) in enumerate(zip(rows, times)):
+    for r, t in zip(rows, times):
         for mode, n in (("batch", len(qids)), ("single", len(single))):
             r[f"qps_{mode}"] = n / statistics.median(t[mode])
             r[f"speedup_{mode}"] = None if ref_i is None else statistics.median(

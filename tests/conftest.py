@@ -21,15 +21,15 @@ FIXTURE_POOLINGS = ("cls", "last-avg")
 
 
 def _encode_cached(sentences: list[str], pooling: str, max_length: int = 64) -> np.ndarray:
-    from isotropy.encoding import Encoder
-    from isotropy.evaluation import VectorCache, encode_cached
+    from isotropy.encoders import Encoder
+    from isotropy.encoders.cache import VectorCache, encode_cached
 
     cache = VectorCache(CACHE)
     return encode_cached(Encoder(max_length=max_length), sentences, FIXTURE_POOLINGS, cache)[pooling]
 
 
 def _stsb(pooling: str) -> dict:
-    from isotropy.data import load_stsb
+    from isotropy.evaluation import load_stsb
 
     folder = data_dir() / "sts" / "STSBenchmark"
     if not folder.is_dir():
@@ -51,7 +51,7 @@ def _stsb(pooling: str) -> dict:
 @pytest.fixture(scope="session")
 def encoder():
     """The embedded default model with its own pooling (last-avg), loaded once per test session."""
-    from isotropy.encoding import Encoder
+    from isotropy.encoders import Encoder
 
     return Encoder()
 
@@ -61,7 +61,7 @@ def tiny_model_dir(tmp_path_factory):
     """A tiny random DistilBERT (no pooler, no sentence-transformers config) saved as a local folder."""
     from transformers import AutoTokenizer, DistilBertConfig, DistilBertModel
 
-    from isotropy.encoding import default_model_path
+    from isotropy.encoders import default_model_path
 
     folder = tmp_path_factory.mktemp("tiny-distilbert")
     config = DistilBertConfig(vocab_size=30522, dim=32, n_layers=2, n_heads=2, hidden_dim=64, max_position_embeddings=128)

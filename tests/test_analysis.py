@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from isotropy import analysis as A
-from isotropy._io import IsotropyError
+from isotropy.errors import IsotropyError
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -255,7 +255,7 @@ class TinyEncoder:
 def tokenizer():
     from transformers import AutoTokenizer
 
-    from isotropy.encoding import default_model_path
+    from isotropy.encoders import default_model_path
 
     return AutoTokenizer.from_pretrained(str(default_model_path()))
 
@@ -324,7 +324,7 @@ def test_word_report_without_embedding_matrix_raises_clear_error(tokenizer):
 
 @pytest.fixture(scope="module")
 def synthetic_report(tokenizer):
-    from isotropy.whitening import Whitening
+    from isotropy.transforms.whitening import Whitening
 
     X = cone(600, 32, 1.0, 0.15)
     sentence = A.sentence_report(X, {"whitening": Whitening().fit(X), "doubled": FakeTransform()}, n_pairs=3000)
@@ -349,7 +349,7 @@ def test_sentence_report_before_and_after(synthetic_report):
 
 
 def test_figure_functions_return_labelled_axes(synthetic_report):
-    for name, (part, draw, caption) in A.FIGURES.items():
+    for part, draw, _caption in A.FIGURES.values():
         fig = draw(synthetic_report[part])
         check_axes_labelled(fig)
     fig = A.plot_projection(synthetic_report["sentence"])
@@ -432,8 +432,8 @@ def test_tables_have_paper_layout(synthetic_report):
 
 
 def test_analyze_with_tiny_model_and_transform_folder(tmp_path, tiny_model_dir):
-    from isotropy.encoding import Encoder
-    from isotropy.whitening import Whitening
+    from isotropy.encoders import Encoder
+    from isotropy.transforms.whitening import Whitening
 
     enc = Encoder(tiny_model_dir, pooling="last-avg", max_length=32)
     corpus = make_corpus(60)
@@ -452,7 +452,7 @@ def test_analyze_with_tiny_model_and_transform_folder(tmp_path, tiny_model_dir):
 
 
 def test_analyze_auto_whitens_and_skips_missing_embeddings(tmp_path, tiny_model_dir, capsys):
-    from isotropy.encoding import Encoder
+    from isotropy.encoders import Encoder
 
     enc = Encoder(tiny_model_dir, pooling="cls", max_length=32)
 
@@ -581,10 +581,10 @@ def test_cli_default_model_2000_lines_under_a_minute(tmp_path, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.filterwarnings("ignore::isotropy.whitening.RankDeficientWarning")  # cls vectors: rank 381 of 384
+@pytest.mark.filterwarnings("ignore::isotropy.errors.RankDeficientWarning")  # cls vectors: rank 381 of 384
 def test_cone_effect_on_stsb_cls(stsb_cls):
     """Default model, cls pooling, every STS-B sentence: the cone, and whitening removing it."""
-    from isotropy.whitening import Whitening
+    from isotropy.transforms.whitening import Whitening
 
     X = stsb_cls["fit"]
     rep = A.sentence_report(X, {"whitening": Whitening().fit(X)}, n_pairs=20000)

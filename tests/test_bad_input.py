@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest
@@ -261,7 +261,7 @@ def _tiny_model(rel: str, edit: Callable[[Path], None] | None = None, *, mlm: bo
         import torch
         from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, DistilBertConfig, DistilBertModel
 
-        from isotropy.encoding import default_model_path
+        from isotropy.encoders import default_model_path
 
         folder = w / rel
         torch.manual_seed(0)

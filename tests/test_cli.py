@@ -73,12 +73,12 @@ def test_encode_bad_input_is_one_line(tmp_path, content, args, message):
 
 
 def test_missing_output_folder_fails_before_encoding(tmp_path, monkeypatch):
-    import isotropy.encoding
+    import isotropy.encoders
 
     def boom(*a, **k):  # the encoder must never be built
         raise AssertionError("encoder was loaded before the output path was checked")
 
-    monkeypatch.setattr(isotropy.encoding.Encoder, "__init__", boom)
+    monkeypatch.setattr(isotropy.encoders.Encoder, "__init__", boom)
     src = tmp_path / "in.txt"
     src.write_text("hello\n")
     code, _, err = run(["encode", str(src), "-o", str(tmp_path / "nope" / "o.npy")])

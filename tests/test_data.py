@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from isotropy._io import IsotropyError
-from isotropy.data import (
+from isotropy.errors import IsotropyError
+from isotropy.evaluation import (
     Pair,
     Task,
     canonical_task_name,
@@ -250,7 +250,9 @@ def test_invalid_utf8_names_line(tmp_path):
 
 
 def test_hub_offline_is_one_line_pointing_to_data(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # huggingface_hub reads HF_HUB_OFFLINE once, at import
     with pytest.raises(IsotropyError) as exc:
         load_hf("mteb/stsbenchmark-sts")
     msg = _one_line(exc)
@@ -263,9 +265,13 @@ def test_hub_offline_is_one_line_pointing_to_data(monkeypatch):
 def test_hub_unreachable_fails_fast(monkeypatch):
     import time
 
-    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+    from huggingface_hub import constants
+
+    for var in ("HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HF_ENDPOINT", "https://nonexistent.invalid")
+    # huggingface_hub reads HF_HUB_OFFLINE and HF_ENDPOINT once, at import: set its constants
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", "https://nonexistent.invalid")
     t0 = time.perf_counter()
     with pytest.raises(IsotropyError, match=r"nonexistent\.invalid is unreachable|no answer") as exc:
         load_hf("mteb/sts12-sts")

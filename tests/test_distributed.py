@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 
 distributed = pytest.importorskip("distributed")
 
-from isotropy._io import IsotropyError  # noqa: E402
 from isotropy.distributed import (  # noqa: E402
     FAULT_ENV,
     EncoderSpec,
@@ -29,7 +28,9 @@ from isotropy.distributed import (  # noqa: E402
     expand_inputs,
     fit_whitening,
 )
-from isotropy.whitening import Moments, Whitening  # noqa: E402
+from isotropy.errors import IsotropyError  # noqa: E402
+from isotropy.transforms.moments import Moments  # noqa: E402
+from isotropy.transforms.whitening import Whitening  # noqa: E402
 
 WORDS = "the a cat dog sat on mat ran fast slow red blue green house tree river stone light dark over under near far".split()
 SHARD_LINES = (23, 31, 0, 17)  # one empty shard on purpose
@@ -92,7 +93,7 @@ def _assert_same_stats(a: Moments, b: Moments, rtol: float = 1e-9) -> None:
 
 def test_fit_equals_single_machine_fit(client, shards, tiny_model_dir, tmp_path, one_thread):
     """2 workers, 4 shards (one empty), tree of merges == Whitening().fit(Encoder().encode(all lines))."""
-    from isotropy.encoding import Encoder
+    from isotropy.encoders import Encoder
 
     folder, lines = shards
     # batch_size=1 (every sentence its own forward pass) and one torch thread, as in the workers:
@@ -130,7 +131,7 @@ def test_fit_text_and_vector_shards_agree_and_are_exact(client, shards, tiny_mod
 
 def test_retried_after_a_failing_first_attempt(client, shards, tiny_model_dir, tmp_path, one_thread):
     """Every shard's first attempt raises; retries make the fit succeed, exactly, counting each shard once."""
-    from isotropy.encoding import Encoder
+    from isotropy.encoders import Encoder
 
     folder, lines = shards
     markers = tmp_path / "faults"
@@ -161,7 +162,7 @@ def test_no_retries_left_is_reported(client, shards, tiny_model_dir, tmp_path):
 def test_worker_killed_mid_task_is_rescheduled(client, shards, tiny_model_dir, tmp_path, one_thread):
     """The worker process dies (os._exit) inside the task; Dask reruns the shard on a live
     worker and the output holds that shard once, identical to a single-machine encode."""
-    from isotropy.encoding import Encoder
+    from isotropy.encoders import Encoder
 
     folder, lines = shards
     markers = tmp_path / "faults"
@@ -186,7 +187,7 @@ def test_worker_killed_mid_task_is_rescheduled(client, shards, tiny_model_dir, t
 def test_encode_is_resumable_and_verified(client, shards, tiny_model_dir, tmp_path):
     import shutil
 
-    from isotropy._io import load_vectors
+    from isotropy.storage.vectors import load_vectors
 
     src, lines = shards
     folder = tmp_path / "in"
@@ -223,13 +224,21 @@ def test_encode_is_resumable_and_verified(client, shards, tiny_model_dir, tmp_pa
     meta = json.loads((out / "part-3.json").read_text())
     assert meta["rows"] == SHARD_LINES[3] + 1 and meta["pooling"] and meta["max_length"] == 32
 
+    # a sidecar of isotropy 0.1 has no backend: it reads as torch, so the shard is kept
+    side = out / "part-2.json"
+    meta = json.loads(side.read_text())
+    assert meta["backend"] == "torch"
+    del meta["backend"]
+    side.write_text(json.dumps(meta))
+    assert encode(str(folder / "part-2.txt"), out, spec, address=client).shards[0].status == "skipped"
+
     # another max_length is another encoding: everything is redone
     fourth = encode(str(folder / "*.txt"), out, EncoderSpec(model=str(tiny_model_dir), max_length=16), address=client)
     assert {s.reason for s in fourth.shards} == {"max_length changed"}
 
 
 def test_encode_with_transform(client, shards, tiny_model_dir, tmp_path):
-    from isotropy.encoding import Encoder
+    from isotropy.encoders import Encoder
 
     folder, lines = shards
     enc = Encoder(str(tiny_model_dir), max_length=32)
@@ -245,6 +254,24 @@ def test_encode_with_transform(client, shards, tiny_model_dir, tmp_path):
     again = encode(str(folder / "part-0.txt"), tmp_path / "out", spec, address=client)
     assert again.shards[0].reason == "transform_hash changed" and np.load(tmp_path / "out" / "part-0.npy").shape[1] == 32
     assert report.dim == 6
+
+
+def test_spec_carries_the_backend(tiny_model_dir, tmp_path, monkeypatch):
+    """``backend`` defaults to torch, is part of the spec's key, and reaches the Encoder the spec builds.
+    (An ONNX export takes ~15 s even for the tiny model, so the onnx path is checked by construction only.)"""
+    import isotropy.encoders
+
+    assert EncoderSpec().backend == "torch"
+    spec = EncoderSpec.coerce({"model": str(tmp_path / "export"), "backend": "onnx", "max_length": 32})
+    assert spec.backend == "onnx" and "onnx" in spec.key()
+    assert spec.key() != EncoderSpec(model=str(tmp_path / "export"), max_length=32).key()  # cached apart
+    built = {}
+    monkeypatch.setattr(isotropy.encoders, "Encoder", lambda *args, **kwargs: built.update(args=args, kwargs=kwargs))
+    spec.build()
+    assert built["args"] == (str(tmp_path / "export"),) and built["kwargs"]["backend"] == "onnx"
+    monkeypatch.undo()
+    resolved = EncoderSpec(model=str(tiny_model_dir), max_length=32).resolve()
+    assert resolved.backend == "torch" and resolved.dim == 32 and resolved.fingerprint
 
 
 # --------------------------------------------------------------------------- local cluster, CLI

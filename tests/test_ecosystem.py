@@ -1,4 +1,4 @@
-"""sentence-transformers modules, scikit-learn estimator checks and pipelines (isotropy.ecosystem)."""
+"""sentence-transformers modules, scikit-learn estimator checks and pipelines (isotropy.integrations)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from isotropy import Encoder, Flow, IsotropyError, Whitening
-from isotropy import ecosystem as eco
+from isotropy import integrations as eco
+from isotropy.encoders import Encoder
+from isotropy.errors import IsotropyError
+from isotropy.transforms.flow import Flow
+from isotropy.transforms.whitening import Whitening
 
 WORDS = "cat dog market river guitar rain city child music storm bread train field house doctor".split()
 SENTENCES = [
@@ -60,7 +63,10 @@ def test_st_roundtrip_whitening(tiny_fit, tmp_path, pooling):
     names = [type(m).__name__ for m in model]
     assert names == ["Transformer", "IsotropyPooling", "IsotropyTransform"]  # no Normalize unless asked
     modules = json.loads((tmp_path / "st" / "modules.json").read_text())
-    assert [m["type"] for m in modules][1:] == ["isotropy.ecosystem.IsotropyPooling", "isotropy.ecosystem.IsotropyTransform"]
+    assert [m["type"] for m in modules][1:] == [
+        "isotropy.integrations.sentence_transformers.IsotropyPooling",
+        "isotropy.integrations.sentence_transformers.IsotropyTransform",
+    ]
     assert model.get_embedding_dimension() == 32
 
 
@@ -115,7 +121,7 @@ def test_dimension_mismatch_names_both_numbers(tiny_fit, tmp_path):
         eco.calibrate(model, w16)
     with pytest.raises(IsotropyError, match="not fitted"):
         eco.calibrate(model, Whitening())
-    with pytest.raises(IsotropyError, match="expected a fitted isotropy Whitening or Flow"):
+    with pytest.raises(IsotropyError, match="expected a fitted isotropy transform"):
         eco.calibrate(model, object())
 
 
@@ -142,7 +148,7 @@ def test_missing_package_messages(tiny_fit, tmp_path, monkeypatch):
 
     # 3. our check names the package to install, in one line.
     modules = json.loads((path / "modules.json").read_text())
-    modules[2]["type"] = "isotropy_gone.ecosystem.IsotropyTransform"
+    modules[2]["type"] = "isotropy_gone.integrations.sentence_transformers.IsotropyTransform"
     (path / "modules.json").write_text(json.dumps(modules))
     cfg = json.loads((path / "config_sentence_transformers.json").read_text())
     cfg["requirements"]["isotropy_gone"] = {"specifier": ">=9"}
@@ -154,12 +160,23 @@ def test_missing_package_messages(tiny_fit, tmp_path, monkeypatch):
         eco.check_sentence_transformer(tmp_path)
 
 
+def test_ecosystem_module_hands_out_the_integrations():
+    """isotropy 0.1's module name still resolves (folders it wrote name isotropy.ecosystem.* classes)."""
+    import isotropy.ecosystem as old
+    from isotropy.integrations import sentence_transformers as st_mod
+
+    assert old.IsotropyPooling is st_mod.IsotropyPooling and old.IsotropyTransform is st_mod.IsotropyTransform
+    assert old.to_sentence_transformer is eco.to_sentence_transformer and old.SentenceEncoder is eco.SentenceEncoder
+    with pytest.raises(AttributeError, match="to_torch"):
+        old.transform_module  # noqa: B018
+
+
 @settings(max_examples=25, deadline=None)
 @given(
     n=st.integers(3, 40), d=st.integers(1, 12), seed=st.integers(0, 2**16), power=st.sampled_from([0.0, 0.5, 1.0]),
     method=st.sampled_from(["pca", "zca"]),
 )
-def test_transform_module_equals_transform(n, d, seed, power, method):
+def test_to_torch_equals_transform(n, d, seed, power, method):
     """The torch form used by sentence-transformers and ONNX computes Whitening.transform."""
     import torch
 
@@ -167,7 +184,7 @@ def test_transform_module_equals_transform(n, d, seed, power, method):
     X = rng.normal(size=(n, d)) * rng.uniform(0.1, 3, size=d) + rng.normal(size=d)
     w = Whitening(power=power, method=method, shrinkage=0.1).fit(X)
     Y = rng.normal(size=(7, d)).astype(np.float32)
-    got = eco.transform_module(w)(torch.from_numpy(Y)).numpy()
+    got = w.to_torch()(torch.from_numpy(Y)).numpy()
     np.testing.assert_allclose(got, w.transform(Y), rtol=1e-6, atol=1e-6)
 
 

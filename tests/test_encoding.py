@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from isotropy import Encoder, IsotropyError
-from isotropy.encoding import default_model_path
+from isotropy.encoders import default_model_path
 
 SENTENCES = [
     "A man is playing a guitar.",
@@ -98,8 +98,11 @@ def test_fingerprint_identifies_the_weights(encoder, tiny_model_dir):
 
 
 def test_unreachable_hub_is_one_clear_line(monkeypatch):
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    from huggingface_hub import constants
+
+    # huggingface_hub reads HF_HUB_OFFLINE and HF_ENDPOINT once, at import: set its constants
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
     with pytest.raises(IsotropyError) as err:
         Encoder("some-org/some-model-that-is-not-cached")
     msg = str(err.value)
@@ -153,7 +156,7 @@ def test_embedded_and_test_models_load_without_missing_or_extra_tensors(encoder,
     for folder in (default_model_path(), tiny_model_dir):
         _, info = AutoModel.from_pretrained(str(folder), output_loading_info=True)
         assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), (folder, info)
-    assert encoder._missing_pooler == [] and Encoder(str(tiny_model_dir))._missing_pooler == []
+    assert encoder.runtime.missing_pooler == [] and Encoder(str(tiny_model_dir)).runtime.missing_pooler == []
 
 
 def test_missing_weight_tensors_are_named(tiny_model_dir, tmp_path):
@@ -197,7 +200,7 @@ def test_unused_heads_are_silent_and_a_missing_pooler_only_matters_to_pooling_po
     # an MLM checkpoint has no pooler: transformers would fill it with random values
     mlm = str(tiny_bert_dirs["mlm"])
     enc = Encoder(mlm, pooling="cls")
-    assert enc._missing_pooler == ["pooler.dense.bias", "pooler.dense.weight"]
+    assert enc.runtime.missing_pooler == ["pooler.dense.bias", "pooler.dense.weight"]
     assert enc.encode(["a cat"]).shape == (1, 32)
     assert enc.fingerprint() == Encoder(mlm).fingerprint()  # the random pooler is no part of the identity
     for call in (lambda: Encoder(mlm, pooling="pooler"), lambda: enc.encode_multi(["a cat"], ["cls", "pooler"])):

@@ -7,9 +7,13 @@ import json
 import numpy as np
 import pytest
 
-from isotropy import Encoder, Flow, IsotropyError, Whitening
 from isotropy.cli import main
-from isotropy.onnx import CONFIG_NAME, GRAPH_NAME, OnnxEncoder, export_onnx
+from isotropy.encoders import Encoder
+from isotropy.encoders.backends.onnx import CONFIG_NAME, GRAPH_NAME, OnnxBackend
+from isotropy.errors import IsotropyError
+from isotropy.integrations import export_onnx
+from isotropy.transforms.flow import Flow
+from isotropy.transforms.whitening import Whitening
 
 WORDS = "cat dog market river guitar rain city child music storm bread train field house doctor".split()
 SENTENCES = [
@@ -56,7 +60,8 @@ def test_export_layout_and_fp32_equals_torch(tiny, whitening_export):
     assert cfg["pooling"] == "first-last-avg" and cfg["max_length"] == 32 and cfg["dim"] == 16
     assert cfg["transform"]["kind"] == "whitening" and cfg["quantize"] is None
     onnx_enc = Encoder(folder, backend="onnx", batch_size=4)  # several batches, sorted by length
-    assert isinstance(onnx_enc, OnnxEncoder) and isinstance(onnx_enc, Encoder) and onnx_enc.dim == 16
+    assert isinstance(onnx_enc.runtime, OnnxBackend) and isinstance(onnx_enc, Encoder) and onnx_enc.dim == 16
+    assert onnx_enc.backend == "onnx"
     got = onnx_enc.encode(SENTENCES)
     want = w.transform(enc.encode(SENTENCES))
     assert got.dtype == np.float32 and got.shape == (len(SENTENCES), 16)
@@ -85,6 +90,24 @@ def test_flow_export_equals_torch(tiny, tmp_path):
     export_onnx(tmp_path / "exp", encoder=enc, transform=flow)
     got = Encoder(tmp_path / "exp", backend="onnx").encode(SENTENCES)
     np.testing.assert_allclose(got, flow.transform(enc.encode(SENTENCES)), atol=1e-4, rtol=0)
+
+
+def test_index_on_onnx_export_saves_and_reloads(whitening_export, tmp_path):
+    """An Index over an ONNX export records its backend: reloaded, it encodes queries on onnxruntime again."""
+    from isotropy.search import Index
+
+    folder, _ = whitening_export
+    docs = corpus(40, seed=7) + [s for s in SENTENCES if s]
+    queries = ["a man plays guitar", "dogs near the river", "stock report"]
+    index = Index(Encoder(folder, backend="onnx"), transform=None).add(docs)
+    before = index.search(queries, k=5)
+    index.save(tmp_path / "index")
+    loaded = Index.load(tmp_path / "index")
+    assert loaded.encoder.backend == "onnx" and isinstance(loaded.encoder.runtime, OnnxBackend)
+    assert len(loaded) == len(docs)
+    after = loaded.search(queries, k=5)
+    assert after.ids.tolist() == before.ids.tolist()
+    np.testing.assert_allclose(after.scores, before.scores, atol=1e-6, rtol=0)
 
 
 @pytest.mark.slow
@@ -116,7 +139,7 @@ def test_bad_input(tiny, tmp_path, whitening_export):
     with pytest.raises(IsotropyError, match="not fitted"):
         export_onnx(tmp_path / "x", encoder=enc, transform=Whitening())
     folder, _ = whitening_export
-    with pytest.raises(IsotropyError, match="exported with pooling 'first-last-avg', not 'cls'"):
+    with pytest.raises(IsotropyError, match="computes pooling 'first-last-avg' only; 'cls' needs its own export"):
         Encoder(folder, backend="onnx", pooling="cls")
     with pytest.raises(IsotropyError, match="pooling 'first-last-avg' only"):
         Encoder(folder, backend="onnx").encode_multi(["a"], ["cls"])
@@ -124,9 +147,9 @@ def test_bad_input(tiny, tmp_path, whitening_export):
         Encoder(enc.folder, backend="onnx")
     with pytest.raises(IsotropyError, match="needs model="):
         Encoder(backend="onnx")
-    with pytest.raises(IsotropyError, match="backend must be 'torch' or 'onnx'"):
+    with pytest.raises(IsotropyError, match="backend must be one of torch, onnx"):
         Encoder(backend="tensorrt")
-    with pytest.raises(IsotropyError, match="max_length must be between 2 and"):
+    with pytest.raises(IsotropyError, match="max_length 100000 exceeds the 128 positions"):
         Encoder(folder, backend="onnx", max_length=100000)
 
 

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from isotropy import IsotropyError
-from isotropy.pooling import POOLINGS, parse_pooling, pool
+from isotropy.encoders.poolings import POOLINGS, parse_pooling, pool
 
 
 @pytest.mark.parametrize(

@@ -19,15 +19,9 @@ import numpy as np
 import pytest
 
 from helpers import ROOT, run_cli, snapshot
-from isotropy._io import (
-    IsotropyError,
-    Terminated,
-    artefact_lock,
-    atomic_dir,
-    save_npy,
-    sweep_stale_temporaries,
-    terminate_as_interrupt,
-)
+from isotropy.errors import IsotropyError, Terminated
+from isotropy.storage.atomic import artefact_lock, atomic_dir, sweep_stale_temporaries, terminate_as_interrupt
+from isotropy.storage.vectors import save_npy
 
 ISOTROPY = [sys.executable, "-m", "isotropy.cli"]
 HOST = "".join(c if c.isalnum() or c == "_" else "_" for c in socket.gethostname())

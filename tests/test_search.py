@@ -1,4 +1,4 @@
-"""Tests for isotropy.search: exact search vs numpy, persistence, add, encoder/transform safety, bad input, CLI."""
+"""Tests for isotropy.search (and the index jobs of isotropy.cli.jobs): exact search vs numpy, persistence, add, encoder/transform safety, bad input, CLI."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from isotropy._io import IsotropyError
-from isotropy.search import Index, SearchResults, build_index_file, search_index
-from isotropy.whitening import Whitening
+from isotropy.cli.jobs import build_index as build_index_file
+from isotropy.cli.jobs import search_index
+from isotropy.errors import IsotropyError
+from isotropy.search import Index, SearchResults
+from isotropy.transforms.whitening import Whitening
 
 WORDS = ["cat", "dog", "stock", "market", "rain", "storm", "piano", "guitar", "river", "bridge"]
 CORPUS = [f"the {a} and the {b} number {i}" for i, (a, b) in enumerate(zip(WORDS * 5, WORDS[3:] * 5 + WORDS[:3] * 5))]
@@ -21,7 +23,7 @@ CORPUS = [f"the {a} and the {b} number {i}" for i, (a, b) in enumerate(zip(WORDS
 
 @pytest.fixture(scope="module")
 def tiny_encoder(tiny_model_dir):
-    from isotropy.encoding import Encoder
+    from isotropy.encoders import Encoder
 
     return Encoder(str(tiny_model_dir), max_length=32)
 
@@ -43,6 +45,7 @@ def test_flat_search_matches_numpy_brute_force(tiny_encoder, whiten):
     transform = Whitening(n_components=16, shrinkage="auto") if whiten else None
     index = Index(tiny_encoder, transform).add(CORPUS)
     raw = tiny_encoder.encode(CORPUS)
+    transform = index.transform  # the index fits a copy of an unfitted transform and keeps it
     X = transform.transform(raw) if whiten else raw
     queries = ["a dog by the river", "piano music", CORPUS[7]]
     rawq = tiny_encoder.encode(queries)

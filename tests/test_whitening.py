@@ -1,4 +1,4 @@
-"""Tests of isotropy.whitening: exact streaming statistics, the transform, persistence, CLI, bad input."""
+"""Tests of isotropy.transforms.whitening and its Moments: exact streaming statistics, the transform, persistence, CLI, bad input."""
 
 from __future__ import annotations
 
@@ -13,7 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from isotropy import IsotropyError, NotFittedError, Whitening, load_transform
-from isotropy.whitening import Moments, RankDeficientWarning, fit_whitening_file, transform_file
+from isotropy.cli.jobs import fit_file, transform_file
+from isotropy.errors import RankDeficientWarning
+from isotropy.transforms.moments import Moments
+
+
+def fit_whitening_file(vectors, output=None, **params):
+    return fit_file("whitening", vectors, output, params=params)
 
 
 def rel_err(a: np.ndarray, b: np.ndarray) -> float:
@@ -108,7 +114,7 @@ def test_ledoit_wolf_matches_sklearn(n, d):
 def test_moments_arrays_round_trip_and_block_size_independent(monkeypatch):
     X = correlated(3000, 5, seed=4).astype(np.float32)
     a = Moments().update(X)
-    import isotropy.whitening as wmod
+    import isotropy.transforms.moments as wmod
 
     monkeypatch.setattr(wmod, "BLOCK_BYTES", 8 * 5 * 7)  # 7-row blocks
     b = Moments().update(X)
@@ -356,7 +362,7 @@ def test_width_mismatch_names_both_widths():
 
 
 def test_failed_partial_fit_leaves_statistics_untouched(monkeypatch):
-    import isotropy.whitening as wmod
+    import isotropy.transforms.moments as wmod
 
     monkeypatch.setattr(wmod, "BLOCK_BYTES", 8 * 4 * 3)  # several blocks, so a late row fails mid-chunk
     X = correlated(40, 4, seed=18)
@@ -398,7 +404,7 @@ def test_too_few_rows_bad_params_and_not_fitted():
     with pytest.raises(NotFittedError):
         Whitening().transform(X)
     with pytest.raises(NotFittedError):
-        Whitening().kernel_
+        _ = Whitening().kernel_
     assert not hasattr(Whitening(), "mean_")
     with pytest.raises(NotFittedError):
         Whitening().merge(Whitening())

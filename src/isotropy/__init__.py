@@ -12,17 +12,17 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Encoder": "isotropy.encoding",
-    "POOLINGS": "isotropy.pooling",
-    "Whitening": "isotropy.whitening",
-    "Flow": "isotropy.flow",
+    "Encoder": "isotropy.encoders",
+    "POOLINGS": "isotropy.encoders.poolings",
+    "Whitening": "isotropy.transforms.whitening",
+    "Flow": "isotropy.transforms.flow",
     "Index": "isotropy.search",
-    "IsotropyError": "isotropy._io",
-    "NotFittedError": "isotropy._io",
-    "load_transform": "isotropy._io",
+    "IsotropyError": "isotropy.errors",
+    "NotFittedError": "isotropy.errors",
+    "load_transform": "isotropy.transforms",
     "evaluate": "isotropy.evaluation",
-    "to_sentence_transformer": "isotropy.ecosystem",
-    "calibrate": "isotropy.ecosystem",
+    "to_sentence_transformer": "isotropy.integrations",
+    "calibrate": "isotropy.integrations",
 }
 
 __all__ = ["__version__", *_EXPORTS]

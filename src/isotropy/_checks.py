@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from .errors import IsotropyError
 
-__all__ = ["check_matrix"]
+__all__ = ["check_matrix", "check_sentences"]
 
 
 def check_matrix(
@@ -49,3 +50,21 @@ def check_matrix(
             f"{name} has a NaN or infinite value in row {bad + row_offset} (0-based)"
         )
     return arr
+
+
+def check_sentences(sentences: Sequence[str] | str, what: str = "sentence") -> list[str]:
+    """A list of strings (one string becomes a list of one); anything else is a clear error."""
+    if isinstance(sentences, str):
+        sentences = [sentences]
+    if sentences is None or isinstance(sentences, (bytes, bytearray, dict, set, frozenset)) or not hasattr(sentences, "__iter__"):
+        # vectors come back row i for sentence i: a set has no order, a dict's keys are rarely meant
+        hint = {bytes: " (decode them to str first)", bytearray: " (decode them to str first)", set: " (a set has no order: pass a list)",
+                frozenset: " (a set has no order: pass a list)", dict: " (pass a list, e.g. list(d.values()))"}.get(type(sentences), "")
+        got = "None" if sentences is None else type(sentences).__name__
+        plural = what[:-1] + "ies" if what.endswith("y") else what + "s"
+        raise IsotropyError(f"{plural} must be a string or a list of strings, got {got}{hint}")
+    out = list(sentences)
+    for i, s in enumerate(out):
+        if not isinstance(s, str):
+            raise IsotropyError(f"{what} {i} is a {type(s).__name__}, not a string")
+    return out

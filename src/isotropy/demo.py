@@ -90,15 +90,9 @@ def run_demo(output: str | Path = "demo-output", seed: int = 0, *, force: bool =
     random pairs), so tests can check the demo's claims.
     """
     from rich.console import Console
-    from rich.table import Table
 
-    from ._io import IsotropyError, check_output
-    from .analysis import analyze
-    from .encoding import Encoder
-    from .evaluation import cosine_rows, spearman
-    from .flow import Flow
-    from .search import Index
-    from .whitening import Whitening
+    from .encoders import Encoder
+    from .storage.artifacts import check_output
 
     console = Console() if Console().is_terminal else Console(width=120)  # logs: no wrapped tables
     # fail before any work when the folder cannot be made, or holds anything but an earlier demo's output
@@ -113,27 +107,51 @@ def run_demo(output: str | Path = "demo-output", seed: int = 0, *, force: bool =
     encoder = Encoder(max_length=64)
     console.print(f"encoder: {encoder.describe()}")
     poolings = ["cls", "last-avg", "first-last-avg"]
-    left = [a for a, _, _ in data.pairs]
-    right = [b for _, b, _ in data.pairs]
-    gold = np.array([g for _, _, g in data.pairs])
-    texts = data.corpus + left + right
+    texts = data.corpus + [a for a, _, _ in data.pairs] + [b for _, b, _ in data.pairs]
     vectors = encoder.encode_multi(texts, poolings)
-    n, m = len(data.corpus), len(data.pairs)
     console.print(f"encoded {len(texts)} sentences x {len(poolings)} poolings in {time.perf_counter() - t0:.1f} s")
 
+    results, whitenings = _score_poolings(console, data, vectors, poolings, seed)
+    whitenings["cls"]["whitening"].save(output / "whitening-cls")
+    results["whitening_dir"] = str(output / "whitening-cls")
+    console.print(f"fitted whitening (cls pooling) saved to {output / 'whitening-cls'}")
+    results["report"] = _report(console, data, encoder, whitenings[encoder.pooling]["whitening"], output)
+    results["search"] = _search(console, data, encoder, vectors[encoder.pooling][: len(data.corpus)], output)
+    results["seconds"] = time.perf_counter() - t0
+    console.print(f"demo finished in {results['seconds']:.1f} s; artefacts in {output}/")
+    return results
+
+
+def _methods(seed: int) -> dict:
     # A templated corpus repeats its words, so its covariance is close to singular:
     # Ledoit-Wolf shrinkage keeps the whitening stable (the STS tables need none).
-    methods = {
+    from .transforms.flow import Flow
+    from .transforms.whitening import Whitening
+
+    return {
         "raw": None,
         "whitening": lambda: Whitening(shrinkage="auto"),
         "whitening-128": lambda: Whitening(n_components=128, shrinkage="auto"),
         "soft-whitening-0.5": lambda: Whitening(power=0.5, shrinkage="auto"),
         "flow": lambda: Flow(seed=seed),
     }
-    whitenings = {}
-    rng = np.random.default_rng(seed)
-    i, j = rng.integers(0, n, size=(2, 2000))
+
+
+def _score_poolings(console, data: DemoData, vectors: dict, poolings: list[str], seed: int) -> tuple[dict, dict]:
+    """Spearman x 100 of every method on every pooling (transforms fitted on the corpus), as a table."""
+    from rich.table import Table
+
+    from ._math import cosine_rows
+    from .errors import IsotropyError
+    from .evaluation.metrics import spearman
+    from .transforms.whitening import Whitening
+
+    methods = _methods(seed)
+    n, m = len(data.corpus), len(data.pairs)
+    gold = np.array([g for _, _, g in data.pairs])
+    i, j = np.random.default_rng(seed).integers(0, n, size=(2, 2000))
     results: dict = {"spearman": {}, "avg_cosine": {}}
+    whitenings: dict = {}
     table = Table(title="Spearman x 100 on the generated pairs (transforms fitted on the corpus)")
     table.add_column("pooling")
     for name in methods:
@@ -144,23 +162,17 @@ def run_demo(output: str | Path = "demo-output", seed: int = 0, *, force: bool =
         corpus, a, b = X[:n], X[n : n + m], X[n + m :]
         row, fitted = {}, {}
         for name, make in methods.items():
-            if make is None:
-                ta, tb = a, b
-            else:
-                try:
-                    fitted[name] = t = make().fit(corpus)
-                except IsotropyError as exc:  # pragma: no cover - shown, not fatal
-                    console.print(f"[yellow]{pooling}/{name}: {exc}")
-                    continue
-                ta, tb = t.transform(a), t.transform(b)
-            row[name] = spearman(cosine_rows(ta, tb), gold)
+            try:
+                t = fitted[name] = make().fit(corpus) if make is not None else None
+            except IsotropyError as exc:  # pragma: no cover - shown, not fatal
+                console.print(f"[yellow]{pooling}/{name}: {exc}")
+                continue
+            row[name] = spearman(cosine_rows(a, b) if t is None else cosine_rows(t.transform(a), t.transform(b)), gold)
+        if fitted.get("whitening") is None:  # the report and the saved folder need one even if its column failed
+            fitted["whitening"] = Whitening(shrinkage="auto").fit(corpus)
         whitenings[pooling] = fitted
-        whitening = fitted.get("whitening") or Whitening(shrinkage="auto").fit(corpus)
-        if pooling == "cls":
-            whitening.save(output / "whitening-cls")
-        cos_raw = float(cosine_rows(corpus[i], corpus[j]).mean())
-        w = whitening.transform(corpus)
-        cos_w = float(cosine_rows(w[i], w[j]).mean())
+        w = fitted["whitening"].transform(corpus)
+        cos_raw, cos_w = float(cosine_rows(corpus[i], corpus[j]).mean()), float(cosine_rows(w[i], w[j]).mean())
         results["spearman"][pooling] = row
         results["avg_cosine"][pooling] = {"raw": cos_raw, "whitening": cos_w}
         table.add_row(pooling, *(f"{row.get(k, float('nan')):.2f}" for k in methods), f"{cos_raw:.2f} -> {cos_w:.2f}")
@@ -174,29 +186,31 @@ def run_demo(output: str | Path = "demo-output", seed: int = 0, *, force: bool =
             f"pairs {results['avg_cosine'][pooling]['raw']:.2f} raw, "
             f"{results['avg_cosine'][pooling]['whitening']:.2f} whitened"
         )
-    results["whitening_dir"] = str(output / "whitening-cls")
-    console.print(f"fitted whitening (cls pooling) saved to {output / 'whitening-cls'}")
-    own = vectors[encoder.pooling][:n]
-    report = analyze(
-        data.corpus, encoder, {"whitening": whitenings[encoder.pooling]["whitening"]}, output / "analysis", quiet=True
-    )
-    results["report"] = report["path"]
-    console.print(
-        f"anisotropy report ({encoder.pooling} pooling, before and after whitening): "
-        f"{Path(report['path']) / 'report.md'}"
-    )
+    return results, whitenings
 
-    # Semantic search over the corpus: soft whitening to 128 dims (the `index build` default), exact faiss index.
+
+def _report(console, data: DemoData, encoder, whitening, output: Path) -> str:
+    from .analysis import analyze
+
+    report = analyze(data.corpus, encoder, {"whitening": whitening}, output / "analysis", quiet=True)
+    console.print(
+        f"anisotropy report ({encoder.pooling} pooling, before and after whitening): {Path(report['path']) / 'report.md'}"
+    )
+    return report["path"]
+
+
+def _search(console, data: DemoData, encoder, own: np.ndarray, output: Path) -> dict:
+    """Semantic search over the corpus: soft whitening to 128 dims (the `index build` default), exact faiss index."""
+    from .search import Index
+    from .transforms.whitening import Whitening
+
     index = Index(encoder, transform=Whitening(n_components=128, power=0.5, shrinkage="auto"))
     index.add_encoded(data.corpus, own)  # reuse the vectors encoded above
     index.save(output / "index")
     hits = index.search(DEMO_QUERIES, k=3)
-    results["search"] = {q: hits.hits(i) for i, q in enumerate(DEMO_QUERIES)}
     for i, q in enumerate(DEMO_QUERIES):
         console.print(f"search {q!r}:")
         for hit in hits.hits(i):
             console.print(f"   {hit['score']:.3f}  {hit['text']}")
     console.print(f"index ({index.describe()}) saved to {output / 'index'}; try: isotropy search {output / 'index'} \"a query\"")
-    results["seconds"] = time.perf_counter() - t0
-    console.print(f"demo finished in {results['seconds']:.1f} s; artefacts in {output}/")
-    return results
+    return {q: hits.hits(i) for i, q in enumerate(DEMO_QUERIES)}

@@ -69,57 +69,111 @@ from __future__ import annotations
 
 from .figures import (
     FIGURES,
+)
+from .figures import (
     plot_cosine_histograms as plot_cosine_histograms,
+)
+from .figures import (
     plot_projection as plot_projection,
+)
+from .figures import (
     plot_spectrum as plot_spectrum,
+)
+from .figures import (
     plot_token_norms as plot_token_norms,
+)
+from .figures import (
     plot_token_projection as plot_token_projection,
 )
 from .metrics import (
     DEFAULT_PAIRS as DEFAULT_PAIRS,
+)
+from .metrics import (
     DEFAULT_SEED as DEFAULT_SEED,
+)
+from .metrics import (
     HIST_BINS as HIST_BINS,
+)
+from .metrics import (
     MIN_SENTENCES,
-    RAW as RAW,
-    SCATTER_POINTS as SCATTER_POINTS,
-    VARIANCE_FRACTIONS as VARIANCE_FRACTIONS,
     average_cosine,
     covariance_spectrum,
     dims_for_variance,
     isoscore,
     partition_isotropy,
     projection_2d,
-    random_pairs as random_pairs,
     sentence_report,
+)
+from .metrics import (
+    RAW as RAW,
+)
+from .metrics import (
+    SCATTER_POINTS as SCATTER_POINTS,
+)
+from .metrics import (
+    VARIANCE_FRACTIONS as VARIANCE_FRACTIONS,
+)
+from .metrics import (
+    random_pairs as random_pairs,
 )
 from .report import (
     AUTO_WHITENING as AUTO_WHITENING,
+)
+from .report import (
     REPORT_KIND as REPORT_KIND,
+)
+from .report import (
     _jsonable as _jsonable,
+)
+from .report import (
     _markdown as _markdown,
+)
+from .report import (
     _markdown_report as _markdown_report,
+)
+from .report import (
     _sentence_rows as _sentence_rows,
+)
+from .report import (
     _word_rows as _word_rows,
+)
+from .report import (
     analyze,
     analyze_file,
-    check_report_dir as check_report_dir,
-    print_tables as print_tables,
     rich_tables,
     sentence_table,
     word_table,
     write_report,
 )
+from .report import (
+    check_report_dir as check_report_dir,
+)
+from .report import (
+    print_tables as print_tables,
+)
 from .words import (
     BUCKET_EDGES as BUCKET_EDGES,
+)
+from .words import (
     KNN_KS as KNN_KS,
+)
+from .words import (
     MAX_QUERIES as MAX_QUERIES,
+)
+from .words import (
     TOKEN_SCATTER_POINTS as TOKEN_SCATTER_POINTS,
+)
+from .words import (
     WordLevelUnavailable,
-    _knn_stats as _knn_stats,
     frequency_ranking,
-    input_embedding_matrix as input_embedding_matrix,
     token_frequencies,
     word_report,
+)
+from .words import (
+    _knn_stats as _knn_stats,
+)
+from .words import (
+    input_embedding_matrix as input_embedding_matrix,
 )
 
 __all__ = [

@@ -11,7 +11,8 @@ docstring of :mod:`isotropy.analysis`.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

@@ -17,8 +17,9 @@ import math
 import os
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -282,7 +283,7 @@ def _nonblank(sentences: Sequence[str], source: str) -> list[str]:
 
 def _load_transforms(transforms: Any) -> dict[str, Any]:
     """A mapping name -> transform/path, or a sequence of folders (named after the folder)."""
-    from .._io import load_transform
+    from ..transforms import load_transform
 
     if transforms is None:
         return {}
@@ -335,7 +336,7 @@ def _sample_sentences(kept: list[str], max_sentences: int | None, seed: int) -> 
 
 def _auto_whitening(vectors: np.ndarray, notes: list[str], source: str) -> dict[str, Any]:
     """A whitening (Ledoit-Wolf shrinkage) fitted on the analysed vectors themselves, noted as in-sample."""
-    from ..whitening import Whitening
+    from ..transforms.whitening import Whitening
 
     try:
         loaded = {AUTO_WHITENING: Whitening(shrinkage="auto").fit(vectors)}
@@ -411,7 +412,7 @@ def analyze(
     sample = _sample_sentences(kept, max_sentences, seed)
     loaded = _load_transforms(transforms)
     if encoder is None:
-        from ..encoding import Encoder
+        from ..encoders import Encoder
 
         encoder = Encoder()
     timings: dict[str, float] = {}
@@ -469,7 +470,7 @@ def analyze_file(
     sentences = read_sentences(corpus)
     _nonblank(sentences, str(corpus))
     loaded = _load_transforms(list(transforms)) if transforms else None
-    from ..encoding import Encoder
+    from ..encoders import Encoder
 
     encoder = Encoder(model, pooling=pooling, max_length=max_length, batch_size=batch_size)
     return analyze(sentences, encoder, loaded, out_dir, corpus_name=str(corpus), force=force, **kwargs)

@@ -9,7 +9,8 @@ tokens, sampled kNN queries) are documented in :mod:`isotropy.analysis`.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -114,13 +115,13 @@ def _knn_stats(E: np.ndarray, query_pos: np.ndarray, ks: Sequence[int], index: A
     """Mean l2 distance and dot product to the k nearest (l2) neighbours, the query excluded."""
     kmax = max(ks)
     Q = E[query_pos]
-    D, I = index.search(Q, kmax + 1)
-    self_hit = I == query_pos[:, None]
+    D, ids = index.search(Q, kmax + 1)
+    self_hit = ids == query_pos[:, None]
     # Drop the query itself; where (ties) it is not among the results, drop the farthest instead.
     no_self = ~self_hit.any(axis=1)
     self_hit[no_self, -1] = True
     keep = ~self_hit
-    nb = I[keep].reshape(len(query_pos), kmax)
+    nb = ids[keep].reshape(len(query_pos), kmax)
     dist = np.sqrt(np.maximum(D[keep].reshape(len(query_pos), kmax), 0.0)).astype(np.float64)
     dots = np.einsum("qd,qkd->qk", Q.astype(np.float64), E[nb].astype(np.float64))
     return {

@@ -23,8 +23,9 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -48,6 +49,7 @@ __all__ = [
     "check_output_path",
     "output_dir",
     "output_file",
+    "write_json",
     "folder_digest",
     "file_sha256",
 ]
@@ -279,6 +281,16 @@ def output_file(path: str | os.PathLike, kind: str, mode: str = "wb", *, force: 
     """:func:`~isotropy.storage.atomic.atomic_file` for an output of ``kind``, guarded like :func:`output_dir`."""
     with atomic_file(path, mode, check=lambda: check_output(path, kind, force=force)) as fh:
         yield fh
+
+
+def write_json(path: str | os.PathLike, obj: Any, *, kind: str | None = None, force: bool = False) -> Path:
+    """Write ``obj`` as indented JSON, atomically; with ``kind``, guarded like :func:`output_file`."""
+    path = Path(path)
+    check = (lambda: check_output(path, kind, force=force)) if kind is not None else None
+    with atomic_file(path, "w", check=check) as fh:
+        json.dump(obj, fh, indent=2, sort_keys=True)
+        fh.write("\n")
+    return path
 
 
 # --------------------------------------------------------------------------- fitted state

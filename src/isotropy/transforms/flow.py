@@ -5,48 +5,8 @@ A flow ``f`` maps the frozen encoder's sentence vectors ``u`` to latents
 likelihood (loss in bits per dimension) on unlabelled sentences of the target
 domain, and sentences are then compared by the cosine of ``z``.
 
-The architecture is the one of the paper's code (``glow_1x1.py``, adapted from
-tensor2tensor's ``glow_ops``): each d-dimensional vector is a 1x1 "image" with d
-channels, fed to a multi-scale Glow of ``levels`` levels of ``depth`` steps.
-
-* step = actnorm (per-channel ``(x + b) * exp(3 * logs)``, data-dependent
-  initialisation on the first batch: zero mean, unit variance)
-  -> invertible 1x1 convolution, i.e. a d x d matrix ``W = P L (U + diag(sign * exp(log_s)))``
-  in LU form (P fixed, initialised from a random rotation)
-  -> coupling: the second half of the channels is shifted (``additive``, the
-  paper's choice) or shifted and scaled by ``sigmoid(h + 2)`` (``affine``, Glow's
-  formula) by a network of the first half: linear -> actnorm -> ReLU -> linear ->
-  actnorm -> ReLU -> zero-initialised linear (so an additive step starts as the
-  identity; an affine one starts as the scale ``sigmoid(2)``, as in Glow).
-  A 3x3 convolution on a 1x1 image is a linear map, which is why the layers here
-  are ``x @ W``; tensor2tensor's edge-padding channel reduces to a bias there.
-* between levels the last ``c // 2`` channels are factored out with a learned
-  conditional Gaussian prior ``N(mean(x1), exp(log_scale(x1)))`` whose
-  parameters come from a zero-initialised linear map of the kept channels; the
-  factored-out part enters ``z`` standardised, ``eps = (x2 - mean) / scale``,
-  as in the paper's ``self.z = concat(eps + [z_top])``.
-* the last level's output has a standard normal prior (the issue's choice; the
-  paper's code can also learn the top prior).
-* ``z`` concatenates every ``eps`` with the top latent: ``dim z == dim u``.
-  An odd number of channels is split as ``c - c // 2`` kept / ``c // 2`` moved.
-
-Library evaluation (why the layers are written here by hand). ``zuko`` 1.6
-(installed) offers ``LULinearTransform`` (``L U`` without the permutation
-``P`` nor a sign/log-scale diagonal, and it rebuilds ``L @ U`` on every call),
-additive and monotonic-affine coupling transforms (its affine scale is a soft
-clip, not Glow's ``sigmoid(h + 2)``), but no actnorm, no data-dependent
-initialisation and no multi-scale split: its flows are flat compositions of
-``torch.distributions.Transform`` objects with one base distribution.
-``nflows`` has ``ActNorm`` (data-dependent), ``LULinear`` and a
-``MultiscaleCompositeTransform``, but its factored-out parts go straight to the
-base distribution (no learned conditional prior), and it has had no release
-since 2020. ``normflows`` has ``ActNorm``, ``Invertible1x1Conv(use_lu=True)``
-and ``MultiscaleFlow``, but its per-level base distributions (``GlowBase``) are
-not conditioned on the kept half either, and its Glow blocks are built for
-images (convolutions over height x width). Building the paper's split on top
-of any of them would mean rewriting their multi-scale plumbing, so the ~200
-lines below are plain ``torch.nn`` modules that each return ``(output,
-log|det J|)`` and are checked against autograd Jacobians in the tests.
+The model is :class:`isotropy.transforms.glow.Glow` (architecture and why it is written by hand:
+that module's notes).
 
 Training: Adam (learning rate ``lr``), mini-batches of ``batch_size`` drawn by a
 local ``torch.Generator`` (the same ``seed`` gives bit-identical parameters and
@@ -64,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -72,14 +31,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._estimator import EstimatorParams
-from ._io import IsotropyError, NotFittedError, ProgressBar, check_matrix, load_state, save_state
+from .._checks import check_matrix
+from .._progress import ProgressBar
+from ..errors import IsotropyError, NotFittedError
+from .base import Transform
+from .glow import COUPLINGS, Glow, InvConvLU, min_dim
 
-__all__ = ["Flow", "fit_flow_file", "Glow", "ActNorm", "InvConvLU", "Coupling", "Split", "FlowStep"]
+__all__ = ["Flow"]
 
-COUPLINGS = ("additive", "affine")
-LOGSCALE_FACTOR = 3.0  # Glow / tensor2tensor parametrise log-scales as 3 * logs
-_LOG_2PI = math.log(2.0 * math.pi)
 _TRANSFORM_CHUNK = 16384
 THREADS: int | None = 1  # intra-op threads of fit; None = torch's setting (see _flow_threads)
 TRANSFORM_THREADS: int | None = None  # intra-op threads of transform/inverse/score; None = torch's setting
@@ -87,291 +46,11 @@ DIVERGED_RISE = 3.0  # bits/dim: a fit whose loss ends this far above where it s
 PROBE_ROWS = 2048  # training rows the loss is measured on before and after training (see _train)
 ABSURD_LOSS = 1e3  # bits/dim: beyond any float32 data's scale (2^1000); training stops and fails there
 
-
-# --------------------------------------------------------------------------- layers
-
-
-class ActNorm(nn.Module):
-    """Per-channel affine map ``y = (x + bias) * exp(3 * logs)``, data-initialised.
-
-    While ``ddi`` is true the next forward call first sets ``bias`` and ``logs`` so
-    that its output has zero mean and unit (population) variance per channel.
-    """
-
-    def __init__(self, channels: int):
-        super().__init__()
-        self.bias = nn.Parameter(torch.zeros(channels))
-        self.logs = nn.Parameter(torch.zeros(channels))
-        self.ddi = False
-
-    @torch.no_grad()
-    def _initialize(self, x: torch.Tensor) -> None:
-        mean = x.mean(dim=0)
-        std = (x - mean).pow(2).mean(dim=0).sqrt()
-        # A (near-)constant channel would get a scale of ~1e6 (Glow divides by std + 1e-6),
-        # and the 1x1 convolutions then mix that amplified noise into every channel:
-        # training diverges within ten steps. Real encoders have such channels
-        # (all-MiniLM-L6-v2's cls vector has three, std < 1e-8), so the scale is
-        # capped at 1 / (1e-3 x the largest channel std).
-        std = torch.maximum(std, 1e-3 * std.max())
-        self.bias.copy_(-mean)
-        self.logs.copy_(torch.log(1.0 / (std + 1e-6)) / LOGSCALE_FACTOR)
-        self.ddi = False
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.ddi:
-            self._initialize(x)
-        logs = self.logs * LOGSCALE_FACTOR
-        return (x + self.bias) * torch.exp(logs), logs.sum().expand(x.shape[0])
-
-    def inverse(self, y: torch.Tensor) -> torch.Tensor:
-        return y * torch.exp(-self.logs * LOGSCALE_FACTOR) - self.bias
-
-
-class InvConvLU(nn.Module):
-    """Invertible 1x1 convolution ``y = x @ W`` with ``W = P L (U + diag(sign * exp(log_s)))``.
-
-    ``P`` (a fixed permutation), ``L`` (unit lower triangular) and ``U`` come from
-    the LU decomposition of a random rotation, as in Glow; log|det W| = sum(log_s).
-    """
-
-    def __init__(self, channels: int, generator: torch.Generator | None = None):
-        super().__init__()
-        q, _ = torch.linalg.qr(torch.randn(channels, channels, generator=generator, dtype=torch.float64))
-        p, lower, upper = torch.linalg.lu(q)
-        s = torch.diagonal(upper)
-        self.register_buffer("perm", p.argmax(dim=0))  # (x @ P)[:, j] == x[:, perm[j]]
-        self.register_buffer("sign_s", torch.sign(s).float())
-        self.lower = nn.Parameter(torch.tril(lower, -1).float())
-        self.upper = nn.Parameter(torch.triu(upper, 1).float())
-        self.log_s = nn.Parameter(torch.log(s.abs()).float())
-
-    def factors(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The triangular factors ``L`` and ``U + diag``, built once per forward call."""
-        eye = torch.eye(self.lower.shape[0], dtype=self.lower.dtype, device=self.lower.device)
-        lower = torch.tril(self.lower, -1) + eye
-        upper = torch.triu(self.upper, 1) + torch.diag(self.sign_s.to(self.log_s.dtype) * torch.exp(self.log_s))
-        return lower, upper
-
-    def weight(self) -> torch.Tensor:
-        lower, upper = self.factors()
-        return (lower @ upper)[torch.argsort(self.perm)]  # P @ (L U): row perm[j] of W is row j of L U
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        logdet = self.log_s.sum().expand(x.shape[0])
-        if x.shape[0] >= x.shape[1]:
-            # Many rows (transform): one d x d product, then one n x d x d product.
-            return x @ self.weight(), logdet
-        # Few rows (a training batch): two n x d x d products beat building W (d^3).
-        lower, upper = self.factors()
-        return (x[:, self.perm] @ lower) @ upper, logdet
-
-    def inverse(self, y: torch.Tensor) -> torch.Tensor:
-        lower, upper = self.factors()
-        a = torch.linalg.solve_triangular(upper, y, upper=True, left=False)
-        b = torch.linalg.solve_triangular(lower, a, upper=False, left=False, unitriangular=True)
-        return b[:, torch.argsort(self.perm)]
-
-
-class ZeroLinear(nn.Module):
-    """tensor2tensor's zero-initialised output layer: ``(x @ W + b) * exp(3 * logs)``."""
-
-    def __init__(self, n_in: int, n_out: int):
-        super().__init__()
-        self.weight = nn.Parameter(torch.zeros(n_in, n_out))
-        self.bias = nn.Parameter(torch.zeros(n_out))
-        self.logs = nn.Parameter(torch.zeros(n_out))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return (x @ self.weight + self.bias) * torch.exp(self.logs * LOGSCALE_FACTOR)
-
-
-class CouplingNet(nn.Module):
-    """linear -> actnorm -> ReLU -> linear -> actnorm -> ReLU -> zero linear (tensor2tensor's conv_stack)."""
-
-    def __init__(self, n_in: int, hidden: int, n_out: int, generator: torch.Generator | None = None):
-        super().__init__()
-        # tensor2tensor's default conv initialiser: N(0, 0.05); no bias (actnorm follows).
-        self.w1 = nn.Parameter(torch.randn(n_in, hidden, generator=generator) * 0.05)
-        self.norm1 = ActNorm(hidden)
-        self.w2 = nn.Parameter(torch.randn(hidden, hidden, generator=generator) * 0.05)
-        self.norm2 = ActNorm(hidden)
-        self.out = ZeroLinear(hidden, n_out)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = torch.relu(self.norm1(x @ self.w1)[0])
-        h = torch.relu(self.norm2(h @ self.w2)[0])
-        return self.out(h)
-
-
-class Coupling(nn.Module):
-    """Coupling layer: the last ``c // 2`` channels are shifted (and scaled) by a net of the first."""
-
-    def __init__(self, channels: int, hidden: int, coupling: str = "additive", generator: torch.Generator | None = None):
-        super().__init__()
-        self.n_keep = channels - channels // 2
-        self.affine = coupling == "affine"
-        n_move = channels // 2
-        self.net = CouplingNet(self.n_keep, hidden, n_move * (2 if self.affine else 1), generator)
-
-    def _shift_scale(self, xa: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        h = self.net(xa)
-        if not self.affine:
-            return h, None
-        return h[:, 0::2], h[:, 1::2]
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        xa, xb = x[:, : self.n_keep], x[:, self.n_keep :]
-        shift, raw = self._shift_scale(xa)
-        if raw is None:
-            return torch.cat([xa, xb + shift], dim=1), x.new_zeros(x.shape[0])
-        log_scale = nn.functional.logsigmoid(raw + 2.0)  # Glow: scale = sigmoid(h + 2)
-        return torch.cat([xa, (xb + shift) * torch.exp(log_scale)], dim=1), log_scale.sum(dim=1)
-
-    def inverse(self, y: torch.Tensor) -> torch.Tensor:
-        ya, yb = y[:, : self.n_keep], y[:, self.n_keep :]
-        shift, raw = self._shift_scale(ya)
-        if raw is None:
-            return torch.cat([ya, yb - shift], dim=1)
-        return torch.cat([ya, yb * torch.exp(-nn.functional.logsigmoid(raw + 2.0)) - shift], dim=1)
-
-
-class FlowStep(nn.Module):
-    """One Glow step: actnorm -> invertible 1x1 convolution (LU) -> coupling."""
-
-    def __init__(self, channels: int, hidden: int, coupling: str, generator: torch.Generator | None = None):
-        super().__init__()
-        self.actnorm = ActNorm(channels)
-        self.invconv = InvConvLU(channels, generator)
-        self.coupling = Coupling(channels, hidden, coupling, generator)
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        x, ld1 = self.actnorm(x)
-        x, ld2 = self.invconv(x)
-        x, ld3 = self.coupling(x)
-        return x, ld1 + ld2 + ld3
-
-    def inverse(self, y: torch.Tensor) -> torch.Tensor:
-        return self.actnorm.inverse(self.invconv.inverse(self.coupling.inverse(y)))
-
-
-class Split(nn.Module):
-    """Glow's split: factor out the last ``c // 2`` channels under a learned prior conditioned on the rest.
-
-    ``forward`` maps ``x -> (x1, eps)`` with ``eps = (x2 - mean(x1)) / exp(log_scale(x1))``;
-    its log|det J| is ``-sum(log_scale)``, so ``log N(eps) - sum(log_scale)`` is the
-    conditional log-density ``log p(x2 | x1)`` that Glow's objective adds.
-    """
-
-    def __init__(self, channels: int):
-        super().__init__()
-        self.n_keep = channels - channels // 2
-        self.prior = ZeroLinear(self.n_keep, 2 * (channels // 2))
-
-    def _params(self, x1: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self.prior(x1)
-        return h[:, 0::2], h[:, 1::2]
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        x1, x2 = x[:, : self.n_keep], x[:, self.n_keep :]
-        mean, log_scale = self._params(x1)
-        return x1, (x2 - mean) * torch.exp(-log_scale), -log_scale.sum(dim=1)
-
-    def inverse(self, x1: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
-        mean, log_scale = self._params(x1)
-        return torch.cat([x1, eps * torch.exp(log_scale) + mean], dim=1)
-
-
-def level_channels(dim: int, levels: int) -> list[int]:
-    """Channels entering each level (the split keeps ``c - c // 2``)."""
-    out = [dim]
-    for _ in range(levels - 1):
-        out.append(out[-1] - out[-1] // 2)
-    return out
-
-
-class Glow(nn.Module):
-    """Multi-scale Glow on d-channel 1x1 images; ``forward(x) -> (z, log|det J|)`` with ``dim z == d``."""
-
-    def __init__(
-        self,
-        dim: int,
-        levels: int = 2,
-        depth: int = 3,
-        hidden: int = 32,
-        coupling: str = "additive",
-        generator: torch.Generator | None = None,
-    ):
-        super().__init__()
-        self.dim = dim
-        self.channels = level_channels(dim, levels)
-        if self.channels[-1] < 2:
-            raise IsotropyError(
-                f"a {levels}-level flow needs vectors of at least {min_dim(levels)} dimensions, got {dim}"
-            )
-        self.levels = nn.ModuleList(
-            nn.ModuleList(FlowStep(c, hidden, coupling, generator) for _ in range(depth)) for c in self.channels
-        )
-        self.splits = nn.ModuleList(Split(c) for c in self.channels[:-1])
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        logdet = x.new_zeros(x.shape[0])
-        parts = []
-        for i, steps in enumerate(self.levels):
-            for step in steps:
-                x, ld = step(x)
-                logdet = logdet + ld
-            if i < len(self.splits):
-                x, eps, ld = self.splits[i](x)
-                logdet = logdet + ld
-                parts.append(eps)
-        return torch.cat([*parts, x], dim=1), logdet
-
-    def inverse(self, z: torch.Tensor) -> torch.Tensor:
-        widths = [c // 2 for c in self.channels[:-1]] + [self.channels[-1]]
-        parts = list(torch.split(z, widths, dim=1))
-        x = parts[-1]
-        for i in reversed(range(len(self.levels))):
-            if i < len(self.splits):
-                x = self.splits[i].inverse(x, parts[i])
-            for step in reversed(self.levels[i]):
-                x = step.inverse(x)
-        return x
-
-    def log_prob(self, x: torch.Tensor) -> torch.Tensor:
-        """log p(x) per row, in nats: standard normal log-density of z plus log|det J|."""
-        z, logdet = self(x)
-        return -0.5 * (z.pow(2).sum(dim=1) + z.shape[1] * _LOG_2PI) + logdet
-
-    @torch.no_grad()
-    def data_init(self, x: torch.Tensor) -> None:
-        """Data-dependent actnorm initialisation: one forward pass over ``x``."""
-        for m in self.modules():
-            if isinstance(m, ActNorm):
-                m.ddi = True
-        try:
-            self(x)
-        finally:
-            for m in self.modules():
-                if isinstance(m, ActNorm):
-                    m.ddi = False
-
-
-def min_dim(levels: int) -> int:
-    d = 2
-    while level_channels(d, levels)[-1] < 2:
-        d += 1
-    return d
-
-
-# --------------------------------------------------------------------------- estimator
-
-
 def _is_int(v: Any) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
-class Flow(EstimatorParams):
+class Flow(Transform):
     """BERT-flow calibration: a multi-scale Glow fitted by maximum likelihood; ``transform`` gives ``z``.
 
     Parameters follow the paper's code (default ``l2_d3_w32``): ``levels`` levels
@@ -384,6 +63,9 @@ class Flow(EstimatorParams):
     ``loss_curve_`` (bits/dim of every optimisation step), ``n_iter_`` (steps).
     """
 
+    kind = "flow"
+    required_arrays = ("loss_curve",)
+    transient_params = ("device",)  # where it runs is not part of what was fitted
     _preserves_dtype = ("float32",)  # transform returns float32 whatever the input
 
     def __init__(
@@ -485,7 +167,7 @@ class Flow(EstimatorParams):
 
     # ---------------------------------------------------------------- fitting
 
-    def fit(self, X: Any, y: Any = None, show_progress: bool | None = None) -> "Flow":
+    def fit(self, X: Any, y: Any = None, show_progress: bool | None = None) -> Flow:
         """Fit the flow on the rows of ``X`` (n x d, n >= batch_size); returns ``self``."""
         device = self._check_params()
         X = self._check_fit_input(X)
@@ -502,7 +184,7 @@ class Flow(EstimatorParams):
             curve = _train(model, optimizer, X, epochs, self.batch_size, gen, device, True, show_progress)
         return model, optimizer, curve
 
-    def partial_fit(self, X: Any, y: Any = None, show_progress: bool | None = None) -> "Flow":
+    def partial_fit(self, X: Any, y: Any = None, show_progress: bool | None = None) -> Flow:
         """One more pass over ``X`` (initialising on it when unfitted), continuing Adam's state."""
         device = self._check_params()
         if not hasattr(self, "model_"):
@@ -584,48 +266,35 @@ class Flow(EstimatorParams):
             f"final loss {float(np.mean(tail)):.3f} bits/dim" if tail.size else f"{name} on {self.n_features_in_} dims"
         )
 
+    @property
+    def n_features_out_(self) -> int:
+        """A flow keeps the dimension: ``dim z == dim x``."""
+        return self.n_features_in_
+
+    def to_torch(self, dtype: Any = None):
+        """An ``nn.Module`` computing :meth:`transform` (the Glow's forward map, for exports)."""
+        self._check_fitted()
+        return FlowMap(self.model_)
+
     # ---------------------------------------------------------------- persistence
 
-    def save(self, path: str | Path, *, force: bool = False) -> Path:
-        """Write the fitted flow as a folder (config.json + state.safetensors), atomically.
-
-        An existing ``path`` is replaced only when it holds a flow (or is empty), unless ``force``.
-        """
-        self._check_fitted()
-        config = {
-            "params": {k: v for k, v in self.get_params().items() if k != "device"},
-            "n_features_in": self.n_features_in_,
-            "epochs_done": self._epochs_done,
-        }
+    def _get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        config = {"n_features_in": self.n_features_in_, "epochs_done": self._epochs_done}
         arrays = {f"model.{k}": v.detach().cpu().numpy() for k, v in self.model_.state_dict().items()}
         arrays["loss_curve"] = self.loss_curve_
-        return save_state(path, "flow", config, arrays, force=force)
+        return config, arrays
 
     @classmethod
-    def load(cls, path: str | Path, device: str | None = None) -> "Flow":
-        """Read a folder written by :meth:`save`; every problem is one clear IsotropyError."""
-        cfg, arrays = load_state(path, "flow", required=("loss_curve",))
-        params = cfg.get("params")
+    def _from_state(cls, flow: Flow, cfg: dict[str, Any], arrays: dict[str, np.ndarray], path: Path) -> Flow:
+        """Rebuild the Glow from a folder written by :meth:`save`; every problem is one clear IsotropyError."""
         dim = cfg.get("n_features_in")
-        if not isinstance(params, dict) or not _is_int(dim) or set(params) != set(cls._get_param_names()) - {"device"}:
+        if not _is_int(dim):
             raise IsotropyError(f"{path}: config.json does not describe a flow this isotropy can read")
-        flow = cls(**params, device=device)
         try:
             dev = flow._check_params()
         except IsotropyError as exc:
             raise IsotropyError(f"{path}: {exc}") from None
-        # config.json's sizes against the saved tensors, before anything is built from them: an
-        # edited n_features_in of 10**6 would otherwise allocate (and QR-factorise) a 10**6 x 10**6 matrix
-        held = _saved_structure(arrays)
-        if held is None:
-            raise IsotropyError(f"{path}/state.safetensors lacks the flow's first layers (model.levels.0.0.*); the artefact is corrupt, refit it")
-        said = {"n_features_in": int(dim), "levels": flow.levels, "depth": flow.depth, "hidden": flow.hidden, "coupling": flow.coupling}
-        for key, value in said.items():
-            if held[key] is not None and held[key] != value:
-                raise IsotropyError(
-                    f"{path}: saved state does not match its config: config.json says {key} {value!r}, state.safetensors "
-                    f"holds a flow with {key} {held[key]!r}; the folder was edited or its files mixed up: restore it or refit"
-                )
+        _check_structure(path, arrays, flow, int(dim))
         try:
             model = Glow(dim, flow.levels, flow.depth, flow.hidden, flow.coupling)
             state = {k[len("model.") :]: torch.from_numpy(v.copy()) for k, v in arrays.items() if k.startswith("model.")}
@@ -633,9 +302,6 @@ class Flow(EstimatorParams):
         except (RuntimeError, IsotropyError) as exc:
             first = str(exc).strip().splitlines()[0]
             raise IsotropyError(f"{path}: saved state does not match its config ({first})") from None
-        for name, tensor in model.state_dict().items():
-            if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-                raise IsotropyError(f"{path}: saved parameter {name} holds NaN or infinite values")
         model.to(dev).eval()
         flow.model_ = model
         flow.n_features_in_ = int(dim)
@@ -644,6 +310,57 @@ class Flow(EstimatorParams):
         flow._optimizer_state = None
         flow._epochs_done = int(cfg.get("epochs_done", flow.epochs))
         return flow
+
+
+def _check_structure(path: Path, arrays: dict[str, np.ndarray], flow: Flow, dim: int) -> None:
+    """config.json's sizes against the saved tensors, before anything is built from them: an
+    edited n_features_in of 10**6 would otherwise allocate (and QR-factorise) a 10**6 x 10**6 matrix."""
+    held = _saved_structure(arrays)
+    if held is None:
+        raise IsotropyError(f"{path}/state.safetensors lacks the flow's first layers (model.levels.0.0.*); the artefact is corrupt, refit it")
+    said = {"n_features_in": dim, "levels": flow.levels, "depth": flow.depth, "hidden": flow.hidden, "coupling": flow.coupling}
+    for key, value in said.items():
+        if held[key] is not None and held[key] != value:
+            raise IsotropyError(
+                f"{path}: saved state does not match its config: config.json says {key} {value!r}, state.safetensors "
+                f"holds a flow with {key} {held[key]!r}; the folder was edited or its files mixed up: restore it or refit"
+            )
+
+
+class _FixedLinear(nn.Module):
+    """A flow step's invertible 1x1 convolution with its matrix ``W`` computed once (inference only)."""
+
+    def __init__(self, weight):
+        super().__init__()
+        self.register_buffer("weight", weight.detach().clone())
+
+    def forward(self, x):
+        return x @ self.weight, x.new_zeros(x.shape[0])
+
+
+class FlowMap(nn.Module):
+    """The fitted Glow's forward map ``x -> z`` (what :meth:`Flow.to_torch` returns).
+
+    A copy of the flow's model in which every LU-parametrised 1x1 convolution is
+    replaced by its matrix: :class:`~isotropy.transforms.glow.InvConvLU` picks its formula
+    by the batch size (rows >= dims), a branch that a graph with a dynamic batch axis
+    (ONNX) cannot hold; for many rows the result is the same product ``x @ W``.
+    """
+
+    def __init__(self, model: Glow):
+        super().__init__()
+        model = copy.deepcopy(model).cpu().eval()
+        with torch.no_grad():
+            for module in list(model.modules()):
+                for name, child in list(module.named_children()):
+                    if isinstance(child, InvConvLU):
+                        setattr(module, name, _FixedLinear(child.weight()))
+        for p in model.parameters():
+            p.requires_grad_(False)
+        self.glow = model
+
+    def forward(self, x):
+        return self.glow(x.float())[0].to(x.dtype)
 
 
 def _saved_structure(arrays: dict[str, np.ndarray]) -> dict[str, Any] | None:
@@ -803,29 +520,3 @@ def _check_fit(curve: np.ndarray, before: float, after: float, lr: float, batch_
             f"flow training diverged: the loss on its training rows ended at {after:.3g} bits/dim, {after - before:.3g} "
             f"above the {before:.3g} it started from, so the flow maps vectors worse than its initialisation did; {fix}"
         )
-
-
-def fit_flow_file(
-    vectors: str | os.PathLike,
-    output: str | os.PathLike,
-    *,
-    show_progress: bool | None = None,
-    force: bool = False,
-    **params: Any,
-) -> Flow:
-    """Fit a :class:`Flow` on a .npy file (or folder of .npy shards) and save it to the folder ``output``.
-
-    The output location is checked before any work; the folder appears only once complete.
-    """
-    from ._io import check_output, load_vectors
-
-    check_output(output, "flow", force=force, inputs=[vectors])
-    flow = Flow(**params)
-    flow._check_params()  # a bad option is named as such, before any loading
-    X = load_vectors(vectors)
-    try:
-        flow.fit(X, show_progress=show_progress)
-    except IsotropyError as exc:
-        raise IsotropyError(f"{vectors}: {exc}") from None
-    flow.save(output, force=force)
-    return flow

@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from ._io import IsotropyError
+from .errors import IsotropyError
 
 
 class EstimatorParams:

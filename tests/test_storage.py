@@ -1,18 +1,14 @@
-"""The shared plumbing: validation messages and atomic artefact writes."""
+"""Layers 0 and 1: validation messages, atomic artefact writes, the artefact header."""
 
 import json
 
 import numpy as np
 import pytest
 
-from isotropy._io import (
-    IsotropyError,
-    atomic_dir,
-    check_matrix,
-    load_state,
-    read_config,
-    save_state,
-)
+from isotropy._checks import check_matrix
+from isotropy.errors import IsotropyError
+from isotropy.storage.artifacts import load_state, read_config, save_state
+from isotropy.storage.atomic import atomic_dir
 
 
 def test_check_matrix_names_the_first_bad_row_with_offset():
@@ -64,7 +60,7 @@ def test_load_state_errors_are_one_line(tmp_path):
 
 
 def test_progress_bar_is_silent_in_logs_unless_asked(capsys):
-    from isotropy._io import ProgressBar
+    from isotropy._progress import ProgressBar
 
     with ProgressBar(100, None, "quiet") as bar:  # pytest's stderr is not a terminal
         assert bar._bar is None

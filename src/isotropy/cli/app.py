@@ -1,14 +1,12 @@
-"""The ``isotropy`` command line: a thin typer layer, every command is one call into the library.
+"""The ``isotropy`` commands (layer 5): parse, make one call into the library, print.
 
-Errors in the user's input (:class:`isotropy.IsotropyError`) print one line to
-stderr and exit with status 2; Ctrl-C exits with 130 and leaves no half-written output.
+The calls go to :mod:`isotropy.cli.jobs` (file-level jobs) or straight to a feature's
+entry point; errors are turned into one line by :func:`isotropy.cli.main`.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -32,23 +30,19 @@ ForceOpt = typer.Option(False, "--force", help="Replace an existing output even 
 AddressOpt = typer.Option(None, "--address", help="With --engine: the scheduler of an existing cluster (tcp://host:8786); default: a local cluster, one worker per core.")
 
 
-def _err(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-
-
 @app.command()
 def encode(
-    input: Optional[str] = typer.Argument(None, help="UTF-8 text file, one sentence a line, or '-' for standard input."),
+    input: str | None = typer.Argument(None, help="UTF-8 text file, one sentence a line, or '-' for standard input."),
     output: str = typer.Option(..., "--output", "-o", help="Where to write the vectors (.npy, float32, row i = line i); with --engine, a folder of one .npy per shard."),
-    model: Optional[str] = ModelOpt,
-    pooling: Optional[str] = PoolingOpt,
-    max_length: Optional[int] = MaxLenOpt,
+    model: str | None = ModelOpt,
+    pooling: str | None = PoolingOpt,
+    max_length: int | None = MaxLenOpt,
     batch_size: int = BatchOpt,
-    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."),
-    engine: Optional[str] = EngineOpt,
-    inputs: Optional[str] = InputsOpt,
-    address: Optional[str] = AddressOpt,
-    transform: Optional[Path] = typer.Option(None, "--transform", "-t", help="With --engine: a fitted transform folder to apply to each shard's vectors."),
+    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."),
+    engine: str | None = EngineOpt,
+    inputs: str | None = InputsOpt,
+    address: str | None = AddressOpt,
+    transform: Path | None = typer.Option(None, "--transform", "-t", help="With --engine: a fitted transform folder to apply to each shard's vectors."),
     force: bool = ForceOpt,
 ) -> None:
     """Encode sentences into vectors. Empty lines are encoded too, so row numbers match line numbers.
@@ -56,22 +50,22 @@ def encode(
     With --engine dask --input 'shards/*.txt', shards are encoded on a cluster into OUT/<shard>.npy
     (resumable: a rerun skips shards whose output verifies)."""
     if engine is not None or inputs is not None:
-        from .distributed import cli_encode
+        from ..distributed import EncoderSpec
+        from ..distributed import encode as encode_shards
+        from .jobs import check_engine
 
-        typer.echo(cli_encode(engine, inputs, input, output, address, model, pooling, max_length, batch_size, transform, progress, force), err=True)
+        check_engine(engine, inputs, input)
+        spec = EncoderSpec(model=model, pooling=pooling, max_length=max_length, batch_size=batch_size)
+        report = encode_shards(inputs, output, spec, transform=transform, address=address, show_progress=progress, force=force)
+        typer.echo(f"wrote {report.describe()}", err=True)
         return
     if input is None:
         raise typer.BadParameter("give a text file (or '-'), or --engine with --input")
-    from ._io import check_output, save_npy
-    from .data import read_sentences
-    from .encoding import Encoder
+    from .jobs import encode_file
 
-    check_output(output, "vectors", force=force, inputs=[input])
-    sentences = read_sentences(input)
-    enc = Encoder(model, pooling=pooling, max_length=max_length, batch_size=batch_size)
-    vectors = enc.encode(sentences, show_progress=progress)
-    save_npy(output, vectors, kind="vectors", force=force)
-    typer.echo(f"wrote {vectors.shape[0]} x {vectors.shape[1]} vectors ({enc.describe()}) to {output}", err=True)
+    (rows, dims), enc = encode_file(input, output, model=model, pooling=pooling, max_length=max_length,
+                                    batch_size=batch_size, show_progress=progress, force=force)
+    typer.echo(f"wrote {rows} x {dims} vectors ({enc.describe()}) to {output}", err=True)
 
 
 @app.command()
@@ -80,50 +74,48 @@ def demo(
     force: bool = ForceOpt,
 ) -> None:
     """Run the main job on the embedded default model and a corpus generated on the spot."""
-    from .demo import run_demo
+    from ..demo import run_demo
 
     run_demo(output, force=force)
 
 
 @fit_app.command("whitening")
 def fit_whitening(
-    vectors: Optional[Path] = typer.Argument(None, help="Vectors to fit on: a .npy file (rows x dims) or a folder of .npy shards, streamed one chunk at a time."),
+    vectors: Path | None = typer.Argument(None, help="Vectors to fit on: a .npy file (rows x dims) or a folder of .npy shards, streamed one chunk at a time."),
     output: str = typer.Option(..., "--output", "-o", help="Folder to write the fitted whitening to (config.json + state.safetensors)."),
-    n_components: Optional[int] = typer.Option(None, "--n-components", "-k", help="Keep the k largest-variance directions (default: all)."),
+    n_components: int | None = typer.Option(None, "--n-components", "-k", help="Keep the k largest-variance directions (default: all)."),
     power: float = typer.Option(1.0, "--power", help="Soft whitening: 1 full whitening, 0 pure rotation (PCA without scaling), between interpolates."),
     shrinkage: str = typer.Option("0", "--shrinkage", help="Covariance shrinkage towards a scaled identity: a number in [0, 1], or 'auto' (Ledoit-Wolf). Needed with fewer rows than dimensions."),
     method: str = typer.Option("pca", "--method", help="pca (rotate to principal axes) or zca (rotate back to the original axes)."),
-    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."),
-    engine: Optional[str] = EngineOpt,
-    inputs: Optional[str] = InputsOpt,
-    address: Optional[str] = AddressOpt,
-    model: Optional[str] = ModelOpt,
-    pooling: Optional[str] = PoolingOpt,
-    max_length: Optional[int] = MaxLenOpt,
+    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."),
+    engine: str | None = EngineOpt,
+    inputs: str | None = InputsOpt,
+    address: str | None = AddressOpt,
+    model: str | None = ModelOpt,
+    pooling: str | None = PoolingOpt,
+    max_length: int | None = MaxLenOpt,
     batch_size: int = BatchOpt,
     force: bool = ForceOpt,
 ) -> None:
     """Fit BERT-whitening (y = (x - mu) W) on sentence vectors (or, with --engine, on sentence shards encoded on a cluster)."""
     import warnings
 
-    from .whitening import fit_whitening_file
+    from .jobs import check_engine, fit_file
 
+    params = dict(n_components=n_components, power=power, shrinkage=shrinkage, method=method)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if engine is not None or inputs is not None:
-            from .distributed import cli_fit_whitening
+            from ..distributed import EncoderSpec
+            from ..distributed import fit_whitening as fit_shards
 
-            w = cli_fit_whitening(
-                engine, inputs, vectors, output, address, model, pooling, max_length, batch_size,
-                dict(n_components=n_components, power=power, shrinkage=shrinkage, method=method), progress, force,
-            )
+            check_engine(engine, inputs, vectors)
+            spec = EncoderSpec(model=model, pooling=pooling, max_length=max_length, batch_size=batch_size)
+            w = fit_shards(inputs, spec, params, output=output, address=address, show_progress=progress, force=force)
         elif vectors is None:
             raise typer.BadParameter("give VECTORS, or --engine with --input")
         else:
-            w = fit_whitening_file(
-                vectors, output, n_components=n_components, power=power, shrinkage=shrinkage, method=method,
-                show_progress=progress, force=force,
-            )
+            w = fit_file("whitening", vectors, output, params=params, show_progress=progress, force=force)
     for warning in caught:
         typer.echo(f"warning: {warning.message}", err=True)
     typer.echo(f"wrote {w.describe()} to {output}", err=True)
@@ -141,16 +133,14 @@ def fit_flow(
     lr: float = typer.Option(1e-3, "--lr", help="Adam learning rate."),
     batch_size: int = typer.Option(32, "--batch-size", help="Rows per optimisation step."),
     seed: int = typer.Option(0, "--seed", help="Seed of initialisation and shuffling (same seed, same result)."),
-    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show a progress bar with the running loss (default: only on a terminal)."),
+    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Show a progress bar with the running loss (default: only on a terminal)."),
     force: bool = ForceOpt,
 ) -> None:
     """Fit BERT-flow (a Glow normalizing flow, Li et al. 2020) on sentence vectors."""
-    from .flow import fit_flow_file
+    from .jobs import fit_file
 
-    f = fit_flow_file(
-        vectors, output, show_progress=progress, force=force, levels=levels, depth=depth, hidden=hidden,
-        coupling=coupling, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed,
-    )
+    params = dict(levels=levels, depth=depth, hidden=hidden, coupling=coupling, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed)
+    f = fit_file("flow", vectors, output, params=params, show_progress=progress, force=force)
     typer.echo(f"wrote {f.describe()} to {output}", err=True)
 
 
@@ -159,11 +149,11 @@ def transform(
     model_dir: Path = typer.Argument(..., help="Folder of a fitted transform (whitening or flow)."),
     vectors: Path = typer.Argument(..., help="Vectors to transform: a .npy file or a folder of .npy shards (streamed; rows keep their order)."),
     output: str = typer.Option(..., "--output", "-o", help="Where to write the transformed vectors (.npy, written atomically)."),
-    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."),
+    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."),
     force: bool = ForceOpt,
 ) -> None:
     """Apply a fitted transform to vectors, streaming."""
-    from .whitening import transform_file
+    from .jobs import transform_file
 
     rows, dims = transform_file(model_dir, vectors, output, show_progress=progress, force=force)
     typer.echo(f"wrote {rows} x {dims} vectors to {output}", err=True)
@@ -171,26 +161,26 @@ def transform(
 
 @app.command("eval")
 def eval_(
-    data: Optional[Path] = typer.Option(None, "--data", "-d", help="Data folder (STS layouts: STSBenchmark/, SICK/, STS12/..STS16/, or train/dev/test.tsv pair files) or one pair file (.tsv/.csv/.jsonl with sentence1, sentence2, score|label). Without it, tasks are loaded from the Hugging Face hub."),
-    task: Optional[List[str]] = typer.Option(None, "--task", "-t", help="Task to evaluate, repeatable: STS-B, SICK-R, STS-12..STS-16, a pair file's name, a hub dataset id, or 'all' (default: all in --data)."),
-    model: Optional[str] = ModelOpt,
-    pooling: Optional[List[str]] = typer.Option(None, "--pooling", "-p", help="Pooling to compare, repeatable (default: the model's own)."),
-    method: Optional[List[str]] = typer.Option(None, "--method", help="Calibration, repeatable: raw, whitening, whitening-K, soft-whitening-BETA, flow (default: raw and whitening)."),
+    data: Path | None = typer.Option(None, "--data", "-d", help="Data folder (STS layouts: STSBenchmark/, SICK/, STS12/..STS16/, or train/dev/test.tsv pair files) or one pair file (.tsv/.csv/.jsonl with sentence1, sentence2, score|label). Without it, tasks are loaded from the Hugging Face hub."),
+    task: list[str] | None = typer.Option(None, "--task", "-t", help="Task to evaluate, repeatable: STS-B, SICK-R, STS-12..STS-16, a pair file's name, a hub dataset id, or 'all' (default: all in --data)."),
+    model: str | None = ModelOpt,
+    pooling: list[str] | None = typer.Option(None, "--pooling", "-p", help="Pooling to compare, repeatable (default: the model's own)."),
+    method: list[str] | None = typer.Option(None, "--method", help="Calibration, repeatable: raw, whitening, whitening-K, soft-whitening-BETA, flow (default: raw and whitening)."),
     fit_on: str = typer.Option("target", "--fit-on", help="'target' (every pair of the task, as the papers do), 'train' (the task's train split), or a text file of sentences (one a line) to fit on instead."),
     max_length: int = typer.Option(64, "--max-length", help="Tokens per sentence (the papers use 64)."),
     batch_size: int = BatchOpt,
     shrinkage: str = typer.Option("0", "--shrinkage", help="Whitening shrinkage in [0, 1] or 'auto' (Ledoit-Wolf); 0 is the papers' exact whitening. Needed to fit on fewer sentences than dimensions."),
-    out: Optional[str] = typer.Option(None, "--out", "-o", help="Write the results as JSON here, and the markdown table beside it (.md)."),
+    out: str | None = typer.Option(None, "--out", "-o", help="Write the results as JSON here, and the markdown table beside it (.md)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Encode everything afresh and store nothing."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Vector cache folder (default: $ISOTROPY_CACHE or ~/.cache/isotropy)."),
+    cache_dir: Path | None = typer.Option(None, "--cache-dir", help="Vector cache folder (default: $ISOTROPY_CACHE or ~/.cache/isotropy)."),
     keep_going: bool = typer.Option(False, "--keep-going", help="A transform that cannot be fitted leaves its cells empty instead of stopping the run."),
-    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."),
+    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."),
     force: bool = ForceOpt,
 ) -> None:
     """Spearman x 100 on STS tasks for every pooling x calibration (the papers' table layout)."""
     from rich.console import Console
 
-    from .evaluation import check_results_output, evaluate
+    from ..evaluation import check_results_output, evaluate
 
     if out is not None:
         check_results_output(out, force=force, inputs=[data])
@@ -222,27 +212,27 @@ app.add_typer(index_app, name="index")
 def index_build(
     corpus: Path = typer.Argument(..., help="UTF-8 text file, one sentence a line; a sentence's id is its line number - 1."),
     output: str = typer.Option(..., "--output", "-o", help="Index folder to write (an existing index is replaced atomically)."),
-    model: Optional[str] = ModelOpt,
-    pooling: Optional[str] = PoolingOpt,
-    max_length: Optional[int] = MaxLenOpt,
-    transform: Optional[Path] = typer.Option(None, "--transform", help="A fitted transform folder (whitening or flow) to apply instead of fitting a whitening on the corpus."),
-    whiten: Optional[int] = typer.Option(None, "--whiten", help="Whitening fitted on the corpus, keeping K dimensions (default: soft whitening, power 0.5, to 128 dims -- fewer on a corpus of <= 128 sentences; see docs/BENCHMARKS.md 'search')."),
-    power: Optional[float] = typer.Option(None, "--power", help="Power of that whitening: 1 full, 0.5 soft (default), 0 PCA only."),
+    model: str | None = ModelOpt,
+    pooling: str | None = PoolingOpt,
+    max_length: int | None = MaxLenOpt,
+    transform: Path | None = typer.Option(None, "--transform", help="A fitted transform folder (whitening or flow) to apply instead of fitting a whitening on the corpus."),
+    whiten: int | None = typer.Option(None, "--whiten", help="Whitening fitted on the corpus, keeping K dimensions (default: soft whitening, power 0.5, to 128 dims -- fewer on a corpus of <= 128 sentences; see docs/BENCHMARKS.md 'search')."),
+    power: float | None = typer.Option(None, "--power", help="Power of that whitening: 1 full, 0.5 soft (default), 0 PCA only."),
     no_whiten: bool = typer.Option(False, "--no-whiten", help="Index the raw encoder vectors (L2-normalised)."),
     kind: str = typer.Option("flat", "--kind", help="flat (exact), hnsw or ivf (approximate)."),
     hnsw_m: int = typer.Option(32, "--hnsw-m", help="hnsw: links per node."),
     ef_construction: int = typer.Option(200, "--ef-construction", help="hnsw: build-time beam width."),
     ef_search: int = typer.Option(64, "--ef-search", help="hnsw: query-time beam width (also settable per search)."),
-    nlist: Optional[int] = typer.Option(None, "--nlist", help="ivf: number of lists, trained on the corpus (default min(4 sqrt(n), n/39))."),
+    nlist: int | None = typer.Option(None, "--nlist", help="ivf: number of lists, trained on the corpus (default min(4 sqrt(n), n/39))."),
     nprobe: int = typer.Option(16, "--nprobe", help="ivf: lists visited per query (also settable per search)."),
     batch_size: int = BatchOpt,
-    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."),
+    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."),
     force: bool = ForceOpt,
 ) -> None:
     """Index a sentence file for semantic search."""
-    from .search import build_index_file
+    from .jobs import build_index
 
-    index = build_index_file(
+    index = build_index(
         corpus, output, model=model, pooling=pooling, max_length=max_length, transform=transform, whiten=whiten,
         power=power, no_whiten=no_whiten, kind=kind, batch_size=batch_size, show_progress=progress,
         m=hnsw_m, ef_construction=ef_construction, ef_search=ef_search, nlist=nlist, nprobe=nprobe, force=force,
@@ -256,27 +246,28 @@ def index_build(
 def index_add(
     index_dir: Path = typer.Argument(..., help="Index folder written by 'isotropy index build'."),
     more: Path = typer.Argument(..., help="UTF-8 text file of sentences to add, one a line (ids continue after the last one)."),
-    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."),
+    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."),
 ) -> None:
     """Add sentences to an index, encoded exactly like its corpus; the folder is rewritten atomically."""
-    from .search import add_index_file
+    from .jobs import add_to_index
 
-    index, added = add_index_file(index_dir, more, show_progress=progress)
+    index, added = add_to_index(index_dir, more, show_progress=progress)
     typer.echo(f"added {added} sentences; {index_dir} now holds {len(index)}", err=True)
 
 
 @app.command()
 def search(
     index_dir: Path = typer.Argument(..., help="Index folder written by 'isotropy index build'."),
-    query: Optional[List[str]] = typer.Argument(None, help="Query sentence(s)."),
-    queries: Optional[Path] = typer.Option(None, "--queries", "-q", help="UTF-8 file of queries, one a line (batch mode)."),
+    query: list[str] | None = typer.Argument(None, help="Query sentence(s)."),
+    queries: Path | None = typer.Option(None, "--queries", "-q", help="UTF-8 file of queries, one a line (batch mode)."),
     k: int = typer.Option(10, "-k", "--top-k", help="Hits per query."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
-    ef_search: Optional[int] = typer.Option(None, "--ef-search", help="hnsw: query-time beam width (default: the index's)."),
-    nprobe: Optional[int] = typer.Option(None, "--nprobe", help="ivf: lists visited per query (default: the index's)."),
+    ef_search: int | None = typer.Option(None, "--ef-search", help="hnsw: query-time beam width (default: the index's)."),
+    nprobe: int | None = typer.Option(None, "--nprobe", help="ivf: lists visited per query (default: the index's)."),
 ) -> None:
     """Find the sentences of an index most similar to each query (cosine after the index's transform)."""
-    from .search import format_results, search_index
+    from ..search import format_results
+    from .jobs import search_index
 
     results = search_index(index_dir, query, queries, k=k, ef_search=ef_search, nprobe=nprobe)
     if results.warning:
@@ -288,24 +279,24 @@ def search(
 def analyze_cmd(
     corpus: str = typer.Argument(..., help="UTF-8 text file, one sentence a line ('-' for standard input); blank lines are skipped."),
     output: str = typer.Option(..., "--output", "-o", help="Report folder: report.json, report.md and PNG figures, written atomically."),
-    model: Optional[str] = ModelOpt,
-    pooling: Optional[str] = PoolingOpt,
-    max_length: Optional[int] = MaxLenOpt,
+    model: str | None = ModelOpt,
+    pooling: str | None = PoolingOpt,
+    max_length: int | None = MaxLenOpt,
     batch_size: int = BatchOpt,
-    transform: Optional[List[Path]] = typer.Option(None, "--transform", "-t", help="Folder of a fitted transform (whitening or flow) to show 'after', repeatable."),
+    transform: list[Path] | None = typer.Option(None, "--transform", "-t", help="Folder of a fitted transform (whitening or flow) to show 'after', repeatable."),
     auto_whiten: bool = typer.Option(True, "--auto-whiten/--no-auto-whiten", help="Without --transform, fit a whitening on the corpus itself to show 'after' (in-sample)."),
     word_level: bool = typer.Option(True, "--word-level/--no-word-level", help="Also analyse the model's token-embedding matrix by frequency rank in the corpus (BERT-flow paper, Table 1)."),
     pairs: int = typer.Option(10000, "--pairs", help="Random sentence (and token) pairs for the average cosine."),
-    max_sentences: Optional[int] = typer.Option(None, "--max-sentences", help="Encode a seeded sample of this many lines (default: all); token counts use every line."),
+    max_sentences: int | None = typer.Option(None, "--max-sentences", help="Encode a seeded sample of this many lines (default: all); token counts use every line."),
     unseen_tokens: str = typer.Option("last", "--unseen-tokens", help="Tokens absent from the corpus: 'last' (ranked after the seen ones, in seeded random order) or 'drop'."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of every random sample (pairs, projections, kNN queries)."),
-    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."),
+    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."),
     force: bool = ForceOpt,
 ) -> None:
     """Diagnose anisotropy: average cosine, isotropy scores, spectrum, figures; before and after calibration."""
     from rich.console import Console
 
-    from .analysis import analyze_file, rich_tables
+    from ..analysis import analyze_file, rich_tables
 
     report = analyze_file(
         corpus, output, model=model, pooling=pooling, max_length=max_length, batch_size=batch_size,
@@ -325,77 +316,16 @@ app.add_typer(export_app, name="export")
 @export_app.command("onnx")
 def export_onnx_cmd(
     output: str = typer.Option(..., "--output", "-o", help="Folder to write: model.onnx (token ids -> calibrated vectors, dynamic batch and sequence axes), isotropy_onnx.json and the tokenizer files. Run it with Encoder(model=FOLDER, backend='onnx')."),
-    model: Optional[str] = ModelOpt,
-    pooling: Optional[str] = PoolingOpt,
-    max_length: Optional[int] = MaxLenOpt,
-    transform: Optional[Path] = typer.Option(None, "--transform", "-t", help="Folder of a fitted transform (whitening or flow) to bake into the graph; its input dimension must match the encoder's."),
-    quantize: Optional[str] = typer.Option(None, "--quantize", help="int8: onnxruntime dynamic quantization of the encoder's weights (faster on CPU, slightly less exact)."),
-    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."),
+    model: str | None = ModelOpt,
+    pooling: str | None = PoolingOpt,
+    max_length: int | None = MaxLenOpt,
+    transform: Path | None = typer.Option(None, "--transform", "-t", help="Folder of a fitted transform (whitening or flow) to bake into the graph; its input dimension must match the encoder's."),
+    quantize: str | None = typer.Option(None, "--quantize", help="int8: onnxruntime dynamic quantization of the encoder's weights (faster on CPU, slightly less exact)."),
+    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."),
     force: bool = ForceOpt,
 ) -> None:
     """Export encoder + pooling (+ transform) as one ONNX graph, with its tokenizer beside it."""
-    from .onnx import export_onnx
+    from ..integrations import export_onnx
 
     out = export_onnx(output, model=model, pooling=pooling, max_length=max_length, transform=transform, quantize=quantize, show_progress=progress, force=force)
     typer.echo(f"wrote {out}/model.onnx (+ tokenizer, isotropy_onnx.json)", err=True)
-
-
-def _usage_line(exc) -> str:
-    ctx = getattr(exc, "ctx", None)
-    where = f"{ctx.command_path}: " if ctx is not None else ""
-    hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-    return f"{where}{' '.join(exc.format_message().split())}{hint}"
-
-
-def main(argv: Optional[List[str]] = None) -> None:
-    """Entry point of the ``isotropy`` command.
-
-    Every failure is one line on stderr: bad input (IsotropyError, a bad option) exits 2,
-    Ctrl-C 130, SIGTERM 143 and SIGHUP 129 (after the same cleanup as Ctrl-C). OSError and
-    ValueError from below are caught as a last net (ISOTROPY_DEBUG=1 shows the traceback).
-    """
-    import os
-
-    try:  # typer >= 0.2x carries its own copy of click; older ones use click itself
-        from typer._click import exceptions as click_exc
-    except ImportError:  # pragma: no cover
-        from click import exceptions as click_exc
-
-    from ._io import IsotropyError, Terminated, terminate_as_interrupt
-
-    debug = os.environ.get("ISOTROPY_DEBUG", "").strip() not in ("", "0")
-    try:
-        with terminate_as_interrupt():
-            code = app(args=argv, standalone_mode=False, prog_name="isotropy")
-    except IsotropyError as exc:
-        _err(" ".join(str(exc).split()))
-        sys.exit(2)
-    except click_exc.NoArgsIsHelpError as exc:
-        exc.show()
-        sys.exit(2)
-    except click_exc.UsageError as exc:
-        _err(_usage_line(exc))
-        sys.exit(2)
-    except typer.Abort:
-        _err("aborted; no partial output was written")
-        sys.exit(1)
-    except Terminated as exc:
-        _err(f"terminated by {exc.name}; no partial output was written")
-        sys.exit(128 + exc.signum)
-    except KeyboardInterrupt:
-        _err("interrupted; no partial output was written")
-        sys.exit(130)
-    except (OSError, ValueError) as exc:
-        if debug:
-            raise
-        where = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
-        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        _err(f"{where}{' '.join(detail.split()) or type(exc).__name__}")
-        sys.exit(2)
-    if code == 130:  # typer turns Ctrl-C into exit status 130
-        _err("interrupted; no partial output was written")
-    sys.exit(code if isinstance(code, int) else 0)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

@@ -1,4 +1,10 @@
-"""Data loading: sentence files, STS benchmark folders and user pair files."""
+"""Sentence-pair tasks (layer 4): the STS folders, user pair files, Hugging Face datasets.
+
+Everything here reads sentence-pair benchmarks: the STS folders in their original
+formats (STS Benchmark, SICK, SemEval STS 2012-2016), a generic pair file a user
+brings (TSV, CSV or JSON Lines), and Hugging Face datasets by name. Sentence files
+(one sentence a line) are :func:`isotropy.storage.text.read_sentences`'.
+"""
 
 from __future__ import annotations
 
@@ -7,58 +13,34 @@ import json
 import math
 import os
 import re
-import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, NamedTuple
+from typing import NamedTuple
 
-from ._io import IsotropyError, hub_offline_reason
+from .._hub import hub_offline_reason
+from ..errors import IsotropyError
 
-
-def read_sentences(path: str | os.PathLike, *, allow_empty_file: bool = False) -> list[str]:
-    """Read a UTF-8 text file (or ``-`` for standard input), one sentence a line.
-
-    Every line becomes one sentence, empty and whitespace-only lines included, so
-    row ``i`` of anything computed from it belongs to line ``i + 1``. Only the line
-    terminator is stripped. A byte-order mark at the start is ignored.
-    """
-    name = "standard input" if str(path) == "-" else str(path)
-    if str(path) == "-":
-        raw = sys.stdin.buffer.read()
-    else:
-        p = Path(path)
-        if not p.is_file():
-            raise IsotropyError(f"{p} does not exist or is not a file")
-        raw = p.read_bytes()
-    if raw.startswith(b"\xef\xbb\xbf"):
-        raw = raw[3:]
-    nul = raw.find(b"\x00")
-    if nul >= 0:  # valid UTF-8, but no text file holds one: a binary file given by mistake
-        line = raw.count(b"\n", 0, nul) + 1
-        raise IsotropyError(f"{name} line {line} holds a NUL byte: it is a binary file, not UTF-8 text")
-    lines = raw.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()  # the final newline ends the last line; it does not start a new one
-    sentences = []
-    for number, line in enumerate(lines, start=1):
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise IsotropyError(
-                f"{name} line {number} is not valid UTF-8 (byte {exc.start + 1} of the line)"
-            ) from None
-        sentences.append(text[:-1] if text.endswith("\r") else text)
-    if not sentences and not allow_empty_file:
-        raise IsotropyError(f"{name} is empty: there is nothing to encode")
-    return sentences
+__all__ = [
+    "Pair",
+    "Task",
+    "STS_TASKS",
+    "TASK_NAMES",
+    "HF_NAMES",
+    "PAIR_SUFFIXES",
+    "canonical_task_name",
+    "find_tasks",
+    "load_tasks",
+    "load_stsb",
+    "load_sick",
+    "load_semeval",
+    "load_pairs",
+    "load_pair_folder",
+    "load_hf",
+]
 
 
-# =========================================================================== pair sets
-#
-# Everything below reads sentence-pair benchmarks: the STS folders in their
-# original formats (STS Benchmark, SICK, SemEval STS 2012-2016), a generic pair
-# file a user brings (TSV, CSV or JSON Lines), and Hugging Face datasets by name.
-
+# --------------------------------------------------------------------------- pairs and tasks
 
 
 class Pair(NamedTuple):

@@ -1,0 +1,76 @@
+"""The ``isotropy`` command line (layer 5): :data:`app` holds the commands, :func:`main` runs them.
+
+Every command parses its options, makes one call into the library (:mod:`isotropy.cli.jobs`
+or a feature's entry point) and prints. :func:`main` turns every failure into one line.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from .app import app
+
+__all__ = ["app", "main"]
+
+
+def _err(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+
+
+def _usage_line(exc) -> str:
+    ctx = getattr(exc, "ctx", None)
+    where = f"{ctx.command_path}: " if ctx is not None else ""
+    hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    return f"{where}{' '.join(exc.format_message().split())}{hint}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``isotropy`` command.
+
+    Every failure is one line on stderr: bad input (IsotropyError, a bad option) exits 2,
+    Ctrl-C 130, SIGTERM 143 and SIGHUP 129 (after the same cleanup as Ctrl-C). OSError and
+    ValueError from below are caught as a last net (ISOTROPY_DEBUG=1 shows the traceback).
+    """
+    try:  # typer >= 0.2x carries its own copy of click; older ones use click itself
+        from typer._click import exceptions as click_exc
+    except ImportError:  # pragma: no cover
+        from click import exceptions as click_exc
+
+    from ..errors import IsotropyError, Terminated
+    from ..storage.atomic import terminate_as_interrupt
+
+    debug = os.environ.get("ISOTROPY_DEBUG", "").strip() not in ("", "0")
+    try:
+        with terminate_as_interrupt():
+            code = app(args=argv, standalone_mode=False, prog_name="isotropy")
+    except IsotropyError as exc:
+        _err(" ".join(str(exc).split()))
+        sys.exit(2)
+    except click_exc.NoArgsIsHelpError as exc:
+        exc.show()
+        sys.exit(2)
+    except click_exc.UsageError as exc:
+        _err(_usage_line(exc))
+        sys.exit(2)
+    except typer.Abort:
+        _err("aborted; no partial output was written")
+        sys.exit(1)
+    except Terminated as exc:
+        _err(f"terminated by {exc.name}; no partial output was written")
+        sys.exit(128 + exc.signum)
+    except KeyboardInterrupt:
+        _err("interrupted; no partial output was written")
+        sys.exit(130)
+    except (OSError, ValueError) as exc:
+        if debug:
+            raise
+        where = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        _err(f"{where}{' '.join(detail.split()) or type(exc).__name__}")
+        sys.exit(2)
+    if code == 130:  # typer turns Ctrl-C into exit status 130
+        _err("interrupted; no partial output was written")
+    sys.exit(code if isinstance(code, int) else 0)

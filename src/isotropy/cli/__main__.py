@@ -1,0 +1,5 @@
+"""``python -m isotropy.cli``: the ``isotropy`` command."""
+
+from . import main
+
+main()

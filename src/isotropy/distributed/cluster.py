@@ -1,0 +1,168 @@
+"""The client side of the cluster: Dask's import, the scheduler probe, the client, gathering
+results in input order, the fixed merge tree, and input errors carried as values."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import re
+import socket
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._progress import ProgressBar
+from ..errors import IsotropyError
+
+__all__ = ["import_dask", "probe", "client_for", "gather", "tree_reduce", "input_errors_as_values", "raise_error_value"]
+
+CONNECT_TIMEOUT = 5.0  # seconds to reach an existing scheduler before failing
+
+
+def import_dask():
+    try:
+        import distributed
+    except ImportError:
+        raise IsotropyError(
+            "the distributed engine needs Dask: pip install 'isotropy[distributed]'"
+        ) from None
+    return distributed
+
+
+def probe(address: str, timeout: float) -> None:
+    """Fail within ``timeout`` seconds, naming the address, when nothing listens there."""
+    m = re.match(r"^(?:(tcp|tls|ucx|inproc|ws|wss)://)?\[?([^\]/]*?)\]?:(\d+)/?$", address.strip())
+    if not m:
+        raise IsotropyError(f"cannot use the Dask scheduler address {address!r}: expected tcp://HOST:PORT")
+    scheme, host, port = m.groups()
+    if scheme in (None, "tcp", "tls", "ws", "wss"):
+        try:
+            socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout).close()
+        except OSError as exc:
+            raise IsotropyError(
+                f"cannot reach the Dask scheduler at {address} within {timeout:g} s ({exc.strerror or exc}); "
+                f"is it running, and is the address right?"
+            ) from None
+
+
+@contextlib.contextmanager
+def client_for(address: Any = None, n_workers: int | None = None) -> Iterator[Any]:
+    """A Dask client: on ``address`` (a scheduler address or an existing ``distributed.Client``),
+    or on a fresh local cluster of ``n_workers`` processes (default: one per core), torn down after."""
+    distributed = import_dask()
+    if address is not None and not isinstance(address, (str, os.PathLike)):
+        if not isinstance(address, distributed.Client):
+            raise IsotropyError(f"address must be a scheduler address or a distributed.Client, not {type(address).__name__}")
+        yield address
+        return
+    if address is not None:
+        address = str(address)
+        probe(address, CONNECT_TIMEOUT)
+        try:
+            client = distributed.Client(address, timeout=CONNECT_TIMEOUT * 2, set_as_default=False)
+        except (OSError, TimeoutError, ValueError, TypeError) as exc:
+            raise IsotropyError(f"cannot connect to the Dask scheduler at {address}: {exc}") from None
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    with _local_client(distributed, n_workers) as client:
+        yield client
+
+
+@contextlib.contextmanager
+def _local_client(distributed: Any, n_workers: int | None) -> Iterator[Any]:
+    import logging
+    import tempfile
+
+    n = int(n_workers or os.cpu_count() or 1)
+    if n < 1:
+        raise IsotropyError(f"n_workers must be at least 1, got {n_workers}")
+    with tempfile.TemporaryDirectory(prefix="isotropy-dask-") as scratch:
+        # One single-threaded worker process per core; Dask sets OMP/MKL threads to 1 in
+        # each, so torch in n workers does not oversubscribe the n cores.
+        cluster = distributed.LocalCluster(
+            n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
+            local_directory=scratch, silence_logs=logging.ERROR,
+        )
+        try:
+            with distributed.Client(cluster, set_as_default=False) as client:
+                yield client
+        finally:
+            cluster.close()
+
+
+def gather(client: Any, futures: list, label: str, sources: list[Path], show_progress: bool | None, fetch: bool = True) -> list:
+    """Results of ``futures`` in submission order, a progress bar advancing as they finish.
+
+    A task that raised (after its retries) re-raises here; a worker lost too often while
+    running a shard becomes one line naming the shard.
+    """
+    distributed = import_dask()
+    index = {f.key: i for i, f in enumerate(futures)}
+    results: list = [None] * len(futures)
+    with ProgressBar(len(futures), show_progress, label, min_total=2) as bar:
+        for fut in distributed.as_completed(futures, loop=client.loop):
+            i = index[fut.key]
+            try:
+                if fetch or fut.status == "error":
+                    results[i] = raise_error_value(fut.result())  # re-raises the task's error
+            except distributed.KilledWorker:
+                raise IsotropyError(
+                    f"shard {sources[i]} killed its worker repeatedly (out of memory? a crash in the model?)"
+                ) from None
+            bar.advance()
+    return results
+
+
+def tree_reduce(items: Sequence[Any], combine) -> Any:
+    """Reduce ``items`` by a fixed binary tree in input order: ``combine(a, b, depth, i)``.
+
+    Pairs (0,1), (2,3), ... then pairs of those, an odd one out carried up. The shape
+    depends only on the number of items, never on which task finished first, so
+    the floating-point result is the same on every run.
+    """
+    level, depth = list(items), 0
+    if not level:
+        raise IsotropyError("nothing to reduce")
+    while len(level) > 1:
+        depth += 1
+        nxt = [combine(level[i], level[i + 1], depth, i) for i in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level = nxt
+    return level[0]
+
+
+# --------------------------------------------------------------------------- input errors as values
+
+
+def input_errors_as_values(fn):
+    """Run a task so that bad input (an IsotropyError) comes back as ``{"error": line}``.
+
+    Dask would retry a raising task (the same bad line fails every time) and log each
+    attempt's traceback on the worker; an error returned as a value is neither retried
+    nor logged, and the client raises it as the one line it is. Worker crashes and
+    other exceptions still raise, so they are retried.
+    """
+
+    @functools.wraps(fn)
+    def task(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except IsotropyError as exc:
+            return {"error": str(exc)}
+
+    return task
+
+
+def is_error_value(result: Any) -> bool:
+    return isinstance(result, dict) and set(result) == {"error"}
+
+
+def raise_error_value(result: Any) -> Any:
+    if is_error_value(result):
+        raise IsotropyError(result["error"])
+    return result

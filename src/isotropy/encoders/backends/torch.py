@@ -1,0 +1,136 @@
+"""The torch backend: any Hugging Face encoder through transformers' ``AutoModel`` (layer 3)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ...errors import IsotropyError
+from ..models import (
+    DEFAULT_MODEL_NAME,
+    default_model_path,
+    load_hf_model,
+    position_limit,
+    resolve_model,
+    st_default_pooling,
+    st_file,
+)
+from ..poolings import ForwardOutput, ModelInfo, Pooling
+
+__all__ = ["TorchBackend"]
+
+
+def _first(keys: Sequence[str], n: int = 3) -> str:
+    shown = ", ".join(keys[:n])
+    return shown + (f" and {len(keys) - n} more" if len(keys) > n else "")
+
+
+class TorchBackend:
+    """transformers' ``AutoModel`` in torch; every pooling is read off its forward pass.
+
+    ``model`` is a Hugging Face model id, a local folder, or None (the embedded default);
+    ``device`` a torch device name (None: CUDA when available, else CPU).
+    """
+
+    name = "torch"
+
+    def __init__(self, model: str | os.PathLike | None = None, device: str | None = None, threads: int | None = None) -> None:
+        import torch
+
+        if threads is not None:
+            raise IsotropyError("threads= applies to the onnx backend; torch's are set with torch.set_num_threads")
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.folder, self.model_name = resolve_model(model)
+        self.tokenizer, self.model, self.missing_pooler = load_hf_model(self.folder, self.model_name)
+        self.model.to(self.device).eval()
+        config = self.model.config
+        self.hidden_size = int(config.hidden_size)
+        self.info = ModelInfo(
+            self.model_name, int(getattr(config, "num_hidden_layers", 0)) + 1, getattr(self.model, "pooler", None) is not None
+        )
+        self.position_limit = position_limit(config)
+        self._fingerprint: str | None = None
+
+    # ------------------------------------------------------------------ what the encoder asks
+
+    def default_pooling(self) -> str:
+        """The model's own sentence-transformers pooling (mean -> last-avg), else the papers' first-last-avg."""
+        return st_default_pooling(self.folder) or "first-last-avg"
+
+    def default_max_length(self) -> int:
+        """sentence-transformers' max_seq_length, else the tokenizer's maximum, capped at the positions."""
+        st = st_file(self.folder, "sentence_bert_config.json")
+        if isinstance(st, dict) and st.get("max_seq_length"):
+            return int(min(st["max_seq_length"], self.position_limit))
+        tok_max = getattr(self.tokenizer, "model_max_length", None)
+        if tok_max and tok_max < 100_000:
+            return int(min(tok_max, self.position_limit))
+        return self.position_limit
+
+    def check_pooling(self, p: Pooling) -> None:
+        p.validate(self.info)
+        if p.needs_pooler and self.missing_pooler:
+            raise IsotropyError(
+                f"the weights of model {self.model_name} lack its pooler layer ({_first(self.missing_pooler)}), which would "
+                f"be random, so pooling 'pooler' is unavailable; use 'cls'"
+            )
+
+    def output_dim(self, p: Pooling) -> int:
+        return self.hidden_size
+
+    # ------------------------------------------------------------------ running
+
+    def run(self, feeds: dict[str, np.ndarray], poolings: Sequence[Pooling]) -> list[np.ndarray]:
+        """One forward pass over a padded batch; every pooling read off it (float32, batch x dim)."""
+        import torch
+
+        need_all = any(p.needs_hidden_states for p in poolings)
+        need_att = any(p.needs_attentions for p in poolings)
+        with torch.inference_mode():
+            inputs = {name: torch.from_numpy(arr).to(self.device) for name, arr in feeds.items()}
+            result = self.model(**inputs, output_hidden_states=need_all, output_attentions=need_att, return_dict=True)
+            out = ForwardOutput(
+                hidden_states=result.hidden_states if need_all else (result.last_hidden_state,),
+                attention_mask=inputs["attention_mask"],
+                input_ids=inputs["input_ids"],
+                pooler_output=getattr(result, "pooler_output", None) if any(p.needs_pooler for p in poolings) else None,
+                attentions=getattr(result, "attentions", None) if need_att else None,
+            )
+            return [p(out).float().cpu().numpy() for p in poolings]
+
+    # ------------------------------------------------------------------ identity
+
+    def fingerprint(self) -> str:
+        """Digest of the model's weights, config and tokenizer (not of pooling or max_length).
+
+        Hashing the weights themselves (well under a second for base-sized models) means a
+        cache keyed on it can never serve vectors from other weights. Pooler weights the
+        checkpoint lacked are left out: they are initialised at random on each load.
+        """
+        if self._fingerprint is None:
+            h = hashlib.blake2b(digest_size=16)
+            h.update(self.model.config.to_json_string(use_diff=False).encode())
+            h.update(json.dumps(self.tokenizer.get_vocab(), sort_keys=True).encode())
+            h.update(repr((self.tokenizer.do_lower_case if hasattr(self.tokenizer, "do_lower_case") else None,)).encode())
+            random = set(self.missing_pooler or ())
+            for name, tensor in self.model.state_dict().items():
+                if name in random:
+                    continue
+                h.update(name.encode())
+                h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+            self._fingerprint = h.hexdigest()
+        return self._fingerprint
+
+    def describe_model(self) -> str:
+        return f"model {self.model_name}"
+
+    def record(self) -> dict[str, Any]:
+        """How an artefact names this model: None for the embedded default, so it moves between machines."""
+        default = default_model_path()
+        is_default = self.model_name == DEFAULT_MODEL_NAME and self.folder is not None and self.folder.resolve() == default.resolve()
+        return {"backend": self.name, "model": None if is_default else self.model_name}

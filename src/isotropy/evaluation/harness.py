@@ -1,0 +1,505 @@
+"""The benchmark harness (layer 4): :func:`evaluate`, one named step at a time.
+
+An evaluation resolves its methods, fitting corpus and tasks (every problem with the
+input is said before any encoding), loads the encoder, encodes each task's unique
+sentences once through the vector cache (:mod:`isotropy.encoders.cache`), then fits
+every method per pooling (per task, or once on a ``--fit-on`` file) and scores every
+task; :class:`~isotropy.evaluation.results.Results` holds the table.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._progress import ProgressBar
+from ..encoders.cache import VectorCache, encode_cached
+from ..encoders.poolings import parse_pooling
+from ..errors import IsotropyError
+from ..storage.text import read_sentences
+from ..transforms.moments import parse_shrinkage
+from .methods import METHOD_FORMS, Method, parse_method
+from .metrics import accuracy, best_threshold, cosine_rows, cross_fit_accuracy, roc_auc, spearman
+from .results import ResultRow, Results, TaskScore
+from .tasks import Pair, Task, load_tasks
+
+__all__ = ["evaluate"]
+
+
+# --------------------------------------------------------------------------- scoring and fitting
+
+
+def _pair_sides(pairs: Sequence[Pair]) -> list[str]:
+    """Both sentences of every pair, in order, duplicates kept (what the papers fit on)."""
+    return [s for p in pairs for s in (p.s1, p.s2)]
+
+
+def _score_task(
+    task: Task, cos_by_split: dict[str, np.ndarray], fit_on: str
+) -> TaskScore:
+    eval_pairs = task.eval_pairs
+    cos = np.concatenate([cos_by_split[s] for s in task.eval_splits])
+    gold = np.array([p.score for p in eval_pairs], dtype=np.float64)
+    subsets: dict[str, float] = {}
+    names = list(dict.fromkeys(p.subset for p in eval_pairs))
+    if task.metric == "binary":
+        auc = roc_auc(cos, gold)
+        others = [s for s in ("dev", "train") if s in task.splits and s not in task.eval_splits]
+        if others:
+            tune = others[0]
+            t_cos = cos_by_split[tune]
+            t_gold = np.array([p.score for p in task.splits[tune]])
+            thr = best_threshold(t_cos, t_gold)
+            extra = {"roc_auc": auc, "accuracy": accuracy(cos, gold, thr), "threshold": thr, "threshold_tuned_on": tune}
+        else:
+            acc, thrs = cross_fit_accuracy(cos, gold)
+            extra = {"roc_auc": auc, "accuracy": acc, "threshold": thrs, "threshold_tuned_on": "2-fold cross-fitting"}
+        return TaskScore(task.name, "binary", auc, len(eval_pairs), fit_on, {}, extra)
+    if len(names) > 1:
+        sub = np.array([p.subset for p in eval_pairs])
+        for name in names:
+            m = sub == name
+            subsets[name] = spearman(cos[m], gold[m])
+    extra = {"subset_mean": float(np.mean(list(subsets.values())))} if subsets else {}
+    return TaskScore(task.name, "spearman", spearman(cos, gold), len(eval_pairs), fit_on, subsets, extra)
+
+
+def _fit_pairs(task: Task, fit_mode: str) -> list[Pair]:
+    """The pairs a transform is fitted on for ``task`` (``fit_mode`` target or train)."""
+    if fit_mode == "train" and task.train_split is not None:
+        return task.splits[task.train_split]
+    return task.pairs()
+
+
+def _unscorable(task: Task) -> str | None:
+    """Why no score can be computed from ``task``'s gold column, whatever the vectors (None: it can).
+
+    Spearman of a constant column is undefined (scipy returns NaN, shown as "-"), and so is
+    ROC-AUC with one class; saying so before any encoding beats a table of dashes.
+    """
+    gold = np.array([p.score for p in task.eval_pairs], dtype=np.float64)
+    where = f"task {task.name}" + (f" ({task.source})" if task.source and task.source != task.name else "")
+    splits = "+".join(task.eval_splits)
+    if len(gold) < 2:
+        return f"{where} has {len(gold)} evaluated pair{'s' if len(gold) != 1 else ''} ({splits}); a correlation needs at least 2"
+    if np.ptp(gold) == 0:
+        what = "label" if task.metric == "binary" else "gold score"
+        need = "both 0 and 1 labels" if task.metric == "binary" else "gold scores that differ"
+        return (
+            f"{where}: all {len(gold)} {what}s of its evaluated pairs ({splits}) are {gold[0]:g}, so no "
+            f"{'ROC-AUC' if task.metric == 'binary' else 'Spearman correlation'} can be computed; it needs {need}"
+        )
+    return None
+
+
+def _fit(
+    transform: Any, X: np.ndarray, where: str, failures: dict, key: tuple, errors: str, warned: dict | None = None
+) -> Any:
+    """Fit ``transform``; a failure raises (``errors="raise"``) or is recorded and returns None.
+    Warnings (e.g. whitening dropping directions without variance) are recorded in ``warned``."""
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            # the flow's own progress bar would clash with the fitting bar (rich shows one live display)
+            if "show_progress" in inspect.signature(transform.fit).parameters:
+                fitted = transform.fit(X, show_progress=False)
+            else:
+                fitted = transform.fit(X)
+        if caught and warned is not None:
+            warned[key] = "; ".join(dict.fromkeys(str(w.message) for w in caught))
+        return fitted
+    except IsotropyError as exc:
+        if errors == "raise":
+            raise IsotropyError(f"fitting {where}: {exc}") from None
+        failures[key] = str(exc)
+        print(f"warning: fitting {where} failed, its cell is left empty: {exc}", file=sys.stderr)
+        return None
+
+
+# --------------------------------------------------------------------------- evaluate
+
+
+def evaluate(
+    tasks: Sequence[Task | str] | None = None,
+    *,
+    data: str | os.PathLike | None = None,
+    model: str | os.PathLike | None = None,
+    poolings: Sequence[str] | None = None,
+    methods: Sequence[str] = ("raw", "whitening"),
+    fit_on: str = "target",
+    max_length: int | None = 64,
+    batch_size: int = 64,
+    shrinkage: float | str = 0.0,
+    flow_params: dict[str, Any] | None = None,
+    cache: bool | str | os.PathLike | VectorCache = True,
+    encoder: Any = None,
+    show_progress: bool | None = None,
+    errors: str = "raise",
+) -> Results:
+    """Score every pooling x method on every task.
+
+    Parameters
+    ----------
+    tasks:
+        :class:`~isotropy.evaluation.Task` objects, or task names read from ``data``
+        (None or ``["all"]``: every task there; see :func:`isotropy.evaluation.load_tasks`).
+    model, max_length, batch_size:
+        Passed to :class:`isotropy.Encoder` (ignored when ``encoder`` is given).
+    poolings:
+        Poolings to compare (default: the model's own).
+    methods:
+        ``raw``, ``whitening``, ``whitening-K``, ``soft-whitening-BETA``, ``flow``.
+    fit_on:
+        ``target``: fit on every pair of the task (all splits, both sentences, as
+        both papers do); ``train``: fit on the task's training split (a task without
+        one falls back to ``target``, stated in the caption); anything else is a
+        text file of sentences (one a line) fitted once and used for every task.
+    shrinkage:
+        Passed to :class:`isotropy.Whitening`: 0 (default, the papers' exact
+        whitening; directions without variance are dropped with a warning, recorded
+        in the results), a float in [0, 1] or ``"auto"`` (Ledoit-Wolf).
+    cache:
+        True (default folder, ``$ISOTROPY_CACHE`` or ``~/.cache/isotropy``), False,
+        a folder, or a :class:`VectorCache`.
+    errors:
+        ``"raise"`` (default): a transform that cannot be fitted (singular covariance,
+        diverged flow) stops with one clear error; ``"record"``: its cells become NaN
+        (``-`` in the tables), the message is kept in the JSON and the caption.
+    """
+    t_start = time.perf_counter()
+    if errors not in ("raise", "record"):
+        raise IsotropyError(f"errors must be 'raise' or 'record', got {errors!r}")
+    parsed = _parse_methods(methods)
+    if any(m.kind == "whitening" for m in parsed):
+        shrinkage = parse_shrinkage(shrinkage)
+    fit_mode, fit_sentences = _resolve_fit_on(fit_on, parsed)
+    task_list, skipped = _resolve_tasks(tasks, data)
+    run = _Run(parsed, shrinkage, flow_params, fit_on, fit_mode, fit_sentences, task_list, skipped, _open_cache(cache),
+               errors, show_progress)
+    _load_encoder(run, encoder, model, poolings, max_length, batch_size)
+    run.fit_desc = _describe_fits(run)
+    _check_fit_sizes(run)  # too few sentences to fit a method: said before any encoding
+    _encode_fit_file(run)
+    rows = _fit_and_score(run, _encode_tasks(run))
+    run.timings["total_s"] = time.perf_counter() - t_start
+    return Results(
+        notes=_notes(run),
+        rows=[rows[(p, m.name)] for p in run.poolings for m in run.methods],
+        tasks=[t.name for t in run.tasks],
+        metrics={t.name: t.metric for t in run.tasks},
+        settings=_settings(run),
+        timings=run.timings,
+    )
+
+
+# --------------------------------------------------------------------------- the steps
+
+
+@dataclass
+class _Run:
+    """One evaluation: its resolved settings, and what the steps of :func:`evaluate` found so far."""
+
+    methods: list[Method]
+    shrinkage: float | str
+    flow_params: dict[str, Any] | None
+    fit_on: str
+    fit_mode: str  # target | train | file
+    fit_sentences: list[str] | None  # the --fit-on FILE corpus (None: no file, or only raw)
+    tasks: list[Task]
+    skipped: list[tuple[Task, str]]
+    cache: VectorCache
+    errors: str
+    show_progress: bool | None
+    encoder: Any = None
+    poolings: list[str] = field(default_factory=list)
+    dim: int = 0
+    fit_desc: dict[str, str] = field(default_factory=dict)
+    file_vectors: dict[str, np.ndarray] = field(default_factory=dict)
+    file_transforms: dict[tuple[str, str], Any] = field(default_factory=dict)
+    failures: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    warned: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=lambda: {"encode_s": 0.0, "fit_s": 0.0})
+
+    def fit_key(self, task: Task, pooling: str, method: Method) -> tuple[str, str, str]:
+        """Where a fit's failure or warning is recorded: one fit per task, or one shared (``""``) for a file."""
+        return (task.name if self.fit_mode != "file" else "", pooling, method.name)
+
+
+def _parse_methods(methods: Sequence[str]) -> list[Method]:
+    """The methods, parsed, duplicates (by canonical name) dropped; none at all is an error."""
+    parsed: list[Method] = []
+    for m in methods:
+        pm = parse_method(m)
+        if pm.name not in [p.name for p in parsed]:
+            parsed.append(pm)
+    if not parsed:
+        raise IsotropyError("no method given; valid methods: " + ", ".join(METHOD_FORMS))
+    return parsed
+
+
+def _resolve_fit_on(fit_on: str, methods: Sequence[Method]) -> tuple[str, list[str] | None]:
+    """``(fit mode, the --fit-on file's non-blank sentences)``; the file is read only when a method fits."""
+    fit_mode = fit_on if fit_on in ("target", "train") else "file"
+    if fit_mode != "file":
+        return fit_mode, None
+    path = Path(fit_on)
+    if not path.is_file():
+        raise IsotropyError(f"--fit-on {fit_on!r} is neither 'target', 'train' nor an existing sentence file")
+    if not any(m.kind != "raw" for m in methods):
+        return fit_mode, None
+    sentences = [s for s in read_sentences(path) if s.strip()]
+    if not sentences:
+        raise IsotropyError(f"--fit-on {path} has no non-blank lines to fit on")
+    return fit_mode, sentences
+
+
+def _resolve_tasks(
+    tasks: Sequence[Task | str] | None, data: str | os.PathLike | None
+) -> tuple[list[Task], list[tuple[Task, str]]]:
+    """``(the tasks to score, the skipped ones with why)``: names are loaded from ``data``."""
+    if tasks is None or any(isinstance(t, str) for t in tasks):
+        names = [t for t in (tasks or []) if isinstance(t, str)]
+        task_list = load_tasks(data, names) + [t for t in (tasks or []) if isinstance(t, Task)]
+    else:
+        task_list = list(tasks)
+    if not task_list:
+        raise IsotropyError("no task to evaluate")
+    # a gold column that cannot be correlated (all scores equal) fails now, before any encoding; in
+    # a run of several tasks the others are still evaluated and the caption says which was skipped
+    skipped = [(t, why) for t in task_list if (why := _unscorable(t)) is not None]
+    if len(skipped) == len(task_list):
+        why = skipped[0][1]
+        others = f" (and {len(skipped) - 1} other tasks likewise)" if len(skipped) > 1 else ""
+        raise IsotropyError(f"{why}{others}; nothing to evaluate")
+    task_list = [t for t in task_list if all(t is not s for s, _ in skipped)]
+    for _, why in skipped:
+        print(f"warning: skipped {why}", file=sys.stderr)
+    return task_list, skipped
+
+
+def _open_cache(cache: bool | str | os.PathLike | VectorCache | None) -> VectorCache:
+    if isinstance(cache, VectorCache):
+        return cache
+    if cache is True:
+        return VectorCache()
+    if cache is False or cache is None:
+        return VectorCache(enabled=False)
+    return VectorCache(cache)
+
+
+def _load_encoder(
+    run: _Run, encoder: Any, model: str | os.PathLike | None, poolings: Sequence[str] | None,
+    max_length: int | None, batch_size: int,
+) -> None:
+    """The encoder (built unless given), the canonical pooling names, and the width every method must fit."""
+    if encoder is None:
+        from ..encoders.encoder import Encoder
+
+        encoder = Encoder(model, pooling=(poolings[0] if poolings else None), max_length=max_length, batch_size=batch_size)
+    run.encoder = encoder
+    run.poolings = list(dict.fromkeys(parse_pooling(p).name for p in (poolings or [encoder.pooling])))
+    run.dim = dim = int(encoder.dim)
+    for m in run.methods:
+        if m.n_components is not None and m.n_components > dim:
+            raise IsotropyError(f"{m.name} keeps {m.n_components} components but the model's vectors have {dim} dimensions")
+
+
+def _describe_fits(run: _Run) -> dict[str, str]:
+    """``{task: what its transforms are fitted on}``, as the table's fit_on column says it."""
+    fit_desc: dict[str, str] = {}
+    for task in run.tasks:
+        if run.fit_mode == "file":
+            fit_desc[task.name] = f"file {Path(run.fit_on).name} ({len(run.fit_sentences or [])} sentences)"
+        elif run.fit_mode == "train" and task.train_split is not None:
+            fit_desc[task.name] = f"train split ({len(task.splits[task.train_split])} pairs)"
+        elif run.fit_mode == "train":
+            fit_desc[task.name] = "target (no train split)"
+        else:
+            fit_desc[task.name] = "target"
+    return fit_desc
+
+
+def _check_fit_sizes(run: _Run) -> None:
+    """Too few sentences to fit a method (on the --fit-on file, or on a task) is one error, before any encoding."""
+    if run.fit_sentences is not None:
+        for m in run.methods:
+            need = m.min_fit_rows(run.dim, run.shrinkage, run.flow_params)
+            if len(run.fit_sentences) < need:
+                raise IsotropyError(
+                    f"--fit-on {run.fit_on} has {len(run.fit_sentences)} sentences; {m.name} of {run.dim}-dimensional vectors "
+                    f"needs at least {need} ({m.fit_hint()})"
+                )
+    if run.fit_mode == "file":
+        return
+    for task in run.tasks:
+        n_fit = len(_pair_sides(_fit_pairs(task, run.fit_mode)))
+        for m in run.methods:
+            need = m.min_fit_rows(run.dim, run.shrinkage, run.flow_params)
+            if n_fit < need:
+                raise IsotropyError(
+                    f"task {task.name} has {n_fit} sentences to fit {m.name} on ({run.fit_desc[task.name]}); "
+                    f"{run.dim}-dimensional vectors need at least {need} ({m.fit_hint()})"
+                )
+
+
+def _encode_fit_file(run: _Run) -> None:
+    """The vectors of the fitting corpus shared by every task (--fit-on FILE), through the cache."""
+    if run.fit_sentences is None:
+        return
+    t0 = time.perf_counter()
+    run.file_vectors = encode_cached(run.encoder, run.fit_sentences, run.poolings, run.cache, run.show_progress)
+    run.timings["encode_s"] += time.perf_counter() - t0
+
+
+def _encode_tasks(run: _Run) -> dict[str, dict[str, np.ndarray]]:
+    """``{task: {pooling: vectors of task.sentences()}}``, through the cache.
+
+    Every task is encoded before any fit, so the encoder's progress bar and the
+    fitting bar never overlap (rich shows one live display at a time).
+    """
+    encoded: dict[str, dict[str, np.ndarray]] = {}
+    for task in run.tasks:
+        t0 = time.perf_counter()
+        encoded[task.name] = encode_cached(run.encoder, task.sentences(), run.poolings, run.cache, run.show_progress)
+        run.timings["encode_s"] += time.perf_counter() - t0
+    return encoded
+
+
+def _fit_and_score(run: _Run, encoded: dict[str, dict[str, np.ndarray]]) -> dict[tuple[str, str], ResultRow]:
+    """Fit every method on every pooling and score every task: ``{(pooling, method): row}``."""
+    rows = {(p, m.name): ResultRow(str(run.encoder.model_name), p, m.name, {}) for p in run.poolings for m in run.methods}
+    fits_per_method = 1 if run.fit_mode == "file" else len(run.tasks)
+    n_fits = sum(1 for m in run.methods if m.kind != "raw") * len(run.poolings) * fits_per_method
+    bar = ProgressBar(n_fits, run.show_progress, "fitting", min_total=2)
+    try:
+        for task in run.tasks:
+            _score_one_task(run, task, encoded.pop(task.name), rows, bar)
+    finally:
+        bar.close()
+    return rows
+
+
+def _score_one_task(
+    run: _Run, task: Task, vecs: dict[str, np.ndarray], rows: dict[tuple[str, str], ResultRow], bar: ProgressBar
+) -> None:
+    """Fill ``task``'s cell of every row: calibrate its vectors, then score its pairs' cosines."""
+    index = {s: i for i, s in enumerate(task.sentences())}
+    split_idx = {
+        s: (np.array([index[p.s1] for p in pairs], dtype=np.int64), np.array([index[p.s2] for p in pairs], dtype=np.int64))
+        for s, pairs in task.splits.items()
+    }
+    fit_rows = np.array([index[s] for s in _pair_sides(_fit_pairs(task, run.fit_mode))], dtype=np.int64)
+    fit_desc = run.fit_desc[task.name]
+    for p in run.poolings:
+        X = vecs[p]
+        for m in run.methods:
+            row = rows[(p, m.name)]
+            Y = X if m.kind == "raw" else _calibrate(run, task, p, m, X, fit_rows, row, bar)
+            if Y is None:
+                row.scores[task.name] = TaskScore(
+                    task.name, task.metric, float("nan"), len(task.eval_pairs), fit_desc,
+                    extra={"error": run.failures[run.fit_key(task, p, m)]},
+                )
+                continue
+            cos_by_split = {s: cosine_rows(Y[a], Y[b]) for s, (a, b) in split_idx.items()}
+            score = _score_task(task, cos_by_split, fit_desc)
+            w = run.warned.get(run.fit_key(task, p, m))
+            if w:
+                score.extra["warning"] = w
+            row.scores[task.name] = score
+
+
+def _calibrate(
+    run: _Run, task: Task, pooling: str, m: Method, X: np.ndarray, fit_rows: np.ndarray, row: ResultRow, bar: ProgressBar
+) -> np.ndarray | None:
+    """``X`` through method ``m``'s fitted transform (None: it could not be fitted); the time goes to the row."""
+    t1 = time.perf_counter()
+    if run.fit_mode == "file":
+        if (pooling, m.name) not in run.file_transforms:
+            run.file_transforms[(pooling, m.name)] = _fit(
+                m.build(run.shrinkage, run.flow_params), run.file_vectors[pooling],
+                f"{m.name} on {pooling} vectors of {run.fit_on}", run.failures, ("", pooling, m.name), run.errors, run.warned,
+            )
+            bar.advance(description=f"fitted {m.name} ({pooling})")
+        transform = run.file_transforms[(pooling, m.name)]
+    else:
+        transform = _fit(
+            m.build(run.shrinkage, run.flow_params), X[fit_rows], f"{m.name} on {task.name} ({pooling})",
+            run.failures, (task.name, pooling, m.name), run.errors, run.warned,
+        )
+        bar.advance(description=f"fitted {m.name} on {task.name} ({pooling})")
+    Y = None if transform is None else np.asarray(transform.transform(X))
+    dt = time.perf_counter() - t1
+    row.fit_seconds += dt
+    run.timings["fit_s"] += dt
+    return Y
+
+
+# --------------------------------------------------------------------------- what the results say
+
+
+def _fit_description(run: _Run) -> str:
+    """What the caption says the transforms were fitted on."""
+    if run.fit_mode == "train":
+        fallback = [t for t, d in run.fit_desc.items() if d.startswith("target")]
+        return "each task's train split" + (
+            f" ({', '.join(fallback)}: no train split, fitted on the whole task instead)" if fallback else ""
+        )
+    if run.fit_mode == "file":
+        return list(dict.fromkeys(run.fit_desc.values()))[0]
+    return "target (every pair of the task, all splits)"
+
+
+def _settings(run: _Run) -> dict[str, Any]:
+    settings = {
+        "model": str(run.encoder.model_name),
+        "max_length": int(run.encoder.max_length),
+        "dim": run.dim,
+        "poolings": run.poolings,
+        "methods": [m.name for m in run.methods],
+        "fit_on": run.fit_on,
+        "fit_on_description": _fit_description(run),
+        "shrinkage": run.shrinkage,
+        "cache": str(run.cache.directory) if run.cache.enabled else None,
+        "cache_hits": run.cache.hits,
+        "tasks": {
+            t.name: {
+                "source": t.source,
+                "eval_splits": list(t.eval_splits),
+                "pairs": t.counts(),
+                "unique_sentences": len(t.sentences()),
+                "fit_on": run.fit_desc[t.name],
+            }
+            for t in run.tasks
+        },
+    }
+    if run.flow_params:
+        settings["flow_params"] = dict(run.flow_params)
+    return settings
+
+
+def _notes(run: _Run) -> list[str]:
+    """The caption's notes: skipped tasks, failed fits, and one line per method that warned."""
+    notes = [f"skipped {why}" for _, why in run.skipped]
+    notes += [
+        f"{m} on {t + ' ' if t else ''}{p} could not be fitted ({msg.split(';')[0]})" for (t, p, m), msg in run.failures.items()
+    ]
+    by_method: dict[str, list[tuple[str, str, str]]] = {}
+    for key, msg in run.warned.items():
+        by_method.setdefault(key[2], []).append((key[0], key[1], msg))
+    for m, items in by_method.items():
+        t, p, msg = items[0]
+        notes.append(
+            f"{m} warned on {len(items)} of its fits, e.g. {t + ' ' if t else ''}{p}: {msg.split(';')[0]} "
+            f"(every warning is in the JSON)"
+        )
+    return notes

@@ -1,0 +1,424 @@
+"""sentence-transformers: calibrated model folders that ``SentenceTransformer`` loads like any other (layer 4).
+
+:func:`to_sentence_transformer` writes a model folder whose ``modules.json`` lists the
+encoder's ``Transformer`` module, :class:`IsotropyPooling` (every pooling of
+:class:`isotropy.encoders.Encoder`, the multi-layer ones included, read off the hidden
+states the Transformer module returns when its config says ``output_hidden_states``;
+computed by :func:`isotropy.encoders.poolings.pool`, the same code the Encoder runs) and
+:class:`IsotropyTransform` (the fitted transform's ``to_torch()`` form). No ``Normalize``
+is added unless asked (``normalize=True``), so ``model.encode(sentences)`` equals
+``transform.transform(encoder.encode(sentences))``.
+
+Loading such a folder needs ``isotropy`` installed, because the two module classes live
+in :mod:`isotropy.integrations.sentence_transformers` (folders written by isotropy 0.1
+name them ``isotropy.ecosystem.*``; that module still hands them out).
+sentence-transformers 6 imports a module class from outside its own package only with
+``trust_remote_code=True`` (for local folders too); here that flag imports the
+*installed* ``isotropy`` package, no code is read from the folder. So::
+
+    SentenceTransformer(path, trust_remote_code=True)        # or
+    isotropy.integrations.load_sentence_transformer(path)    # checks first, then the same
+
+What a user sees when something is missing:
+
+* ``isotropy`` not installed: the folder's ``config_sentence_transformers.json``
+  declares ``"requirements": {"isotropy": ...}``, which sentence-transformers checks
+  before loading any module and reports as ``ImportError: The model '...' requires:
+  - isotropy>=0.1.0, but it is not installed. ... pip install -U "isotropy>=0.1.0"``.
+* ``trust_remote_code`` not given: sentence-transformers' ``ValueError: The model ...
+  references the module class '...IsotropyPooling', which is not part of Sentence
+  Transformers ... pass the argument trust_remote_code=True``.
+* :func:`check_sentence_transformer` (run by :func:`load_sentence_transformer`) turns
+  either case into one :class:`isotropy.errors.IsotropyError` line naming the package to install.
+
+:func:`calibrate` appends a fitted transform to a ``SentenceTransformer`` already in
+memory. It goes *after* every existing module, a trailing ``Normalize`` included, so the
+calibrated model maps exactly what ``model.encode`` returned before (which is what one
+fits a transform on); the output is then no longer unit-length, unless ``normalize=True``
+appends a fresh ``Normalize`` after the transform. Cosine similarity (sentence-transformers'
+default) does not care.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ..encoders.models import quiet_transformers
+from ..encoders.poolings import parse_pooling, pool
+from ..errors import IsotropyError
+from ..storage.artifacts import check_output, header, output_dir
+from ..transforms import as_transform
+from ._common import transform_for
+
+# Also public, but created on first access (module __getattr__): IsotropyPooling, IsotropyTransform.
+__all__ = [
+    "to_sentence_transformer",
+    "build_sentence_transformer",
+    "save_sentence_transformer",
+    "calibrate",
+    "load_sentence_transformer",
+    "check_sentence_transformer",
+    "ST_KIND",
+    "MARKER_NAME",
+]
+
+PACKAGE = "isotropy"
+ST_KIND = "sentence-transformers"
+MARKER_NAME = "isotropy.json"  # says that isotropy wrote the folder (so it may replace it); stock tools ignore it
+
+
+def _require_st():
+    try:
+        import sentence_transformers
+    except ImportError:
+        raise IsotropyError(
+            "this needs sentence-transformers: pip install 'isotropy[st]' (or pip install sentence-transformers)"
+        ) from None
+    return sentence_transformers
+
+
+# --------------------------------------------------------------------------- the module classes
+
+
+def _pooling_class(Module: type, torch: Any) -> type:
+    class IsotropyPooling(Module):
+        """Pool token states into a sentence vector with any :mod:`isotropy.encoders.poolings` option.
+
+        Reads ``token_embeddings`` (the last layer) and, for multi-layer poolings,
+        ``all_layer_embeddings`` (the Transformer module returns them when the model
+        config has ``output_hidden_states=True``; :func:`to_sentence_transformer`
+        sets it). ``pooler`` applies a copy of the model's BERT-style pooler
+        (dense + tanh over the first token), saved with this module.
+        """
+
+        config_keys = ["pooling", "embedding_dimension", "pooler"]
+
+        def __init__(self, pooling: str = "last-avg", embedding_dimension: int | None = None, pooler: bool = False):
+            super().__init__()
+            self.pooling = parse_pooling(pooling).name
+            self.embedding_dimension = embedding_dimension
+            self.pooler = bool(pooler)
+            if self.pooler:
+                if embedding_dimension is None:
+                    raise IsotropyError("pooling 'pooler' needs embedding_dimension")
+                self.dense = torch.nn.Linear(embedding_dimension, embedding_dimension)
+
+        def forward(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
+            p = parse_pooling(self.pooling)
+            tokens = features["token_embeddings"]
+            if p.kind == "pooler":
+                if not self.pooler:
+                    raise IsotropyError("this IsotropyPooling module has no pooler weights; rebuild it with pooler=True")
+                features["sentence_embedding"] = torch.tanh(self.dense(tokens[:, 0]))
+                return features
+            if p.needs_hidden_states:
+                hidden = features.get("all_layer_embeddings")
+                if hidden is None:
+                    raise IsotropyError(
+                        f"pooling {self.pooling!r} needs every layer's hidden states, but the Transformer module "
+                        "returned none: set output_hidden_states=True in its config (config_kwargs)"
+                    )
+            else:
+                hidden = (tokens,)
+            features["sentence_embedding"] = pool(p, tuple(hidden), features["attention_mask"])
+            return features
+
+        def get_embedding_dimension(self) -> int | None:
+            return self.embedding_dimension
+
+        def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
+            self.save_config(output_path)
+            if self.pooler:
+                self.save_torch_weights(output_path, safe_serialization=safe_serialization)
+
+        @classmethod
+        def load(cls, model_name_or_path: str, subfolder: str = "", token=None, cache_folder=None,
+                 revision=None, local_files_only: bool = False, **kwargs):
+            hub = {"subfolder": subfolder, "token": token, "cache_folder": cache_folder,
+                   "revision": revision, "local_files_only": local_files_only}
+            config = cls.load_config(model_name_or_path, **hub)
+            module = cls(**{k: v for k, v in config.items() if k in cls.config_keys})
+            if module.pooler:
+                cls.load_torch_weights(model_name_or_path, model=module, **hub)
+            return module
+
+    return IsotropyPooling
+
+
+def _transform_class(Module: type, load_dir_path: Any) -> type:
+    class IsotropyTransform(Module):
+        """A fitted isotropy transform (whitening, flow, ...) applied to ``sentence_embedding``.
+
+        Saved as the transform's own artefact folder (``config.json`` +
+        ``state.safetensors``, readable by :func:`isotropy.transforms.load_transform`).
+        """
+
+        def __init__(self, transform: Any):
+            super().__init__()
+            self.transform = as_transform(transform)
+            self.kind = self.transform.kind
+            self.in_dim, self.out_dim = int(self.transform.n_features_in_), int(self.transform.n_features_out_)
+            self.map = self.transform.to_torch()
+
+        def forward(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
+            x = features["sentence_embedding"]
+            if x.shape[-1] != self.in_dim:
+                raise IsotropyError(
+                    f"the {self.kind} expects {self.in_dim}-dimensional sentence vectors, the model gives {x.shape[-1]}"
+                )
+            features["sentence_embedding"] = self.map(x)
+            return features
+
+        def get_embedding_dimension(self) -> int:
+            return self.out_dim
+
+        def get_config_dict(self) -> dict[str, Any]:
+            return {"kind": self.kind, "in_dim": self.in_dim, "out_dim": self.out_dim}
+
+        def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
+            # The module folder is the transform's own artefact folder (config.json + state.safetensors).
+            self.transform.save(output_path)
+
+        @classmethod
+        def load(cls, model_name_or_path: str, subfolder: str = "", token=None, cache_folder=None,
+                 revision=None, local_files_only: bool = False, **kwargs):
+            folder = load_dir_path(model_name_or_path=model_name_or_path, subfolder=subfolder, token=token,
+                                   cache_folder=cache_folder, revision=revision, local_files_only=local_files_only)
+            return cls(folder)
+
+        def __repr__(self) -> str:
+            return f"IsotropyTransform({self.transform.describe()})"
+
+    return IsotropyTransform
+
+
+def _make_module_classes() -> dict[str, type]:
+    """Define the sentence-transformers module classes (their base class needs sentence-transformers)."""
+    import torch
+
+    _require_st()
+    from sentence_transformers.base.modules.module import Module
+    from sentence_transformers.util import load_dir_path
+
+    classes = {"IsotropyPooling": _pooling_class(Module, torch), "IsotropyTransform": _transform_class(Module, load_dir_path)}
+    for name, cls in classes.items():
+        cls.__module__ = __name__  # what modules.json records: the class's home, importable by name
+        cls.__qualname__ = name
+    return classes
+
+
+_CLASSES: dict[str, type] = {}
+
+
+def __getattr__(name: str) -> Any:
+    # The module classes subclass sentence-transformers' Module, so they are created on first use:
+    # importing this module works (and isotropy.integrations with it) without sentence-transformers.
+    if name in ("IsotropyPooling", "IsotropyTransform"):
+        if not _CLASSES:
+            _CLASSES.update(_make_module_classes())
+            globals().update(_CLASSES)
+        return _CLASSES[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# --------------------------------------------------------------------------- building and saving
+
+
+def _requirement() -> dict[str, Any]:
+    from .. import __version__
+
+    return {
+        PACKAGE: {
+            "specifier": f">={__version__}",
+            "reason": "The model's pooling and calibration modules are classes of the isotropy package "
+            f"({__name__}); load it with SentenceTransformer(path, trust_remote_code=True).",
+        }
+    }
+
+
+def _readme(path: Path) -> str:
+    return (
+        "# Calibrated sentence-embedding model (isotropy)\n\n"
+        "Needs the Python package `isotropy` (`pip install isotropy`), whose modules it uses:\n\n"
+        "```python\nfrom sentence_transformers import SentenceTransformer\n"
+        f"model = SentenceTransformer({str(path.name)!r}, trust_remote_code=True)\n"
+        "vectors = model.encode(sentences)\n```\n\n"
+        "`trust_remote_code=True` lets sentence-transformers import the module classes of the installed "
+        f"`isotropy` package ({__name__}); no code is read from this folder.\n"
+    )
+
+
+def _pooler_weights(encoder) -> Any:
+    import torch
+
+    pooler = getattr(encoder.model, "pooler", None)
+    dense = getattr(pooler, "dense", None)
+    act = getattr(pooler, "activation", None)
+    if not isinstance(dense, torch.nn.Linear) or not isinstance(act, torch.nn.Tanh):
+        raise IsotropyError(
+            f"pooling 'pooler' of model {encoder.model_name} ({type(pooler).__name__}) is not a BERT-style "
+            "dense + tanh pooler, so it cannot be exported; use 'cls'"
+        )
+    return dense
+
+
+def build_sentence_transformer(encoder, transform: Any = None, *, normalize: bool = False, device: str | None = None):
+    """An in-memory ``SentenceTransformer`` computing ``encoder`` (+ ``transform``) (+ Normalize if asked)."""
+    with quiet_transformers():
+        return _build(encoder, transform, normalize, device)
+
+
+def _build(encoder, transform, normalize, device):
+    _require_st()
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Normalize, Transformer
+
+    if getattr(encoder, "backend", "torch") != "torch":
+        raise IsotropyError("to_sentence_transformer needs a torch Encoder (backend='torch'), not an ONNX one")
+    p = parse_pooling(encoder.pooling)
+    if transform is not None:
+        transform = transform_for(encoder, transform)
+    source = str(encoder.folder) if encoder.folder is not None else encoder.model_name
+    config_kwargs = {"output_hidden_states": True} if p.needs_hidden_states else None
+    first = Transformer(source, max_seq_length=encoder.max_length, config_kwargs=config_kwargs)
+    if p.needs_hidden_states:
+        first.model.config.output_hidden_states = True
+    pooling = __getattr__("IsotropyPooling")(p.name, embedding_dimension=encoder.dim, pooler=p.kind == "pooler")
+    if p.kind == "pooler":
+        pooling.dense.load_state_dict(_pooler_weights(encoder).state_dict())
+    modules = [first, pooling]
+    if transform is not None:
+        modules.append(__getattr__("IsotropyTransform")(transform))
+    if normalize:
+        modules.append(Normalize())
+    return SentenceTransformer(modules=modules, device=device or str(encoder.device))
+
+
+def save_sentence_transformer(model, path: str | os.PathLike, *, force: bool = False) -> Path:
+    """``model.save(path)`` atomically, plus the ``isotropy`` requirement in its config when it holds our modules.
+
+    Use it (rather than ``model.save``) for a model :func:`calibrate` changed, so
+    that a machine without isotropy gets sentence-transformers' "requires isotropy"
+    error instead of a bare import failure. An existing ``path`` is replaced only when it
+    is a model folder isotropy wrote (or empty), unless ``force``.
+    """
+    path = Path(path)
+    with output_dir(path, ST_KIND, force=force) as tmp, quiet_transformers():
+        model.save(str(tmp), create_model_card=False)
+        uses_isotropy = any(type(m).__module__ == __name__ for m in model._modules.values())
+        cfg_path = tmp / "config_sentence_transformers.json"
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8")) if cfg_path.is_file() else {}
+        if uses_isotropy:
+            cfg["requirements"] = {**cfg.get("requirements", {}), **_requirement()}
+            (tmp / "README.md").write_text(_readme(path), encoding="utf-8")
+        cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        (tmp / MARKER_NAME).write_text(json.dumps(header(ST_KIND), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+
+
+def to_sentence_transformer(
+    encoder, transform: Any, path: str | os.PathLike, *, normalize: bool = False, force: bool = False
+) -> Path:
+    """Write a sentence-transformers model folder computing ``transform.transform(encoder.encode(s))``.
+
+    ``encoder`` is a torch :class:`isotropy.encoders.Encoder` (any model and pooling),
+    ``transform`` a fitted transform (or its folder; ``None`` for the raw pooled vectors).
+    Load the result with ``SentenceTransformer(path, trust_remote_code=True)`` or
+    :func:`load_sentence_transformer`. ``normalize=True`` appends a Normalize module.
+    """
+    check_output(path, ST_KIND, force=force, inputs=[transform if isinstance(transform, (str, os.PathLike)) else None])
+    model = build_sentence_transformer(encoder, transform, normalize=normalize)
+    return save_sentence_transformer(model, path, force=force)
+
+
+def calibrate(model, transform: Any, *, normalize: bool = False):
+    """Append a fitted transform to a ``SentenceTransformer`` in memory; returns the same model.
+
+    The transform goes after every existing module, a trailing ``Normalize``
+    included: afterwards ``model.encode(s)`` equals ``transform.transform(<what
+    model.encode(s) returned before>)``, i.e. the transform applies to the vectors
+    it was fitted on. The result is no longer unit-length unless ``normalize=True``
+    (a new ``Normalize`` after the transform). Save it with
+    :func:`save_sentence_transformer` so the folder declares its isotropy requirement.
+    """
+    _require_st()
+    from sentence_transformers.base.modules import Normalize
+
+    transform = as_transform(transform)
+    d_in = int(transform.n_features_in_)
+    dim = (getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension)()
+    if dim is not None and dim != d_in:
+        raise IsotropyError(f"the {transform.kind} was fitted on {d_in}-dimensional vectors, but the model gives {dim}")
+    device = model.device
+    model.append(__getattr__("IsotropyTransform")(transform).to(device))
+    if normalize:
+        model.append(Normalize())
+    return model
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _requirements(path: Path) -> dict[str, Any]:
+    cfg_file = path / "config_sentence_transformers.json"
+    if not cfg_file.is_file():
+        return {}
+    try:
+        return json.loads(cfg_file.read_text(encoding="utf-8")).get("requirements") or {}
+    except (json.JSONDecodeError, AttributeError):
+        return {}
+
+
+def check_sentence_transformer(path: str | os.PathLike) -> list[str]:
+    """Check that every module class a sentence-transformers folder names can be imported here.
+
+    Returns the class paths. Raises one :class:`IsotropyError` line naming the
+    package to install (from the folder's declared requirements, else the module's
+    top-level package) when one cannot be imported.
+    """
+    path = Path(path)
+    modules_file = path / "modules.json"
+    if not modules_file.is_file():
+        raise IsotropyError(f"{path} is not a sentence-transformers model folder (no modules.json)")
+    try:
+        modules = json.loads(modules_file.read_text(encoding="utf-8"))
+        types = [str(m["type"]) for m in modules]
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise IsotropyError(f"{modules_file} is not a valid modules.json: {exc}") from None
+    requirements = _requirements(path)
+    for class_ref in types:
+        module_name, _, class_name = class_ref.rpartition(".")
+        top = module_name.split(".")[0]
+        try:
+            ok = hasattr(importlib.import_module(module_name), class_name)
+        except ImportError as exc:
+            ok, why = False, str(exc)
+        else:
+            why = f"{module_name} has no {class_name}"
+        if not ok:
+            req = requirements.get(top)
+            spec = (req.get("specifier", "") if isinstance(req, dict) else str(req or "")) if req else ""
+            raise IsotropyError(
+                f"{path} needs the Python package '{top}' for its module {class_ref} ({why}): "
+                f"pip install '{top}{spec}', then load it with SentenceTransformer(path, trust_remote_code=True)"
+            )
+    return types
+
+
+def load_sentence_transformer(path: str | os.PathLike, **kwargs: Any):
+    """``SentenceTransformer(path, trust_remote_code=True, **kwargs)`` after :func:`check_sentence_transformer`.
+
+    The flag only lets sentence-transformers import the installed ``isotropy``
+    package's module classes; nothing is read from the folder but weights and configs.
+    """
+    _require_st()
+    from sentence_transformers import SentenceTransformer
+
+    check_sentence_transformer(path)
+    kwargs.setdefault("trust_remote_code", True)
+    with quiet_transformers():
+        return SentenceTransformer(str(path), **kwargs)

@@ -1,0 +1,44 @@
+"""Semantic search over calibrated sentence vectors: an :class:`Index` on a faiss index.
+
+Pipeline, identical for documents and queries: encode (the index's own
+:class:`~isotropy.encoders.Encoder`) -> optional transform (a fitted whitening or
+flow, or one fitted on the corpus itself) -> L2-normalise -> faiss inner-product
+index, so scores are cosine similarities in the transformed space.
+
+Index kinds (faiss does the work; this module adds the sentence store, the
+encoder/transform bookkeeping and the save format):
+
+* ``flat`` (default): exact search, ``faiss.IndexFlatIP``.
+* ``hnsw``: approximate, ``faiss.IndexHNSWFlat`` with inner product; ``m`` links
+  per node, ``ef_construction`` (build quality), ``ef_search`` (query quality/speed).
+* ``ivf``: approximate, ``faiss.IndexIVFFlat`` with inner product, for large
+  corpora; ``nlist`` lists, trained (k-means) on the first batch added -- ``None``
+  picks ``min(4 sqrt(n), n / 39)`` (faiss wants >= 39 training points per list);
+  ``nprobe`` lists visited per query.
+
+Saved index (a folder, written to a temporary sibling and renamed into place, so
+an interrupted build or ``add`` never leaves a half index that a search would load):
+
+* ``config.json`` -- library tag, ``kind: "index"``, ``format_version`` (the artefact header), the encoder (backend, model, weights fingerprint,
+  pooling, max_length), the transform (kind, subfolder, digest of its files), the
+  index kind and parameters, the dimension, the row count, and ``encoding_key``,
+  a digest of everything that determines how a sentence becomes a vector; ``generation``,
+  new at every save (a save back to the folder an index was loaded from checks it);
+* ``state.safetensors`` -- the row count (cross-checked on load);
+* ``index.faiss`` -- ``faiss.write_index`` output;
+* ``sentences.jsonl`` -- one JSON string per line (a sentence given through the API
+  may contain newlines), row ``i`` = id ``i``;
+* ``transform/`` -- the fitted transform's own saved folder (absent for raw vectors).
+
+On load the encoder is rebuilt from the recorded settings -- its backend too, so an index
+over an ONNX export reloads on onnxruntime -- and its weights fingerprint, and the recomputed ``encoding_key``, must match the recorded ones:
+a config edited to point at another model, pooling, max_length or transform is
+refused with one clear error, so queries are always encoded like the corpus.
+"""
+
+from __future__ import annotations
+
+from .index import INDEX_KINDS, Index
+from .results import SearchResults, format_results
+
+__all__ = ["Index", "SearchResults", "INDEX_KINDS", "format_results"]

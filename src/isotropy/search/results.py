@@ -1,0 +1,67 @@
+"""What a search returns, and how the command line prints it (layer 4)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["SearchResults", "format_results"]
+
+
+@dataclass
+class SearchResults:
+    """Results of :meth:`Index.search` for ``n`` queries.
+
+    ``ids`` (n x k int64) and ``scores`` (n x k float32, cosine in the index's space,
+    best first) are padded with ``-1`` / ``nan`` where fewer than ``k`` hits exist
+    (k larger than the index, or an approximate index that found fewer);
+    ``texts[i]`` holds query ``i``'s hit sentences without padding. ``warning`` is
+    set (one line) when fewer hits than asked for could be returned.
+    """
+
+    ids: np.ndarray
+    scores: np.ndarray
+    texts: list[list[str]]
+    queries: list[str] | None = None
+    k: int = 10
+    warning: str | None = None
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    def hits(self, i: int) -> list[dict[str, Any]]:
+        """Query ``i``'s hits as ``[{"rank", "id", "score", "text"}, ...]``."""
+        out = []
+        for rank, (j, s) in enumerate(zip(self.ids[i], self.scores[i]), start=1):
+            if j < 0:
+                break
+            out.append({"rank": rank, "id": int(j), "score": float(s), "text": self.texts[i][rank - 1]})
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "k": self.k,
+            "warning": self.warning,
+            "results": [
+                {"query": self.queries[i] if self.queries is not None else None, "hits": self.hits(i)}
+                for i in range(len(self))
+            ],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=2)
+
+
+def format_results(results: SearchResults) -> str:
+    """Plain-text rendering for the terminal: one block per query, ``rank score id text``."""
+    lines = []
+    for i in range(len(results)):
+        if len(results) > 1 or results.queries:
+            lines.append(f"query {i + 1}: {results.queries[i] if results.queries else ''}")
+        for h in results.hits(i):
+            text = h["text"].replace("\n", " ")
+            lines.append(f"  {h['rank']:>3}  {h['score']:.4f}  [{h['id']}]  {text}")
+    return "\n".join(lines)

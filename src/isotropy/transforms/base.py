@@ -1,0 +1,282 @@
+"""The transform protocol every calibration follows (layer 2).
+
+A transform is a scikit-learn style estimator over sentence vectors:
+
+* hyper-parameters in ``__init__``, stored unmodified (``get_params``/``set_params``/``repr``
+  come from :class:`isotropy._params.EstimatorParams`);
+* ``fit(X)`` (and, where the statistics allow it, ``partial_fit``), ``transform``,
+  ``inverse_transform`` where it is defined, ``fit_transform``;
+* learned state in attributes ending in ``_``; ``n_features_in_`` and ``n_features_out_``
+  (the output width); ``__sklearn_is_fitted__``;
+* ``save(path)`` / ``load(path)``: a folder of ``config.json`` + ``state.safetensors``
+  written atomically by :func:`isotropy.storage.artifacts.save_state`, its ``kind`` the
+  transform's registry key (:data:`isotropy.transforms.TRANSFORMS`);
+* ``to_torch()``: the ``torch.nn.Module`` computing ``transform`` on a (batch x dim)
+  tensor, which the sentence-transformers and ONNX exports embed;
+* ``describe()``: one line for logs and model cards.
+
+:class:`Transform` implements the shared parts; a subclass provides ``fit``,
+``transform``, ``_check_fitted``, ``n_features_in_``, ``n_features_out_``,
+``_get_state``/``_from_state`` and ``to_torch``. :class:`AffineTransform` goes further
+for every calibration that is ``y = (x - shift) @ kernel`` computed from
+:class:`~isotropy.transforms.moments.Moments` alone (whitening, centering, all-but-the-top,
+common-component removal): such a subclass only says how to solve the moments.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .._checks import check_matrix
+from .._params import EstimatorParams
+from ..errors import IsotropyError, NotFittedError
+from ..storage.artifacts import load_state, save_state
+from .moments import Moments
+
+__all__ = ["Transform", "AffineTransform", "AffineSolution"]
+
+
+class Transform(EstimatorParams):
+    """Base of every transform: sklearn plumbing, save/load, ``__sklearn_is_fitted__``."""
+
+    kind: ClassVar[str] = ""  # the registry key and the saved folder's kind
+    version_key: ClassVar[str | None] = None  # config key of the state layout version, if the kind has one
+    state_version: ClassVar[int] = 1
+    required_arrays: ClassVar[tuple[str, ...]] = ()
+    transient_params: ClassVar[tuple[str, ...]] = ()  # not saved (e.g. a device); given again to load
+
+    # ---------------------------------------------------------------- what subclasses provide
+
+    def fit(self, X: Any, y: Any = None) -> Transform:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def transform(self, X: Any) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _check_fitted(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # ``n_features_in_`` and ``n_features_out_``: attributes or properties of the subclass,
+    # absent (hasattr False) before fit, as scikit-learn expects.
+
+    def _get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:  # pragma: no cover - abstract
+        """``(config, arrays)`` to save beside the parameters (the object is fitted)."""
+        raise NotImplementedError
+
+    @classmethod
+    def _from_state(cls, est: Transform, config: dict[str, Any], arrays: dict[str, np.ndarray], path: Path) -> Transform:
+        """Restore the learned state of ``est`` (built from the saved parameters); raise on inconsistency."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def to_torch(self, dtype: Any = None):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return repr(self)
+
+    def _params_to_save(self) -> dict[str, Any]:
+        """The hyper-parameters written to ``config.json`` (normalised, transient ones left out)."""
+        return {k: v for k, v in self.get_params().items() if k not in self.transient_params}
+
+    # ---------------------------------------------------------------- shared
+
+    def fit_transform(self, X: Any, y: Any = None) -> np.ndarray:
+        return self.fit(X).transform(X)
+
+    def __sklearn_is_fitted__(self) -> bool:
+        try:
+            self._check_fitted()
+        except NotFittedError:
+            return False
+        return True
+
+    def save(self, path: str | os.PathLike, *, force: bool = False) -> Path:
+        """Write ``config.json`` + ``state.safetensors`` atomically.
+
+        An existing ``path`` is replaced only when it holds a transform of the same kind
+        (or is an empty folder), unless ``force``.
+        """
+        self._check_fitted()
+        config, arrays = self._get_state()
+        meta = {"params": self._params_to_save(), **config}
+        if self.version_key:
+            meta[self.version_key] = self.state_version
+        return save_state(path, self.kind, meta, arrays, force=force)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, **transient: Any) -> Transform:
+        """Read a folder written by :meth:`save`; every problem is one clear IsotropyError."""
+        path = Path(path)
+        cfg, arrays = load_state(path, cls.kind, cls.required_arrays)
+        if cls.version_key and cfg.get(cls.version_key) != cls.state_version:
+            raise IsotropyError(
+                f"{path} was written by an incompatible isotropy ({cfg.get('isotropy_version', 'unknown')}, "
+                f"{cls.kind} layout {cfg.get(cls.version_key)!r}; this one reads {cls.state_version}); refit it"
+            )
+        params = cfg.get("params")
+        expected = set(cls._get_param_names()) - set(cls.transient_params)
+        if not isinstance(params, dict) or set(params) != expected:
+            raise IsotropyError(f"{path}/config.json has missing or unknown {cls.kind} parameters: {params!r}")
+        try:
+            est = cls(**params, **transient)
+        except (TypeError, ValueError) as exc:
+            raise IsotropyError(f"{path}/config.json: bad {cls.kind} parameters ({exc})") from None
+        return cls._from_state(est, cfg, arrays, path)
+
+
+class AffineSolution:
+    """A solved affine calibration ``y = (x - shift) @ kernel``; ``inverse`` maps back (None: no inverse).
+
+    ``info`` holds what else the solve found (eigenvalues, the shrinkage used, ...).
+    """
+
+    __slots__ = ("moments", "key", "shift", "kernel", "inverse", "info")
+
+    def __init__(self, shift: np.ndarray, kernel: np.ndarray, inverse: np.ndarray | None, **info: Any):
+        self.shift, self.kernel, self.inverse, self.info = shift, kernel, inverse, info
+        self.moments: Moments | None = None  # the statistics it was solved from, and their version
+        self.key: Any = None
+
+
+class AffineTransform(Transform):
+    """A calibration solved from :class:`Moments` alone: ``y = (x - shift) @ kernel``.
+
+    Fitting only accumulates the moments (``fit``, ``partial_fit`` over a stream,
+    ``merge`` of shards, :meth:`from_moments` for a distributed fit), so one set of
+    moments serves every candidate; the kernel is solved lazily and cached per
+    (parameters, moments) version. A subclass implements :meth:`_solve`, and may
+    extend :meth:`_check_params`. ``transform`` computes in float64; float32 input gives
+    float32 output. The map is also ``x @ A + b`` (:meth:`affine_`), which is what the
+    sentence-transformers export writes as a stock ``Dense`` module.
+    """
+
+    _preserves_dtype = ("float64", "float32")
+
+    # ---------------------------------------------------------------- what subclasses provide
+
+    def _check_params(self, d: int | None) -> None:
+        """Raise IsotropyError for a bad hyper-parameter (``d``: the input width, when known)."""
+
+    def _solve(self, m: Moments) -> AffineSolution:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # ---------------------------------------------------------------- fitting
+
+    def fit(self, X: Any, y: Any = None) -> AffineTransform:
+        """Fit on all rows of ``X`` at once (the kernel is solved now, so problems surface here)."""
+        self._check_params(np.shape(X)[-1] if np.ndim(X) == 2 else None)
+        m = Moments().update(X)
+        self._attach(m, self._solve(m))
+        return self
+
+    def partial_fit(self, X: Any, y: Any = None) -> AffineTransform:
+        """Add one chunk of rows (any size, any number of calls). A failed call changes nothing."""
+        self._check_params(np.shape(X)[-1] if np.ndim(X) == 2 else None)
+        if not hasattr(self, "moments_"):
+            self.moments_ = Moments().update(X)
+        else:
+            self.moments_.update(X)
+        return self
+
+    def merge(self, other: AffineTransform) -> AffineTransform:
+        """Add the statistics of another fit (e.g. on another shard); keeps self's hyper-parameters."""
+        if not isinstance(other, AffineTransform):
+            raise IsotropyError(f"can only merge moments-based transforms, not a {type(other).__name__}")
+        other._check_fitted()
+        if not hasattr(self, "moments_"):
+            self.moments_ = other.moments_.copy()
+        else:
+            self.moments_.merge(other.moments_)
+        return self
+
+    @classmethod
+    def from_moments(cls, moments: Moments, **params: Any) -> AffineTransform:
+        """A fitted transform on statistics accumulated elsewhere (a distributed fit, a shared
+        set of candidates); solved now, so too few rows or a singular covariance fail here."""
+        est = cls(**params)
+        est._check_params(moments.dim)
+        est._attach(moments, est._solve(moments))
+        return est
+
+    def _attach(self, m: Moments, solution: AffineSolution) -> None:
+        solution.moments, solution.key = m, self._key(m)
+        self.moments_ = m
+        self._solution_cache = solution
+
+    # ---------------------------------------------------------------- learned state
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "moments_") or self.moments_.n == 0:
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit or partial_fit first")
+
+    def _key(self, m: Moments) -> tuple:
+        return (tuple(repr(v) for v in self.get_params().values()), m.version)
+
+    def _solution(self) -> AffineSolution:
+        """The solved map for the current parameters and statistics (solved again only when either changed)."""
+        self._check_fitted()
+        cached = getattr(self, "_solution_cache", None)
+        m = self.moments_
+        if cached is None or cached.moments is not m or cached.key != self._key(m):
+            self._check_params(m.dim)
+            self._attach(m, self._solve(m))
+            cached = self._solution_cache
+        return cached
+
+    @property
+    def mean_(self) -> np.ndarray:
+        self._check_fitted()
+        return self.moments_.mean
+
+    @property
+    def kernel_(self) -> np.ndarray:
+        return self._solution().kernel
+
+    @property
+    def n_samples_seen_(self) -> int:
+        self._check_fitted()
+        return self.moments_.n
+
+    @property
+    def n_features_in_(self) -> int:
+        self._check_fitted()
+        return int(self.moments_.dim)
+
+    @property
+    def n_features_out_(self) -> int:
+        return int(self._solution().kernel.shape[1])
+
+    def affine_(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(A, b)`` with ``transform(x) == x @ A + b`` (float64)."""
+        sol = self._solution()
+        return sol.kernel, -(sol.shift @ sol.kernel)
+
+    # ---------------------------------------------------------------- applying
+
+    def transform(self, X: Any) -> np.ndarray:
+        """``(X - shift) @ kernel``, computed in float64; float32 input gives float32 output."""
+        sol = self._solution()
+        out_dtype = np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64
+        X = check_matrix(X, "X", expected_dim=self.moments_.dim)
+        return ((X - sol.shift) @ sol.kernel).astype(out_dtype, copy=False)
+
+    def inverse_transform(self, Y: Any) -> np.ndarray:
+        """Map back to the input space: exact when the map is invertible, else the
+        projection onto the kept directions (like PCA's inverse_transform)."""
+        sol = self._solution()
+        if sol.inverse is None:
+            raise IsotropyError(f"{type(self).__name__} removes directions for good: it has no inverse")
+        out_dtype = np.float32 if getattr(Y, "dtype", None) == np.float32 else np.float64
+        Y = check_matrix(Y, "Y", expected_dim=sol.kernel.shape[1])
+        return (Y @ sol.inverse + sol.shift).astype(out_dtype, copy=False)
+
+    def to_torch(self, dtype: Any = None):
+        """An ``nn.Module`` computing :meth:`transform` (in ``dtype``, float64 by default)."""
+        from ._torch import AffineMap
+
+        sol = self._solution()
+        return AffineMap(sol.shift, sol.kernel, dtype)
