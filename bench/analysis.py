@@ -41,10 +41,62 @@ BIN = Path(sys.executable).parent
 def make_corpus(n: int, seed: int = 1) -> list[str]:
     """The same template generator as tests/test_analysis.py."""
     rng = random.Random(seed)
-    subj = ["the cat", "a dog", "my neighbour", "the old man", "a young girl", "the committee", "our teacher", "the river", "a small bird", "the company", "every student", "the pilot"]
-    verb = ["runs across", "looks at", "talks about", "walks past", "writes to", "sings for", "thinks about", "waits near", "paints", "builds", "forgets", "remembers"]
-    obj = ["the house", "a red car", "the green field", "an empty street", "the market", "a long letter", "the mountains", "a quiet garden", "the station", "a new song", "the bridge", "an old map"]
-    adv = ["in the morning", "quietly", "after dinner", "every day", "with great care", "before the storm", "at night", "slowly", "again", "for hours", "in winter", "without a word"]
+    subj = [
+        "the cat",
+        "a dog",
+        "my neighbour",
+        "the old man",
+        "a young girl",
+        "the committee",
+        "our teacher",
+        "the river",
+        "a small bird",
+        "the company",
+        "every student",
+        "the pilot",
+    ]
+    verb = [
+        "runs across",
+        "looks at",
+        "talks about",
+        "walks past",
+        "writes to",
+        "sings for",
+        "thinks about",
+        "waits near",
+        "paints",
+        "builds",
+        "forgets",
+        "remembers",
+    ]
+    obj = [
+        "the house",
+        "a red car",
+        "the green field",
+        "an empty street",
+        "the market",
+        "a long letter",
+        "the mountains",
+        "a quiet garden",
+        "the station",
+        "a new song",
+        "the bridge",
+        "an old map",
+    ]
+    adv = [
+        "in the morning",
+        "quietly",
+        "after dinner",
+        "every day",
+        "with great care",
+        "before the storm",
+        "at night",
+        "slowly",
+        "again",
+        "for hours",
+        "in winter",
+        "without a word",
+    ]
     return [f"{rng.choice(subj)} {rng.choice(verb)} {rng.choice(obj)} {rng.choice(adv)}." for _ in range(n)]
 
 
@@ -52,7 +104,9 @@ def run_timed(args: list[str]) -> tuple[float, float]:
     """Wall and CPU (user + system) seconds of one child process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    subprocess.run(
+        args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "HF_HUB_OFFLINE": "1"}
+    )
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -65,10 +119,14 @@ def timing_section(lines: int, repeats: int) -> str:
         cpu: dict[str, list[float]] = {"analyze": [], "encode": []}
 
         def analyze():
-            cpu["analyze"].append(run_timed([str(BIN / "isotropy"), "analyze", str(corpus), "-o", f"{tmp}/report", "--no-progress"])[1])
+            cpu["analyze"].append(
+                run_timed([str(BIN / "isotropy"), "analyze", str(corpus), "-o", f"{tmp}/report", "--no-progress"])[1]
+            )
 
         def encode():
-            cpu["encode"].append(run_timed([str(BIN / "isotropy"), "encode", str(corpus), "-o", f"{tmp}/v.npy", "--no-progress"])[1])
+            cpu["encode"].append(
+                run_timed([str(BIN / "isotropy"), "encode", str(corpus), "-o", f"{tmp}/v.npy", "--no-progress"])[1]
+            )
 
         load0 = os.getloadavg()[0]
         t_enc, _ = median_time(encode, repeats)
@@ -80,23 +138,25 @@ def timing_section(lines: int, repeats: int) -> str:
     c_ana = sorted(cpu["analyze"])[len(cpu["analyze"]) // 2]
     c_enc = sorted(cpu["encode"])[len(cpu["encode"]) // 2]
     verdict = "met" if t_ana < 60 else ("met on CPU time, not on wall time (the machine was shared)" if c_ana < 60 else "missed")
-    return "\n".join([
-        f"`isotropy analyze` on the default model and a generated {lines}-line corpus "
-        f"(median of {repeats}; load average {load0:.1f} before, {load1:.1f} after: the 2 cores were shared with other jobs).",
-        "",
-        "| command | wall s | CPU s (user+sys) | wall vs encode |",
-        "|---|---:|---:|---:|",
-        f"| `isotropy encode` (reference: load + encode) | {t_enc:.1f} | {c_enc:.1f} | 1.00 |",
-        f"| `isotropy analyze` (everything, word level and figures included) | {t_ana:.1f} | {c_ana:.1f} | {t_ana / t_enc:.2f} |",
-        "",
-        "Inside the last analyze run (wall s): "
-        + ", ".join(f"{k.removesuffix('_s')} {v:.1f}" for k, v in timings.items())
-        + ".",
-        "",
-        f"Target (under a minute on 2 cores): {verdict}. Encoding dominates; the statistics are "
-        "d x d eigenproblems computed once per representation and a sampled exact kNN "
-        f"(at most {A.MAX_QUERIES} queries per rank bucket).",
-    ])
+    return "\n".join(
+        [
+            f"`isotropy analyze` on the default model and a generated {lines}-line corpus "
+            f"(median of {repeats}; load average {load0:.1f} before, {load1:.1f} after: the 2 cores were shared with other jobs).",
+            "",
+            "| command | wall s | CPU s (user+sys) | wall vs encode |",
+            "|---|---:|---:|---:|",
+            f"| `isotropy encode` (reference: load + encode) | {t_enc:.1f} | {c_enc:.1f} | 1.00 |",
+            f"| `isotropy analyze` (everything, word level and figures included) | {t_ana:.1f} | {c_ana:.1f} | {t_ana / t_enc:.2f} |",
+            "",
+            "Inside the last analyze run (wall s): "
+            + ", ".join(f"{k.removesuffix('_s')} {v:.1f}" for k, v in timings.items())
+            + ".",
+            "",
+            f"Target (under a minute on 2 cores): {verdict}. Encoding dominates; the statistics are "
+            "d x d eigenproblems computed once per representation and a sampled exact kNN "
+            f"(at most {A.MAX_QUERIES} queries per rank bucket).",
+        ]
+    )
 
 
 def stsb_section() -> str:
@@ -110,8 +170,11 @@ def stsb_section() -> str:
     folder = DATA / "sts" / "STSBenchmark"
     task = load_stsb(folder)
     uniq = list(dict.fromkeys(s for p in task.pairs() for s in (p.s1, p.s2)))
-    out = [f"STS-B, all {len(uniq)} unique sentences (train+dev+test), default model, max_length 64; "
-           "whitening fitted on the same sentences (shrinkage 0, the papers' setting). 20,000 random pairs, seed 0.", ""]
+    out = [
+        f"STS-B, all {len(uniq)} unique sentences (train+dev+test), default model, max_length 64; "
+        "whitening fitted on the same sentences (shrinkage 0, the papers' setting). 20,000 random pairs, seed 0.",
+        "",
+    ]
     import warnings
 
     for pooling in ("cls", "last-avg"):
@@ -141,8 +204,7 @@ def stsb_section() -> str:
     drop = A.word_report(enc, uniq, unseen="drop", n_pairs=20000)
     header, rows = A._word_rows(drop)
     out += [
-        f"The same with `unseen=\"drop\"` (only the {drop['ranked_tokens']} tokens seen in STS-B are ranked; "
-        "kNN among them):",
+        f'The same with `unseen="drop"` (only the {drop["ranked_tokens"]} tokens seen in STS-B are ranked; kNN among them):',
         "",
         A._markdown(header, rows),
     ]

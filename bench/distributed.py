@@ -163,7 +163,9 @@ def main() -> None:
     for cores in (64, 512, 4096):
         rows.append(f"| {cores} CPU cores | {core_hours / cores:,.1f} h | ${core_hours * PRICE_CORE_HOUR:,.0f} |")
     for gpus in (8, 64):
-        rows.append(f"| {gpus} GPUs (assumed {GPU_SENTENCES_PER_S:,.0f} sentences/s each) | {gpu_hours / gpus:,.1f} h | ${gpu_hours * PRICE_GPU_HOUR:,.0f} |")
+        rows.append(
+            f"| {gpus} GPUs (assumed {GPU_SENTENCES_PER_S:,.0f} sentences/s each) | {gpu_hours / gpus:,.1f} h | ${gpu_hours * PRICE_GPU_HOUR:,.0f} |"
+        )
     d = ms.dim
     subset = ""
     if n < n_all:
@@ -174,16 +176,20 @@ def main() -> None:
         )
     if t_warm <= t_single:
         verdict = f"gains only what {args.workers} single-threaded processes win over one process with {torch.get_num_threads()} intra-op threads"
-        why = ("On a busy machine that gain is mostly an artefact: torch's intra-op threads wait for each other "
-               "whenever one of them is descheduled, single-threaded workers never wait; on an idle machine expect a warm ratio near 1.")
+        why = (
+            "On a busy machine that gain is mostly an artefact: torch's intra-op threads wait for each other "
+            "whenever one of them is descheduled, single-threaded workers never wait; on an idle machine expect a warm ratio near 1."
+        )
     else:
         verdict = f"is slower than one process with {torch.get_num_threads()} intra-op threads on the same cores"
-        why = ("Not measured separately, but the likely causes: each worker length-sorts only its own shard "
-               "(more padding per batch), and each task pays the scheduler's overhead, while one process keeps "
-               "both cores on one stream of batches sorted over the whole corpus.")
+        why = (
+            "Not measured separately, but the likely causes: each worker length-sorts only its own shard "
+            "(more padding per batch), and each task pays the scheduler's overhead, while one process keeps "
+            "both cores on one stream of batches sorted over the whole corpus."
+        )
     md = f"""## Distributed fit (`bench/distributed.py`)
 
-{n:,} unique sentences ({', '.join(args.tasks)}{f': the first {n:,} of its {n_all:,}' if n < n_all else ''}) in {SHARDS} shards,
+{n:,} unique sentences ({", ".join(args.tasks)}{f": the first {n:,} of its {n_all:,}" if n < n_all else ""}) in {SHARDS} shards,
 embedded all-MiniLM-L6-v2 (mean pooling, max_length {MAX_LENGTH}, {d} dims), whitening fit.
 Machine: {machine()}. **This machine has 2 cores and was shared with other jobs during the run**
 (load average {load_before[0]:.1f} before, {load_after[0]:.1f} after, on 2 cores): absolute times are

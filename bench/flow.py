@@ -154,7 +154,12 @@ def main() -> None:
         else "all 17,256 STS-B sentence vectors (train+dev+test, both sides), default model, `cls` pooling, max_length 64"
     )
     rows = [
-        ("`Flow().fit` (l2_d3_w32, additive, 1 epoch, batch 32)", f"{t_fit:.2f} s", fmt(fit_times), f"{t_fit / t_w:.0f}x" if t_w else "-"),
+        (
+            "`Flow().fit` (l2_d3_w32, additive, 1 epoch, batch 32)",
+            f"{t_fit:.2f} s",
+            fmt(fit_times),
+            f"{t_fit / t_w:.0f}x" if t_w else "-",
+        ),
         ("`Flow.transform`", f"{t_tr:.3f} s = {rate:,.0f} vectors/s", fmt(tr_times), "-"),
         ("`Flow.inverse_transform(transform(X))`", f"{t_inv:.3f} s", "-", "-"),
     ]

@@ -97,8 +97,12 @@ def main() -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="isotropy-bench-onnx-"))
     exports = {}
-    for name, transform, quant in [("fp32", None, None), ("int8", None, "int8"),
-                                   ("fp32+w", whitening, None), ("int8+w", whitening, "int8")]:
+    for name, transform, quant in [
+        ("fp32", None, None),
+        ("int8", None, "int8"),
+        ("fp32+w", whitening, None),
+        ("int8+w", whitening, "int8"),
+    ]:
         t0 = time.perf_counter()
         export_onnx(tmp / name, encoder=torch_enc, transform=transform, quantize=quant, show_progress=False)
         exports[name] = Encoder(tmp / name, backend="onnx", batch_size=64)
@@ -158,8 +162,10 @@ def main() -> None:
         c = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
         return f"{c.mean():.4f} / {c.min():.4f}"
 
-    rows = ["| pipeline | median wall time (s) | sentences/s | speed vs PyTorch | CPU time (s) | CPU vs PyTorch | STS-B Spearman x100 | change vs PyTorch | cosine to PyTorch (mean / min) |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    rows = [
+        "| pipeline | median wall time (s) | sentences/s | speed vs PyTorch | CPU time (s) | CPU vs PyTorch | STS-B Spearman x100 | change vs PyTorch | cosine to PyTorch (mean / min) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for name in pipelines:
         ref = ref_w if "whitening" in name else ref_raw
         rows.append(
@@ -176,36 +182,40 @@ def main() -> None:
         f"{'loses' if loss > 0 else 'gains'} {abs(loss):.2f} points."
     )
     if not met:
-        verdict += (" On this shared 2-core machine timings move with other users' load; the ratios come from "
-                    "interleaved rounds of the same run, so they are comparable, but rerun before drawing conclusions.")
+        verdict += (
+            " On this shared 2-core machine timings move with other users' load; the ratios come from "
+            "interleaved rounds of the same run, so they are comparable, but rerun before drawing conclusions."
+        )
     wl = sp[ref_w] - sp["ONNX int8 + whitening (in graph)"]
-    md = "\n".join([
-        "## onnx",
-        "",
-        "ONNX export (`isotropy export onnx`, `Encoder(backend=\"onnx\")`) against the PyTorch backend and against "
-        "sentence-transformers, measured in one run by `bench/onnx.py` (rerun it to regenerate this section).",
-        "",
-        f"Workload: the {n:,} sentences of the STS-B test pairs, default model (all-MiniLM-L6-v2), last-avg pooling, "
-        f"max_length 64, batch 64, CPU. Each time is the median of {args.repeats} rounds of encoding all sentences; "
-        f"within a round the sentences go in chunks of {CHUNK} and every pipeline encodes each chunk in turn "
-        "(rotating who starts), so the background load of this shared machine falls on all of them alike. "
-        "CPU time is this process's (all threads). Speed ratios are PyTorch's time over the pipeline's within each "
-        "round, median over rounds (times: median over rounds). Whitening: Ledoit-Wolf "
-        "shrinkage, fitted on all STS-B sentences (train+dev+test, the papers' \"target\" setting). "
-        "sentence-transformers runs the same folder with its Normalize module removed (same vectors as PyTorch).",
-        "",
-        *rows,
-        "",
-        verdict,
-        "",
-        f"int8 with whitening in the graph changes Spearman by {-wl:+.2f} points against PyTorch + whitening: whitening "
-        "rescales every principal direction to unit variance, so the int8 rounding noise of the encoder is magnified "
-        "along the low-variance directions; prefer the float32 graph when whitening matters more than speed, or "
-        "measure on your own task.",
-        "",
-        f"Machine: {machine()}; onnxruntime {__import__('onnxruntime').__version__}, torch threads "
-        f"{torch.get_num_threads()}.",
-    ])
+    md = "\n".join(
+        [
+            "## onnx",
+            "",
+            'ONNX export (`isotropy export onnx`, `Encoder(backend="onnx")`) against the PyTorch backend and against '
+            "sentence-transformers, measured in one run by `bench/onnx.py` (rerun it to regenerate this section).",
+            "",
+            f"Workload: the {n:,} sentences of the STS-B test pairs, default model (all-MiniLM-L6-v2), last-avg pooling, "
+            f"max_length 64, batch 64, CPU. Each time is the median of {args.repeats} rounds of encoding all sentences; "
+            f"within a round the sentences go in chunks of {CHUNK} and every pipeline encodes each chunk in turn "
+            "(rotating who starts), so the background load of this shared machine falls on all of them alike. "
+            "CPU time is this process's (all threads). Speed ratios are PyTorch's time over the pipeline's within each "
+            "round, median over rounds (times: median over rounds). Whitening: Ledoit-Wolf "
+            'shrinkage, fitted on all STS-B sentences (train+dev+test, the papers\' "target" setting). '
+            "sentence-transformers runs the same folder with its Normalize module removed (same vectors as PyTorch).",
+            "",
+            *rows,
+            "",
+            verdict,
+            "",
+            f"int8 with whitening in the graph changes Spearman by {-wl:+.2f} points against PyTorch + whitening: whitening "
+            "rescales every principal direction to unit variance, so the int8 rounding noise of the encoder is magnified "
+            "along the low-variance directions; prefer the float32 graph when whitening matters more than speed, or "
+            "measure on your own task.",
+            "",
+            f"Machine: {machine()}; onnxruntime {__import__('onnxruntime').__version__}, torch threads "
+            f"{torch.get_num_threads()}.",
+        ]
+    )
     print(md)
     if not args.no_write:
         path = update_section("BENCHMARKS.md", "onnx", md)

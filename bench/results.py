@@ -71,7 +71,7 @@ def render(res, wall_s: float, rank: tuple[int, int] | None, load: list[float] |
     out.append(
         f"Model `{s['model']}` ({s['dim']} dimensions, the embedded default), max_length {s['max_length']}, "
         f"every transform fitted on the target task (every pair of the task, all splits, both sentences; "
-        f"the papers' \"target\" setting). Whitening shrinkage: `{s['shrinkage']}`. "
+        f'the papers\' "target" setting). Whitening shrinkage: `{s["shrinkage"]}`. '
         "Spearman x 100 between the cosine of the two sentence vectors and the gold score; "
         "evaluation pairs are the test split for STS-B (1379) and SICK-R (4927) and every scored pair for "
         "STS-12..16, where the pairs of the whole year are pooled into **one** correlation "
@@ -94,7 +94,8 @@ def render(res, wall_s: float, rank: tuple[int, int] | None, load: list[float] |
         + (
             f" The machine was shared: 1-minute load average {load[0]:.1f} at the start and {load[1]:.1f} at the end "
             "(2 cores), so the times are upper bounds."
-            if load else ""
+            if load
+            else ""
         )
     )
     for note in res.notes:
@@ -130,7 +131,8 @@ def render(res, wall_s: float, rank: tuple[int, int] | None, load: list[float] |
             )
         if even:
             parts.append(
-                "changes little for " + ", ".join(f"`{p}` ({d:+.2f} avg; better on {len(up)}/{len(tasks)} tasks)" for _, p, d, up in even)
+                "changes little for "
+                + ", ".join(f"`{p}` ({d:+.2f} avg; better on {len(up)}/{len(tasks)} tasks)" for _, p, d, up in even)
             )
         if failed:
             parts.append("could not be fitted on every task for " + ", ".join(f"`{p}`" for _, p, _, _ in failed))
@@ -169,7 +171,8 @@ def render(res, wall_s: float, rank: tuple[int, int] | None, load: list[float] |
             "so the geometry that whitening and flows impose without labels competes with one already learned from labels. "
             + (
                 f"Calibration raises the average only for {', '.join(f'`{p}`' for p in helped)}, "
-                if helped else "No calibration raises the average for any pooling; "
+                if helped
+                else "No calibration raises the average for any pooling; "
             )
             + f"and the largest single-task gain is {best_task_gain[1]:+.2f} on {best_task_gain[0]} "
             f"(`{best_task_gain[2].pooling}` + `{best_task_gain[2].method}`). For models not trained on similarity, "
@@ -219,7 +222,7 @@ def render(res, wall_s: float, rank: tuple[int, int] | None, load: list[float] |
     out.append(
         "For orientation only: these come from the BERT-flow paper and the BERT-whitening blog, measured on "
         "**bert-base-uncased** (768 dimensions, 12 layers, never trained on sentence similarity), with the "
-        "same data, the same evaluation pairs and the same \"target\" fitting. They are not comparable row by "
+        'same data, the same evaluation pairs and the same "target" fitting. They are not comparable row by '
         "row with the table above; they show the effect calibration has on a model that was not trained for "
         "similarity."
     )
@@ -243,7 +246,9 @@ def main() -> None:
     ap.add_argument("--shrinkage", default="0", help="whitening shrinkage (0: the papers' exact whitening)")
     ap.add_argument("--cache", default=str(ROOT / ".cache" / "vectors"))
     ap.add_argument(
-        "--threads", type=int, default=1,
+        "--threads",
+        type=int,
+        default=1,
         help="torch threads (default 1: on a shared 2-core machine the flow's small matrix products "
         "run many times faster on one thread than on two contended ones)",
     )

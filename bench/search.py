@@ -67,8 +67,7 @@ def build_task(data: Path):
     tasks = load_tasks(data)
     corpus = list(dict.fromkeys(s for t in tasks for p in t.pairs() for s in (p.s1, p.s2)))
     row = {s: i for i, s in enumerate(corpus)}
-    pairs = list(dict.fromkeys((row[p.s1], row[p.s2]) for t in tasks for p in t.pairs()
-                               if p.score >= THRESHOLD and p.s1 != p.s2))
+    pairs = list(dict.fromkeys((row[p.s1], row[p.s2]) for t in tasks for p in t.pairs() if p.score >= THRESHOLD and p.s1 != p.s2))
     per_task = {t.name: sum(1 for p in t.pairs() if p.score >= THRESHOLD and p.s1 != p.s2) for t in tasks}
     queries = list(dict.fromkeys(q for q, _ in pairs))
     return [t.name for t in tasks], corpus, queries, np.array(pairs, dtype=np.int64), per_task
@@ -153,8 +152,16 @@ def main() -> None:
             Q = index._apply(raw[qids])  # the same transform + normalisation as `embed`
             res = index.search_vectors(Q, K + 1)
             m = metrics(drop_self(res.ids, qids, K), queries, pairs)
-            rows.append({"setting": name, "kind": kind, "dims": index.dim, **m,
-                         "bytes": int(faiss.serialize_index(index._index).nbytes), "build_s": build_s + fit_s})
+            rows.append(
+                {
+                    "setting": name,
+                    "kind": kind,
+                    "dims": index.dim,
+                    **m,
+                    "bytes": int(faiss.serialize_index(index._index).nbytes),
+                    "build_s": build_s + fit_s,
+                }
+            )
             built.append((index, Q, [Q[i : i + 1] for i in single]))
             print(json.dumps(rows[-1]), file=sys.stderr)
 
@@ -184,13 +191,26 @@ def main() -> None:
     for r, t in zip(rows, times):
         for mode, n in (("batch", len(qids)), ("single", len(single))):
             r[f"qps_{mode}"] = n / statistics.median(t[mode])
-            r[f"speedup_{mode}"] = None if ref_i is None else statistics.median(
-                a / b for a, b in zip(times[ref_i][mode], t[mode]))
+            r[f"speedup_{mode}"] = (
+                None if ref_i is None else statistics.median(a / b for a, b in zip(times[ref_i][mode], t[mode]))
+            )
         r["times"] = t
 
     ref = next((r for r in rows if r["setting"] == "raw-384" and r["kind"] == "flat"), None)
-    md = render(rows, ref, task_names, per_task, len(corpus), len(queries), len(pairs), len(single),
-                encode_s, cached, len(sample) / enc_s, args.repeats)
+    md = render(
+        rows,
+        ref,
+        task_names,
+        per_task,
+        len(corpus),
+        len(queries),
+        len(pairs),
+        len(single),
+        encode_s,
+        cached,
+        len(sample) / enc_s,
+        args.repeats,
+    )
     if args.no_write:
         print(md)
     else:
@@ -201,8 +221,7 @@ def main() -> None:
         print(f"wrote section 'search' of {path}", file=sys.stderr)
 
 
-def render(rows, ref, task_names, per_task, n_corpus, n_queries, n_pairs, n_single, encode_s, cached,
-           enc_rate, repeats) -> str:
+def render(rows, ref, task_names, per_task, n_corpus, n_queries, n_pairs, n_single, encode_s, cached, enc_rate, repeats) -> str:
     def ratio(v, key):
         return f"{v / ref[key]:.2f}x" if ref else "-"
 
@@ -257,22 +276,32 @@ def verdict(rows, ref) -> str:
         return "Target not evaluated (the run lacks the full-dimension or the raw-384 flat rows)."
     best = max(full, key=lambda r: r["recall@10"])
     small = [r for r in rows if r["dims"] <= 128]
-    ok = [r for r in small if r["recall@10"] >= best["recall@10"] - 1.0
-          and r["speedup_batch"] >= 2.5 and r["speedup_single"] >= 2.5]
-    head = (f"**Target** (a setting at <= 128 dims with recall@10 within 1 point of the best full-dimension "
-            f"setting, {best['setting']} {best['kind']} at {best['recall@10']:.2f}, and >= 2.5x raw-384 flat "
-            f"search throughput, batch and single): ")
+    ok = [
+        r for r in small if r["recall@10"] >= best["recall@10"] - 1.0 and r["speedup_batch"] >= 2.5 and r["speedup_single"] >= 2.5
+    ]
+    head = (
+        f"**Target** (a setting at <= 128 dims with recall@10 within 1 point of the best full-dimension "
+        f"setting, {best['setting']} {best['kind']} at {best['recall@10']:.2f}, and >= 2.5x raw-384 flat "
+        f"search throughput, batch and single): "
+    )
     if ok:
         pick = max(ok, key=lambda r: (r["recall@10"], r["qps_single"]))
-        return head + (f"**met** by {', '.join(r['setting'] + ' ' + r['kind'] for r in ok)}; best of them "
-                       f"{pick['setting']} {pick['kind']}: recall@10 {pick['recall@10']:.2f}, "
-                       f"{pick['speedup_batch']:.1f}x batch / {pick['speedup_single']:.1f}x "
-                       f"single throughput, {pick['bytes'] / ref['bytes']:.2f}x the index bytes.")
+        return head + (
+            f"**met** by {', '.join(r['setting'] + ' ' + r['kind'] for r in ok)}; best of them "
+            f"{pick['setting']} {pick['kind']}: recall@10 {pick['recall@10']:.2f}, "
+            f"{pick['speedup_batch']:.1f}x batch / {pick['speedup_single']:.1f}x "
+            f"single throughput, {pick['bytes'] / ref['bytes']:.2f}x the index bytes."
+        )
     best_small = max(small, key=lambda r: r["recall@10"]) if small else None
-    tail = "" if best_small is None else (
-        f" The best setting at <= 128 dims is {best_small['setting']} {best_small['kind']} with recall@10 "
-        f"{best_small['recall@10']:.2f} ({best_small['recall@10'] - best['recall@10']:+.2f} points), "
-        f"{best_small['speedup_batch']:.1f}x batch throughput.")
+    tail = (
+        ""
+        if best_small is None
+        else (
+            f" The best setting at <= 128 dims is {best_small['setting']} {best_small['kind']} with recall@10 "
+            f"{best_small['recall@10']:.2f} ({best_small['recall@10'] - best['recall@10']:+.2f} points), "
+            f"{best_small['speedup_batch']:.1f}x batch throughput."
+        )
+    )
     return head + "**not met** on this data." + tail
 
 

@@ -34,6 +34,7 @@ from isotropy.transforms.moments import BLOCK_BYTES, Moments  # noqa: E402
 def fit_whitening_file(vectors, show_progress=None):
     return fit_file("whitening", vectors, show_progress=show_progress)
 
+
 D = 768
 SHARDS = 4
 
@@ -61,7 +62,11 @@ def generate(folder: Path, rows: int, seed: int = 0) -> list[Path]:
         out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n, D))
         for s in range(0, n, 50_000):
             e = min(n, s + 50_000)
-            out[s:e] = rng.standard_normal((e - s, D), dtype=np.float32) * scale + rng.standard_normal((e - s, 16), dtype=np.float32) @ low_rank + loc
+            out[s:e] = (
+                rng.standard_normal((e - s, D), dtype=np.float32) * scale
+                + rng.standard_normal((e - s, 16), dtype=np.float32) @ low_rank
+                + loc
+            )
         out.flush()
         del out
         files.append(path)
@@ -106,7 +111,9 @@ def main() -> None:
         fit_whitening_file(one, show_progress=False)  # warm-up: imports and one-time allocations
         mem_small = peak_traced(lambda: fit_whitening_file(one, show_progress=False))
         mem_full = peak_traced(lambda: fit_whitening_file(folder, show_progress=False))
-        print(f"peak traced memory: {mem_small / 2**20:.1f} MiB at {n_one} rows, {mem_full / 2**20:.1f} MiB at {N}", file=sys.stderr)
+        print(
+            f"peak traced memory: {mem_small / 2**20:.1f} MiB at {n_one} rows, {mem_full / 2**20:.1f} MiB at {N}", file=sys.stderr
+        )
 
         # The reference's data: the same rows held in memory as float32.
         X = np.empty((N, D), dtype=np.float32)
@@ -168,7 +175,9 @@ def main() -> None:
         ratio = t_fit / t_ref
         from threadpoolctl import threadpool_info
 
-        blas = ", ".join(sorted({f"{i['internal_api']} {i.get('version')} ({i['num_threads']} threads)" for i in threadpool_info()}))
+        blas = ", ".join(
+            sorted({f"{i['internal_api']} {i.get('version')} ({i['num_threads']} threads)" for i in threadpool_info()})
+        )
         verdict = (
             f"**Target (within 1.5x of `X.T @ X`) met: {ratio:.2f}x.**"
             if ratio <= 1.5

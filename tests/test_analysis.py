@@ -28,10 +28,62 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 def make_corpus(n: int, seed: int = 0) -> list[str]:
     """Template sentences: varied enough to encode differently, cheap to generate."""
     rng = random.Random(seed)
-    subj = ["the cat", "a dog", "my neighbour", "the old man", "a young girl", "the committee", "our teacher", "the river", "a small bird", "the company", "every student", "the pilot"]
-    verb = ["runs across", "looks at", "talks about", "walks past", "writes to", "sings for", "thinks about", "waits near", "paints", "builds", "forgets", "remembers"]
-    obj = ["the house", "a red car", "the green field", "an empty street", "the market", "a long letter", "the mountains", "a quiet garden", "the station", "a new song", "the bridge", "an old map"]
-    adv = ["in the morning", "quietly", "after dinner", "every day", "with great care", "before the storm", "at night", "slowly", "again", "for hours", "in winter", "without a word"]
+    subj = [
+        "the cat",
+        "a dog",
+        "my neighbour",
+        "the old man",
+        "a young girl",
+        "the committee",
+        "our teacher",
+        "the river",
+        "a small bird",
+        "the company",
+        "every student",
+        "the pilot",
+    ]
+    verb = [
+        "runs across",
+        "looks at",
+        "talks about",
+        "walks past",
+        "writes to",
+        "sings for",
+        "thinks about",
+        "waits near",
+        "paints",
+        "builds",
+        "forgets",
+        "remembers",
+    ]
+    obj = [
+        "the house",
+        "a red car",
+        "the green field",
+        "an empty street",
+        "the market",
+        "a long letter",
+        "the mountains",
+        "a quiet garden",
+        "the station",
+        "a new song",
+        "the bridge",
+        "an old map",
+    ]
+    adv = [
+        "in the morning",
+        "quietly",
+        "after dinner",
+        "every day",
+        "with great care",
+        "before the storm",
+        "at night",
+        "slowly",
+        "again",
+        "for hours",
+        "in winter",
+        "without a word",
+    ]
     return [f"{rng.choice(subj)} {rng.choice(verb)} {rng.choice(obj)} {rng.choice(adv)}." for _ in range(n)]
 
 
@@ -169,7 +221,8 @@ def test_random_pairs_are_distinct_rows_in_range(n, n_pairs, seed):
 
 
 finite_rows = hnp.arrays(
-    np.float64, st.tuples(st.integers(10, 30), st.integers(2, 6)),
+    np.float64,
+    st.tuples(st.integers(10, 30), st.integers(2, 6)),
     elements=st.floats(-100, 100, allow_nan=False, allow_infinity=False),
 )
 
@@ -421,7 +474,9 @@ def test_tables_have_paper_layout(synthetic_report):
     assert [c.header for c in t.columns] == ["statistic", "[0, 100)", "[100, 500)", "[500, 5000)", "[5000, end)"]
     stats = list(t.columns[0]._cells)
     assert stats[0] == "mean l2 norm"
-    assert [s for s in stats if "NN" in s] == [f"mean {k}-NN l2 distance" for k in (3, 5, 7)] + [f"mean {k}-NN dot product" for k in (3, 5, 7)]
+    assert [s for s in stats if "NN" in s] == [f"mean {k}-NN l2 distance" for k in (3, 5, 7)] + [
+        f"mean {k}-NN dot product" for k in (3, 5, 7)
+    ]
     console = Console(record=True, width=140)
     A.print_tables(synthetic_report, console)
     text = console.export_text()
@@ -448,7 +503,10 @@ def test_analyze_with_tiny_model_and_transform_folder(tmp_path, tiny_model_dir):
     for f in A.FIGURES:
         check_png(tmp_path / "out" / f)
     on_disk = json.loads((tmp_path / "out" / "report.json").read_text())
-    assert on_disk["sentence"]["representations"]["my-whitening"]["average_cosine"] == rep["sentence"]["representations"]["my-whitening"]["average_cosine"]
+    assert (
+        on_disk["sentence"]["representations"]["my-whitening"]["average_cosine"]
+        == rep["sentence"]["representations"]["my-whitening"]["average_cosine"]
+    )
 
 
 def test_analyze_auto_whitens_and_skips_missing_embeddings(tmp_path, tiny_model_dir, capsys):
@@ -535,8 +593,20 @@ def test_cli_runs_with_a_local_model(tmp_path, tiny_model_dir, capsys):
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n".join(make_corpus(50)) + "\n")
     code, stdout, stderr = _cli(
-        ["analyze", str(corpus), "-o", str(tmp_path / "r"), "--model", str(tiny_model_dir), "--pairs", "500",
-         "--no-auto-whiten", "--unseen-tokens", "drop", "--no-progress"],
+        [
+            "analyze",
+            str(corpus),
+            "-o",
+            str(tmp_path / "r"),
+            "--model",
+            str(tiny_model_dir),
+            "--pairs",
+            "500",
+            "--no-auto-whiten",
+            "--unseen-tokens",
+            "drop",
+            "--no-progress",
+        ],
         capsys,
     )
     assert code == 0

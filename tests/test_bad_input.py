@@ -27,9 +27,14 @@ import pytest
 
 from helpers import run_cli, snapshot
 
-CORPUS = [f"Sentence number {i} talks about {w} and {v}." for i, (w, v) in enumerate(
-    (w, v) for w in ("cats", "trains", "music", "rain", "bread", "chess", "rivers", "code") for v in ("joy", "noise", "maps", "gold", "time")
-)]
+CORPUS = [
+    f"Sentence number {i} talks about {w} and {v}."
+    for i, (w, v) in enumerate(
+        (w, v)
+        for w in ("cats", "trains", "music", "rain", "bread", "chess", "rivers", "code")
+        for v in ("joy", "noise", "maps", "gold", "time")
+    )
+]
 
 
 @pytest.fixture(scope="session")
@@ -120,40 +125,89 @@ OUT = "{w}/out"
 
 # --------------------------------------------------------------------------- outputs: never destroy what isotropy did not write
 OUTPUT_CASES = [
-    Case("fit whitening over a user's folder", ("fit", "whitening", "{w}/vecs.npy", "-o", "{w}/userdir"), ("{w}/userdir", "--force", "notes.txt")),
+    Case(
+        "fit whitening over a user's folder",
+        ("fit", "whitening", "{w}/vecs.npy", "-o", "{w}/userdir"),
+        ("{w}/userdir", "--force", "notes.txt"),
+    ),
     Case("fit flow over a user's folder", ("fit", "flow", "{w}/vecs.npy", "-o", "{w}/userdir"), ("{w}/userdir", "--force")),
-    Case("index build over a user's folder", ("index", "build", "{w}/corpus.txt", "-o", "{w}/userdir"), ("{w}/userdir", "--force")),
+    Case(
+        "index build over a user's folder", ("index", "build", "{w}/corpus.txt", "-o", "{w}/userdir"), ("{w}/userdir", "--force")
+    ),
     Case("analyze over a user's folder", ("analyze", "{w}/corpus.txt", "-o", "{w}/userdir"), ("{w}/userdir", "--force")),
     Case("export onnx over a user's folder", ("export", "onnx", "-o", "{w}/userdir"), ("{w}/userdir", "--force")),
     Case("demo over a user's folder", ("demo", "-o", "{w}/userdir"), ("{w}/userdir", "--force")),
     Case("fit whitening over a flow", ("fit", "whitening", "{w}/vecs.npy", "-o", "{w}/flow"), ("{w}/flow", "fitted whitening")),
-    Case("fit whitening over a file", ("fit", "whitening", "{w}/vecs.npy", "-o", "{w}/notes.txt"), ("{w}/notes.txt", "not a folder")),
+    Case(
+        "fit whitening over a file",
+        ("fit", "whitening", "{w}/vecs.npy", "-o", "{w}/notes.txt"),
+        ("{w}/notes.txt", "not a folder"),
+    ),
     Case("encode over a user's text file", ("encode", "{w}/corpus.txt", "-o", "{w}/notes.txt"), ("{w}/notes.txt", "--force")),
     Case("encode into a folder", ("encode", "{w}/corpus.txt", "-o", "{w}/userdir"), ("{w}/userdir", "is a folder")),
-    Case("transform into a folder", ("transform", "{w}/white", "{w}/vecs.npy", "-o", "{w}/emptydir"), ("{w}/emptydir", "is a folder")),
+    Case(
+        "transform into a folder",
+        ("transform", "{w}/white", "{w}/vecs.npy", "-o", "{w}/emptydir"),
+        ("{w}/emptydir", "is a folder"),
+    ),
     Case("eval --out a folder", ("eval", "--data", "{w}/pairs.tsv", "--out", "{w}/userdir"), ("{w}/userdir", "is a folder")),
-    Case("eval --out a user's JSON", ("eval", "--data", "{w}/pairs.tsv", "--out", "{w}/notes.json"), ("{w}/notes.json", "--force")),
-    Case("eval --out beside a user's .md", ("eval", "--data", "{w}/pairs.tsv", "--out", "{w}/res.json"), ("{w}/res.md",),
-         setup=lambda w: (w / "res.md").write_text("# my page\n", encoding="utf-8")),
+    Case(
+        "eval --out a user's JSON", ("eval", "--data", "{w}/pairs.tsv", "--out", "{w}/notes.json"), ("{w}/notes.json", "--force")
+    ),
+    Case(
+        "eval --out beside a user's .md",
+        ("eval", "--data", "{w}/pairs.tsv", "--out", "{w}/res.json"),
+        ("{w}/res.md",),
+        setup=lambda w: (w / "res.md").write_text("# my page\n", encoding="utf-8"),
+    ),
     Case("encode onto its own input", ("encode", "{w}/corpus.txt", "-o", "{w}/corpus.txt"), ("{w}/corpus.txt", "input")),
     Case("fit whitening onto its input", ("fit", "whitening", "{w}/vecs.npy", "-o", "{w}/vecs.npy"), ("{w}/vecs.npy", "input")),
-    Case("output inside the input folder", ("fit", "whitening", "{w}/shards", "-o", "{w}/shards/white"), ("{w}/shards", "inside")),
-    Case("input inside the output folder", ("fit", "whitening", "{w}/userdir/vecs.npy", "-o", "{w}/userdir", "--force"),
-         ("{w}/userdir", "input"), setup=_copy("vecs.npy", "userdir/vecs.npy")),
+    Case(
+        "output inside the input folder", ("fit", "whitening", "{w}/shards", "-o", "{w}/shards/white"), ("{w}/shards", "inside")
+    ),
+    Case(
+        "input inside the output folder",
+        ("fit", "whitening", "{w}/userdir/vecs.npy", "-o", "{w}/userdir", "--force"),
+        ("{w}/userdir", "input"),
+        setup=_copy("vecs.npy", "userdir/vecs.npy"),
+    ),
     Case("transform onto its input", ("transform", "{w}/white", "{w}/vecs.npy", "-o", "{w}/vecs.npy"), ("{w}/vecs.npy", "input")),
-    Case("analyze with the corpus in the report folder", ("analyze", "{w}/userdir/c.txt", "-o", "{w}/userdir", "--force"),
-         ("{w}/userdir",), setup=_copy("corpus.txt", "userdir/c.txt")),
+    Case(
+        "analyze with the corpus in the report folder",
+        ("analyze", "{w}/userdir/c.txt", "-o", "{w}/userdir", "--force"),
+        ("{w}/userdir",),
+        setup=_copy("corpus.txt", "userdir/c.txt"),
+    ),
     Case("encode -o ''", ("encode", "{w}/corpus.txt", "-o", ""), ("--output", "empty")),
     Case("fit whitening -o ''", ("fit", "whitening", "{w}/vecs.npy", "-o", ""), ("--output", "empty")),
     Case("index build -o ''", ("index", "build", "{w}/corpus.txt", "-o", ""), ("--output", "empty")),
     Case("analyze -o ''", ("analyze", "{w}/corpus.txt", "-o", ""), ("--output", "empty")),
     Case("output folder missing", ("encode", "{w}/corpus.txt", "-o", "{w}/nowhere/v.npy"), ("{w}/nowhere", "does not exist")),
     # allowed: our own artefact of the same kind, an empty folder, or --force
-    Case("fit whitening over a whitening", ("fit", "whitening", "{w}/vecs.npy", "-o", "{w}/white", "-k", "8"), code=0, may_change=("white",)),
-    Case("fit whitening into an empty folder", ("fit", "whitening", "{w}/vecs.npy", "-o", "{w}/emptydir"), code=0, may_change=("emptydir",)),
-    Case("fit whitening over a user's folder with --force", ("fit", "whitening", "{w}/vecs.npy", "-o", "{w}/userdir", "--force"),
-         code=0, may_change=("userdir",)),
-    Case("transform over earlier vectors", ("transform", "{w}/white", "{w}/vecs.npy", "-o", "{w}/vecs16.npy"), code=0, may_change=("vecs16.npy",)),
+    Case(
+        "fit whitening over a whitening",
+        ("fit", "whitening", "{w}/vecs.npy", "-o", "{w}/white", "-k", "8"),
+        code=0,
+        may_change=("white",),
+    ),
+    Case(
+        "fit whitening into an empty folder",
+        ("fit", "whitening", "{w}/vecs.npy", "-o", "{w}/emptydir"),
+        code=0,
+        may_change=("emptydir",),
+    ),
+    Case(
+        "fit whitening over a user's folder with --force",
+        ("fit", "whitening", "{w}/vecs.npy", "-o", "{w}/userdir", "--force"),
+        code=0,
+        may_change=("userdir",),
+    ),
+    Case(
+        "transform over earlier vectors",
+        ("transform", "{w}/white", "{w}/vecs.npy", "-o", "{w}/vecs16.npy"),
+        code=0,
+        may_change=("vecs16.npy",),
+    ),
 ]
 
 # --------------------------------------------------------------------------- inputs that were already answered well: kept so
@@ -170,18 +224,28 @@ INPUT_CASES = [
     Case("fit whitening complex", ("fit", "whitening", "{w}/complex.npy", "-o", OUT), ("{w}/complex.npy", "complex")),
     Case("fit whitening 1-D", ("fit", "whitening", "{w}/onedim.npy", "-o", OUT), ("{w}/onedim.npy", "2-D")),
     Case("fit whitening truncated .npy", ("fit", "whitening", "{w}/truncated.npy", "-o", OUT), ("{w}/truncated.npy",)),
-    Case("fit whitening text as .npy", ("fit", "whitening", "{w}/text.npy", "-o", OUT), ("{w}/text.npy",), absent=("allow_pickle", "pickle")),
+    Case(
+        "fit whitening text as .npy",
+        ("fit", "whitening", "{w}/text.npy", "-o", OUT),
+        ("{w}/text.npy",),
+        absent=("allow_pickle", "pickle"),
+    ),
     Case("fit whitening mixed widths", ("fit", "whitening", "{w}/shards", "-o", OUT), ("b.npy",)),
     Case("fit flow truncated .npy", ("fit", "flow", "{w}/truncated.npy", "-o", OUT), ("{w}/truncated.npy",)),
-    Case("fit flow text as .npy", ("fit", "flow", "{w}/text.npy", "-o", OUT), ("{w}/text.npy",), absent=("allow_pickle", "pickle")),
+    Case(
+        "fit flow text as .npy", ("fit", "flow", "{w}/text.npy", "-o", OUT), ("{w}/text.npy",), absent=("allow_pickle", "pickle")
+    ),
     Case("fit flow NaN", ("fit", "flow", "{w}/nan.npy", "-o", OUT), ("{w}/nan.npy", "row 3")),
     Case("fit flow mixed widths", ("fit", "flow", "{w}/shards", "-o", OUT), ("{w}/shards",)),
     Case("transform NaN", ("transform", "{w}/white", "{w}/nan.npy", "-o", OUT + ".npy"), ("{w}/nan.npy", "row 3")),
     Case("transform wrong width", ("transform", "{w}/white", "{w}/vecs16.npy", "-o", OUT + ".npy"), ("{w}/vecs16.npy", "16")),
     Case("transform a missing folder", ("transform", "{w}/nothere", "{w}/vecs.npy", "-o", OUT + ".npy"), ("{w}/nothere",)),
     Case("search an empty query file", ("search", "{w}/index", "--queries", "{w}/empty.txt"), ("{w}/empty.txt",)),
-    Case("offline unknown model", ("encode", "{w}/corpus.txt", "-o", OUT + ".npy", "-m", "someone/unknown-model"),
-         ("someone/unknown-model", "unreachable")),
+    Case(
+        "offline unknown model",
+        ("encode", "{w}/corpus.txt", "-o", OUT + ".npy", "-m", "someone/unknown-model"),
+        ("someone/unknown-model", "unreachable"),
+    ),
     Case("missing model folder", ("encode", "{w}/corpus.txt", "-o", OUT + ".npy", "-m", "{w}/no-model"), ("{w}/no-model",)),
     Case("model given as a file", ("encode", "{w}/corpus.txt", "-o", OUT + ".npy", "-m", "{w}/notes.txt"), ("{w}/notes.txt",)),
     Case("empty model folder", ("encode", "{w}/corpus.txt", "-o", OUT + ".npy", "-m", "{w}/emptydir"), ("{w}/emptydir",)),
@@ -209,14 +273,24 @@ OPTION_CASES = [
     Case("analyze --pairs 0", ("analyze", "{w}/corpus.txt", "-o", OUT, "--pairs", "0"), ("pairs",)),
     Case("index build --kind bogus", ("index", "build", "{w}/corpus.txt", "-o", OUT, "--kind", "bogus"), ("bogus",)),
     Case("index build --whiten 0", ("index", "build", "{w}/corpus.txt", "-o", OUT, "--whiten", "0"), ("--whiten",)),
-    Case("index build --whiten beyond the corpus", ("index", "build", "{w}/two.txt", "-o", OUT, "--whiten", "8"), ("{w}/two.txt", "8")),
-    Case("index build two choices", ("index", "build", "{w}/corpus.txt", "-o", OUT, "--no-whiten", "--whiten", "8"), ("--no-whiten",)),
+    Case(
+        "index build --whiten beyond the corpus",
+        ("index", "build", "{w}/two.txt", "-o", OUT, "--whiten", "8"),
+        ("{w}/two.txt", "8"),
+    ),
+    Case(
+        "index build two choices",
+        ("index", "build", "{w}/corpus.txt", "-o", OUT, "--no-whiten", "--whiten", "8"),
+        ("--no-whiten",),
+    ),
     Case("search -k 0", ("search", "{w}/index", "a query", "-k", "0"), ("k",)),
     Case("search without a query", ("search", "{w}/index"), ("query",)),
     Case("export onnx --quantize int4", ("export", "onnx", "-o", OUT, "--quantize", "int4"), ("int4",)),
     Case("eval --method bogus", ("eval", "--data", "{w}/pairs.tsv", "--method", "bogus"), ("bogus",)),
     Case("eval --task bogus", ("eval", "--data", "{w}/pairs.tsv", "--task", "bogus"), ("bogus",)),
-    Case("eval --fit-on a missing file", ("eval", "--data", "{w}/pairs.tsv", "--fit-on", "{w}/missing.txt"), ("{w}/missing.txt",)),
+    Case(
+        "eval --fit-on a missing file", ("eval", "--data", "{w}/pairs.tsv", "--fit-on", "{w}/missing.txt"), ("{w}/missing.txt",)
+    ),
     Case("eval --shrinkage x", ("eval", "--data", "{w}/pairs.tsv", "--shrinkage", "x"), ("shrinkage",)),
     Case("--engine ray", ("encode", "--engine", "ray", "--input", "{w}/*.txt", "-o", OUT), ("ray",)),
     Case("--input without --engine", ("encode", "--input", "{w}/*.txt", "-o", OUT), ("--engine",)),
@@ -224,33 +298,87 @@ OPTION_CASES = [
 
 # --------------------------------------------------------------------------- artefacts: missing, truncated, edited files
 ARTEFACT_CASES = [
-    Case("whitening without its state", ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"), ("state.safetensors",),
-         setup=_remove("white/state.safetensors")),
-    Case("whitening without its config", ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"), ("config.json",),
-         setup=_remove("white/config.json")),
-    Case("whitening state truncated", ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"), ("state.safetensors",),
-         setup=_truncate("white/state.safetensors")),
-    Case("whitening config not JSON", ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"), ("config.json",),
-         setup=lambda w: (w / "white" / "config.json").write_text("{not json", encoding="utf-8")),
-    Case("whitening of a future format", ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"), ("format version",),
-         setup=_edit_json("white/config.json", format_version=99)),
-    Case("whitening relabelled as flow", ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"), ("{w}/white", "whitening"),
-         setup=_edit_json("white/config.json", kind="flow"), absent=("loss_curve",)),
-    Case("flow relabelled as whitening", ("transform", "{w}/flow", "{w}/vecs.npy", "-o", OUT + ".npy"), ("{w}/flow", "flow"),
-         setup=_edit_json("flow/config.json", kind="whitening")),
-    Case("flow state truncated", ("transform", "{w}/flow", "{w}/vecs.npy", "-o", OUT + ".npy"), ("state.safetensors",),
-         setup=_truncate("flow/state.safetensors")),
-    Case("index kind edited", ("search", "{w}/index", "a query"), ("{w}/index",), setup=_edit_json("index/config.json", kind="whitening")),
-    Case("index kind edited (add)", ("index", "add", "{w}/index", "{w}/two.txt"), ("{w}/index",),
-         setup=_edit_json("index/config.json", kind="whitening")),
-    Case("index sentences corrupt", ("search", "{w}/index", "a query"), ("sentences.jsonl", "line 2"),
-         setup=lambda w: (w / "index" / "sentences.jsonl").write_bytes(b'"ok"\nnot json\n')),
+    Case(
+        "whitening without its state",
+        ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"),
+        ("state.safetensors",),
+        setup=_remove("white/state.safetensors"),
+    ),
+    Case(
+        "whitening without its config",
+        ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"),
+        ("config.json",),
+        setup=_remove("white/config.json"),
+    ),
+    Case(
+        "whitening state truncated",
+        ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"),
+        ("state.safetensors",),
+        setup=_truncate("white/state.safetensors"),
+    ),
+    Case(
+        "whitening config not JSON",
+        ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"),
+        ("config.json",),
+        setup=lambda w: (w / "white" / "config.json").write_text("{not json", encoding="utf-8"),
+    ),
+    Case(
+        "whitening of a future format",
+        ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"),
+        ("format version",),
+        setup=_edit_json("white/config.json", format_version=99),
+    ),
+    Case(
+        "whitening relabelled as flow",
+        ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"),
+        ("{w}/white", "whitening"),
+        setup=_edit_json("white/config.json", kind="flow"),
+        absent=("loss_curve",),
+    ),
+    Case(
+        "flow relabelled as whitening",
+        ("transform", "{w}/flow", "{w}/vecs.npy", "-o", OUT + ".npy"),
+        ("{w}/flow", "flow"),
+        setup=_edit_json("flow/config.json", kind="whitening"),
+    ),
+    Case(
+        "flow state truncated",
+        ("transform", "{w}/flow", "{w}/vecs.npy", "-o", OUT + ".npy"),
+        ("state.safetensors",),
+        setup=_truncate("flow/state.safetensors"),
+    ),
+    Case(
+        "index kind edited",
+        ("search", "{w}/index", "a query"),
+        ("{w}/index",),
+        setup=_edit_json("index/config.json", kind="whitening"),
+    ),
+    Case(
+        "index kind edited (add)",
+        ("index", "add", "{w}/index", "{w}/two.txt"),
+        ("{w}/index",),
+        setup=_edit_json("index/config.json", kind="whitening"),
+    ),
+    Case(
+        "index sentences corrupt",
+        ("search", "{w}/index", "a query"),
+        ("sentences.jsonl", "line 2"),
+        setup=lambda w: (w / "index" / "sentences.jsonl").write_bytes(b'"ok"\nnot json\n'),
+    ),
     Case("index faiss file missing", ("search", "{w}/index", "a query"), ("index.faiss",), setup=_remove("index/index.faiss")),
-    Case("index count edited", ("search", "{w}/index", "a query"), ("{w}/index",), setup=_edit_json("index/config.json", count=3)),
-    Case("index pooling edited", ("search", "{w}/index", "a query"), ("{w}/index",), setup=_edit_json("index/config.json", encoding_key="0" * 32)),
+    Case(
+        "index count edited", ("search", "{w}/index", "a query"), ("{w}/index",), setup=_edit_json("index/config.json", count=3)
+    ),
+    Case(
+        "index pooling edited",
+        ("search", "{w}/index", "a query"),
+        ("{w}/index",),
+        setup=_edit_json("index/config.json", encoding_key="0" * 32),
+    ),
     Case("not an index", ("search", "{w}/userdir", "a query"), ("{w}/userdir",)),
     Case("add to a whitening", ("index", "add", "{w}/white", "{w}/two.txt"), ("{w}/white",)),
 ]
+
 
 # --------------------------------------------------------------------------- verified on load (wrong output must become an error)
 def _tiny_model(rel: str, edit: Callable[[Path], None] | None = None, *, mlm: bool = False) -> Callable[[Path], None]:
@@ -266,9 +394,13 @@ def _tiny_model(rel: str, edit: Callable[[Path], None] | None = None, *, mlm: bo
         folder = w / rel
         torch.manual_seed(0)
         if mlm:
-            BertForMaskedLM(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)).save_pretrained(folder)
+            BertForMaskedLM(
+                BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+            ).save_pretrained(folder)
         else:
-            DistilBertModel(DistilBertConfig(vocab_size=30522, dim=32, n_layers=2, n_heads=2, hidden_dim=64, max_position_embeddings=128)).save_pretrained(folder)
+            DistilBertModel(
+                DistilBertConfig(vocab_size=30522, dim=32, n_layers=2, n_heads=2, hidden_dim=64, max_position_embeddings=128)
+            ).save_pretrained(folder)
         AutoTokenizer.from_pretrained(str(default_model_path())).save_pretrained(folder)
         if edit is not None:
             edit(folder)
@@ -281,7 +413,9 @@ def _drop_tensors(prefix: str) -> Callable[[Path], None]:
         from safetensors.torch import load_file, save_file
 
         state = load_file(folder / "model.safetensors")
-        save_file({k: v for k, v in state.items() if not k.startswith(prefix)}, folder / "model.safetensors", metadata={"format": "pt"})
+        save_file(
+            {k: v for k, v in state.items() if not k.startswith(prefix)}, folder / "model.safetensors", metadata={"format": "pt"}
+        )
 
     return edit
 
@@ -319,53 +453,145 @@ FLAT_PAIRS = "sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t3\n" for a, b
 
 LOAD_CASES: list[Case] = [
     # model folders transformers would load with random or missing layers
-    Case("model weights lack tensors", ENCODE_TINY, ("{w}/tiny", "lack 16 tensors", "transformer.layer.1."),
-         setup=_tiny_model("tiny", _drop_tensors("transformer.layer.1."))),
-    Case("model weights hold layers its config lacks", ENCODE_TINY, ("{w}/tiny", "config.json", "transformer.layer.1."),
-         setup=_tiny_model("tiny", lambda f: _edit_json("config.json", n_layers=1)(f))),
-    Case("model weights truncated", ENCODE_TINY, ("{w}/tiny/model.safetensors", "truncated"),
-         setup=_tiny_model("tiny", lambda f: _truncate("model.safetensors")(f))),
-    Case("model folder without tokenizer files", ENCODE_TINY, ("{w}/tiny", "tokenizer"),
-         setup=_tiny_model("tiny", lambda f: [p.unlink() for p in f.iterdir() if p.name.startswith("tokenizer")])),
-    Case("model folder without config.json", ENCODE_TINY, ("{w}/tiny", "config.json"),
-         setup=_tiny_model("tiny", lambda f: (f / "config.json").unlink())),
-    Case("pooling pooler without pooler weights", (*ENCODE_TINY, "--pooling", "pooler"), ("{w}/tiny", "pooler.dense.weight", "'cls'"),
-         setup=_tiny_model("tiny", mlm=True)),
-    Case("empty model folder says what it lacks", ("encode", "{w}/corpus.txt", "-o", OUT + ".npy", "-m", "{w}/emptydir"),
-         ("{w}/emptydir", "is empty", "config.json")),
+    Case(
+        "model weights lack tensors",
+        ENCODE_TINY,
+        ("{w}/tiny", "lack 16 tensors", "transformer.layer.1."),
+        setup=_tiny_model("tiny", _drop_tensors("transformer.layer.1.")),
+    ),
+    Case(
+        "model weights hold layers its config lacks",
+        ENCODE_TINY,
+        ("{w}/tiny", "config.json", "transformer.layer.1."),
+        setup=_tiny_model("tiny", lambda f: _edit_json("config.json", n_layers=1)(f)),
+    ),
+    Case(
+        "model weights truncated",
+        ENCODE_TINY,
+        ("{w}/tiny/model.safetensors", "truncated"),
+        setup=_tiny_model("tiny", lambda f: _truncate("model.safetensors")(f)),
+    ),
+    Case(
+        "model folder without tokenizer files",
+        ENCODE_TINY,
+        ("{w}/tiny", "tokenizer"),
+        setup=_tiny_model("tiny", lambda f: [p.unlink() for p in f.iterdir() if p.name.startswith("tokenizer")]),
+    ),
+    Case(
+        "model folder without config.json",
+        ENCODE_TINY,
+        ("{w}/tiny", "config.json"),
+        setup=_tiny_model("tiny", lambda f: (f / "config.json").unlink()),
+    ),
+    Case(
+        "pooling pooler without pooler weights",
+        (*ENCODE_TINY, "--pooling", "pooler"),
+        ("{w}/tiny", "pooler.dense.weight", "'cls'"),
+        setup=_tiny_model("tiny", mlm=True),
+    ),
+    Case(
+        "empty model folder says what it lacks",
+        ("encode", "{w}/corpus.txt", "-o", OUT + ".npy", "-m", "{w}/emptydir"),
+        ("{w}/emptydir", "is empty", "config.json"),
+    ),
     # saved transforms whose config.json disagrees with their state
-    Case("whitening dim edited", ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"), ("{w}/white", "dim 31", "32-dimensional"),
-         setup=_edit_json("white/config.json", dim=31)),
-    Case("whitening n_samples_seen edited", ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"),
-         ("{w}/white", "n_samples_seen 6", "600 rows"), setup=_edit_json("white/config.json", n_samples_seen=6)),
-    Case("whitening n_components_ edited", ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"),
-         ("{w}/white", "n_components_ 16", "32 output dimensions"), setup=_edit_json("white/config.json", n_components_=16)),
-    Case("flow n_features_in edited", ("transform", "{w}/flow", "{w}/vecs.npy", "-o", OUT + ".npy"), ("{w}/flow", "n_features_in 33", "n_features_in 32"),
-         setup=_edit_json("flow/config.json", n_features_in=33)),
-    Case("flow depth edited", ("transform", "{w}/flow", "{w}/vecs.npy", "-o", OUT + ".npy"), ("{w}/flow", "depth 3", "depth 1"),
-         setup=_edit_params("flow/config.json", depth=3)),
+    Case(
+        "whitening dim edited",
+        ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"),
+        ("{w}/white", "dim 31", "32-dimensional"),
+        setup=_edit_json("white/config.json", dim=31),
+    ),
+    Case(
+        "whitening n_samples_seen edited",
+        ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"),
+        ("{w}/white", "n_samples_seen 6", "600 rows"),
+        setup=_edit_json("white/config.json", n_samples_seen=6),
+    ),
+    Case(
+        "whitening n_components_ edited",
+        ("transform", "{w}/white", "{w}/vecs.npy", "-o", OUT + ".npy"),
+        ("{w}/white", "n_components_ 16", "32 output dimensions"),
+        setup=_edit_json("white/config.json", n_components_=16),
+    ),
+    Case(
+        "flow n_features_in edited",
+        ("transform", "{w}/flow", "{w}/vecs.npy", "-o", OUT + ".npy"),
+        ("{w}/flow", "n_features_in 33", "n_features_in 32"),
+        setup=_edit_json("flow/config.json", n_features_in=33),
+    ),
+    Case(
+        "flow depth edited",
+        ("transform", "{w}/flow", "{w}/vecs.npy", "-o", OUT + ".npy"),
+        ("{w}/flow", "depth 3", "depth 1"),
+        setup=_edit_params("flow/config.json", depth=3),
+    ),
     # fits that would serve absurd vectors
-    Case("fit flow on fewer rows than dimensions", ("fit", "flow", "{w}/small.npy", "-o", OUT), ("{w}/small.npy", "40 rows for 64 dimensions"),
-         setup=_save("small.npy", _small)),
-    Case("fit flow on identical rows", ("fit", "flow", "{w}/same.npy", "-o", OUT), ("{w}/same.npy", "identical"), absent=("lr",),
-         setup=_save("same.npy", lambda: np.ones((100, 32), np.float32))),
-    Case("fit flow on a constant column", ("fit", "flow", "{w}/constcol.npy", "-o", OUT), ("{w}/constcol.npy", "column 5"),
-         setup=_save("constcol.npy", _const_column)),
-    Case("fit flow that diverges", ("fit", "flow", "{w}/vecs.npy", "-o", OUT, "--lr", "0.03", "--batch-size", "4"),
-         ("{w}/vecs.npy", "diverged", "bits/dim", "lr")),
+    Case(
+        "fit flow on fewer rows than dimensions",
+        ("fit", "flow", "{w}/small.npy", "-o", OUT),
+        ("{w}/small.npy", "40 rows for 64 dimensions"),
+        setup=_save("small.npy", _small),
+    ),
+    Case(
+        "fit flow on identical rows",
+        ("fit", "flow", "{w}/same.npy", "-o", OUT),
+        ("{w}/same.npy", "identical"),
+        absent=("lr",),
+        setup=_save("same.npy", lambda: np.ones((100, 32), np.float32)),
+    ),
+    Case(
+        "fit flow on a constant column",
+        ("fit", "flow", "{w}/constcol.npy", "-o", OUT),
+        ("{w}/constcol.npy", "column 5"),
+        setup=_save("constcol.npy", _const_column),
+    ),
+    Case(
+        "fit flow that diverges",
+        ("fit", "flow", "{w}/vecs.npy", "-o", OUT, "--lr", "0.03", "--batch-size", "4"),
+        ("{w}/vecs.npy", "diverged", "bits/dim", "lr"),
+    ),
     # advice fits the command: --shrinkage only where the command has it
-    Case("fit whitening -k beyond the rank", ("fit", "whitening", "{w}/small.npy", "-o", OUT, "-k", "50"),
-         ("{w}/small.npy", "shrinkage='auto'", "n_components <= 39"), setup=_save("small.npy", _small)),
-    Case("index build --whiten on identical sentences", ("index", "build", "{w}/same.txt", "-o", OUT, "--whiten", "2"),
-         ("{w}/same.txt", "same vector",), absent=("--shrinkage", "set shrinkage"), setup=_write("same.txt", "the very same line\n" * 12)),
-    Case("analyze identical sentences", ("analyze", "{w}/same.txt", "-o", OUT), ("{w}/same.txt", "same vector"), absent=("--shrinkage", "set shrinkage"),
-         setup=_write("same.txt", "the very same line\n" * 12)),
-    Case("eval flow on too few sentences", ("eval", "--data", "{w}/pairs.tsv", "--method", "flow"),
-         ("task pairs", "more sentences than dimensions"), absent=("shrinkage",)),
-    Case("eval whitening on too few sentences", ("eval", "--data", "{w}/pairs.tsv", "--method", "whitening"), ("task pairs", "--shrinkage")),
+    Case(
+        "fit whitening -k beyond the rank",
+        ("fit", "whitening", "{w}/small.npy", "-o", OUT, "-k", "50"),
+        ("{w}/small.npy", "shrinkage='auto'", "n_components <= 39"),
+        setup=_save("small.npy", _small),
+    ),
+    Case(
+        "index build --whiten on identical sentences",
+        ("index", "build", "{w}/same.txt", "-o", OUT, "--whiten", "2"),
+        (
+            "{w}/same.txt",
+            "same vector",
+        ),
+        absent=("--shrinkage", "set shrinkage"),
+        setup=_write("same.txt", "the very same line\n" * 12),
+    ),
+    Case(
+        "analyze identical sentences",
+        ("analyze", "{w}/same.txt", "-o", OUT),
+        ("{w}/same.txt", "same vector"),
+        absent=("--shrinkage", "set shrinkage"),
+        setup=_write("same.txt", "the very same line\n" * 12),
+    ),
+    Case(
+        "eval flow on too few sentences",
+        ("eval", "--data", "{w}/pairs.tsv", "--method", "flow"),
+        ("task pairs", "more sentences than dimensions"),
+        absent=("shrinkage",),
+    ),
+    Case(
+        "eval whitening on too few sentences",
+        ("eval", "--data", "{w}/pairs.tsv", "--method", "whitening"),
+        ("task pairs", "--shrinkage"),
+    ),
     # a gold column nothing can be correlated with
-    Case("eval on a constant gold column", ("eval", "--data", "{w}/flat.tsv"), ("{w}/flat.tsv", "gold scores", "3"),
-         setup=_write("flat.tsv", FLAT_PAIRS)),
+    Case(
+        "eval on a constant gold column",
+        ("eval", "--data", "{w}/flat.tsv"),
+        ("{w}/flat.tsv", "gold scores", "3"),
+        setup=_write("flat.tsv", FLAT_PAIRS),
+    ),
 ]
 
 CASES = OUTPUT_CASES + INPUT_CASES + OPTION_CASES + ARTEFACT_CASES + LOAD_CASES

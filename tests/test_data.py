@@ -138,8 +138,13 @@ def test_generic_tsv_csv_jsonl(tmp_path):
     assert t.metric == "binary" and t.pairs()[0] == Pair("a, b", "c", 1.0, "")
 
     jl = tmp_path / "c.jsonl"
-    jl.write_text(json.dumps({"sentence1": "a", "sentence2": "b", "score": 2}) + "\n\n"
-                  + json.dumps({"sentence1": "c", "sentence2": "d", "score": "4.5"}) + "\n", encoding="utf-8")
+    jl.write_text(
+        json.dumps({"sentence1": "a", "sentence2": "b", "score": 2})
+        + "\n\n"
+        + json.dumps({"sentence1": "c", "sentence2": "d", "score": "4.5"})
+        + "\n",
+        encoding="utf-8",
+    )
     assert [p.score for p in load_pairs(jl).pairs()] == [2.0, 4.5]
     assert [t.name for t in load_tasks(jl)] == ["c"]
 
@@ -224,7 +229,7 @@ def test_semeval_errors(tmp_path):
         ("p.tsv", "sentence1\tsentence2\tscore\na\tb\t1\na\tb\n", r"p\.tsv line 3: expected 3 tab-separated columns, found 2"),
         ("p.tsv", "sentence1\tsentence2\tscore\na\tb\tn/a\n", r"p\.tsv line 2: score 'n/a' is not a number"),
         ("p.tsv", "s1\ts2\tscore\na\tb\t1\n", r"p\.tsv line 1: the header must name sentence1, sentence2"),
-        ("p.csv", 'sentence1,sentence2,label\na,b,2\n', r"p\.csv line 2: label '2' must be 0 or 1"),
+        ("p.csv", "sentence1,sentence2,label\na,b,2\n", r"p\.csv line 2: label '2' must be 0 or 1"),
         ("p.jsonl", '{"sentence1": "a", "sentence2": "b", "score": 1}\n{"sentence1": "a"\n', r"p\.jsonl line 2: not valid JSON"),
         ("p.jsonl", '{"sentence1": "a", "sentence2": "b", "score": "x"}\n', r"p\.jsonl line 1: score 'x' is not a number"),
         ("p.jsonl", '{"sentence1": "a", "sentence2": "b"}\n', r"p\.jsonl line 1: needs a 'score'"),

@@ -169,7 +169,9 @@ def test_worker_killed_mid_task_is_rescheduled(client, shards, tiny_model_dir, t
     markers.mkdir()
     client.run(lambda: os.environ.__setitem__(FAULT_ENV, f"exit:{markers}"))
     try:
-        report = encode(str(folder / "part-1.txt"), tmp_path / "out", EncoderSpec(model=str(tiny_model_dir), max_length=32), address=client)
+        report = encode(
+            str(folder / "part-1.txt"), tmp_path / "out", EncoderSpec(model=str(tiny_model_dir), max_length=32), address=client
+        )
     finally:
         client.run(lambda: os.environ.pop(FAULT_ENV, None))
         client.wait_for_workers(2, timeout=60)
@@ -304,12 +306,25 @@ def test_cli_fit_and_encode_on_a_cluster(client, shards, tiny_model_dir, tmp_pat
     folder, lines = shards
     addr = client.scheduler.address
     common = ["--model", tiny_model_dir, "--max-length", 32, "--batch-size", 1, "--address", addr]
-    code, _, err = _cli(["fit", "whitening", "--engine", "dask", "--input", folder / "*.txt", "-o", tmp_path / "w", "-k", 4, *common], capsys)
+    code, _, err = _cli(
+        ["fit", "whitening", "--engine", "dask", "--input", folder / "*.txt", "-o", tmp_path / "w", "-k", 4, *common], capsys
+    )
     assert code == 0, err
     w = Whitening.load(tmp_path / "w")
     assert w.n_samples_seen_ == len(lines) and w.n_components_ == 4
     code, _, err = _cli(
-        ["encode", "--engine", "dask", "--input", folder / "*.txt", "-o", tmp_path / "vecs", "--transform", tmp_path / "w", *common],
+        [
+            "encode",
+            "--engine",
+            "dask",
+            "--input",
+            folder / "*.txt",
+            "-o",
+            tmp_path / "vecs",
+            "--transform",
+            tmp_path / "w",
+            *common,
+        ],
         capsys,
     )
     assert code == 0, err
@@ -318,7 +333,9 @@ def test_cli_fit_and_encode_on_a_cluster(client, shards, tiny_model_dir, tmp_pat
 
 
 def test_cli_bad_input_is_one_line(tmp_path, capsys):
-    code, _, err = _cli(["fit", "whitening", "--engine", "dask", "--input", tmp_path / "none-*.txt", "-o", tmp_path / "w"], capsys)
+    code, _, err = _cli(
+        ["fit", "whitening", "--engine", "dask", "--input", tmp_path / "none-*.txt", "-o", tmp_path / "w"], capsys
+    )
     assert code == 2 and err.strip().count("\n") == 0 and "matches no file" in err
     code, _, err = _cli(["encode", "--engine", "ray", "--input", tmp_path / "*.txt", "-o", tmp_path / "o"], capsys)
     assert code == 2 and "dask" in err and err.strip().count("\n") == 0

@@ -173,7 +173,10 @@ def test_ecosystem_module_hands_out_the_integrations():
 
 @settings(max_examples=25, deadline=None)
 @given(
-    n=st.integers(3, 40), d=st.integers(1, 12), seed=st.integers(0, 2**16), power=st.sampled_from([0.0, 0.5, 1.0]),
+    n=st.integers(3, 40),
+    d=st.integers(1, 12),
+    seed=st.integers(0, 2**16),
+    power=st.sampled_from([0.0, 0.5, 1.0]),
     method=st.sampled_from(["pca", "zca"]),
 )
 def test_to_torch_equals_transform(n, d, seed, power, method):
@@ -207,8 +210,11 @@ _COMMON_FAILS = {
     "('at least 2 rows' / 'fewer than one batch')",
     "check_fit2d_predict1d": "a 1-D row of the fitted width is accepted as one row on purpose (check_matrix)",
 }
-WHITENING_FAILS = {**_COMMON_FAILS, "check_transformer_data_not_an_array": "array-likes are converted with "
-                   "numpy.asarray, which the check's array-like refuses by design ('Don't want to call array_function')"}
+WHITENING_FAILS = {
+    **_COMMON_FAILS,
+    "check_transformer_data_not_an_array": "array-likes are converted with "
+    "numpy.asarray, which the check's array-like refuses by design ('Don't want to call array_function')",
+}
 FLOW_FAILS = {
     **_COMMON_FAILS,
     "check_fit2d_1feature": "a flow needs at least 2 dimensions (it splits channels); the message says so in its words",
@@ -233,10 +239,20 @@ def _run_checks(estimator, expected_fails):
     assert set(by_status.get("xfail", [])) == set(expected_fails), set(expected_fails) ^ set(by_status.get("xfail", []))
     passed = set(by_status.get("passed", []))
     for essential in (
-        "check_get_params_invariance", "check_set_params", "check_estimator_cloneable", "check_estimators_fit_returns_self",
-        "check_estimators_unfitted", "check_transformers_unfitted", "check_no_attributes_set_in_init",
-        "check_dont_overwrite_parameters", "check_fit_idempotent", "check_pipeline_consistency", "check_n_features_in",
-        "check_estimators_nan_inf", "check_fit_check_is_fitted", "check_do_not_raise_errors_in_init_or_set_params",
+        "check_get_params_invariance",
+        "check_set_params",
+        "check_estimator_cloneable",
+        "check_estimators_fit_returns_self",
+        "check_estimators_unfitted",
+        "check_transformers_unfitted",
+        "check_no_attributes_set_in_init",
+        "check_dont_overwrite_parameters",
+        "check_fit_idempotent",
+        "check_pipeline_consistency",
+        "check_n_features_in",
+        "check_estimators_nan_inf",
+        "check_fit_check_is_fitted",
+        "check_do_not_raise_errors_in_init_or_set_params",
     ):
         assert essential in passed, essential
     return by_status

@@ -161,7 +161,9 @@ def test_embedded_and_test_models_load_without_missing_or_extra_tensors(encoder,
 
 def test_missing_weight_tensors_are_named(tiny_model_dir, tmp_path):
     def drop(state):
-        return {k: v for k, v in state.items() if not k.startswith("transformer.layer.1.ffn.") and k != "embeddings.LayerNorm.bias"}
+        return {
+            k: v for k, v in state.items() if not k.startswith("transformer.layer.1.ffn.") and k != "embeddings.LayerNorm.bias"
+        }
 
     folder = _copy_model(tiny_model_dir, tmp_path / "m", drop)
     with pytest.raises(IsotropyError) as err:
@@ -204,7 +206,9 @@ def test_unused_heads_are_silent_and_a_missing_pooler_only_matters_to_pooling_po
     assert enc.encode(["a cat"]).shape == (1, 32)
     assert enc.fingerprint() == Encoder(mlm).fingerprint()  # the random pooler is no part of the identity
     for call in (lambda: Encoder(mlm, pooling="pooler"), lambda: enc.encode_multi(["a cat"], ["cls", "pooler"])):
-        with pytest.raises(IsotropyError, match=r"lack its pooler layer \(pooler\.dense\.bias, pooler\.dense\.weight\).*use 'cls'"):
+        with pytest.raises(
+            IsotropyError, match=r"lack its pooler layer \(pooler\.dense\.bias, pooler\.dense\.weight\).*use 'cls'"
+        ):
             call()
 
 

@@ -37,7 +37,9 @@ class FakeEncoder:
     model_name = "fake"
     pooling = "cls"
 
-    def __init__(self, dim: int = 8, max_length: int = 64, fingerprint: str = "fp0", signal: dict | None = None, null_dims: int = 0):
+    def __init__(
+        self, dim: int = 8, max_length: int = 64, fingerprint: str = "fp0", signal: dict | None = None, null_dims: int = 0
+    ):
         self.dim = dim
         self.max_length = max_length
         self._fp = fingerprint
@@ -59,7 +61,10 @@ class FakeEncoder:
 
     def encode_multi(self, sentences, poolings, show_progress=None):
         self.calls.append((len(sentences), tuple(poolings)))
-        return {p: np.stack([self._vec(s, p) for s in sentences]) if sentences else np.zeros((0, self.dim), np.float32) for p in poolings}
+        return {
+            p: np.stack([self._vec(s, p) for s in sentences]) if sentences else np.zeros((0, self.dim), np.float32)
+            for p in poolings
+        }
 
 
 def _graded_task(n: int = 60, dim: int = 8, seed: int = 0) -> tuple[Task, dict]:
@@ -113,7 +118,10 @@ def test_roc_auc_equals_sklearn(scores, rnd):
         assert roc_auc(scores, labels) == pytest.approx(roc_auc_score(labels, scores) * 100, abs=1e-9)
 
 
-@given(arrays(np.float64, st.integers(1, 40), elements=st.floats(-1, 1).map(lambda v: round(v, 1))), st.randoms(use_true_random=False))
+@given(
+    arrays(np.float64, st.integers(1, 40), elements=st.floats(-1, 1).map(lambda v: round(v, 1))),
+    st.randoms(use_true_random=False),
+)
 @settings(max_examples=80, deadline=None)
 def test_best_threshold_is_optimal(scores, rnd):
     labels = np.array([rnd.randint(0, 1) for _ in scores])
@@ -134,7 +142,9 @@ def test_method_names():
     assert parse_method("soft-whitening-0.5").power == 0.5
     assert parse_method("RAW").kind == "raw" and parse_method("flow").kind == "flow"
     for bad in ("pca", "whitening-0", "soft-whitening-2", "whitening-x"):
-        with pytest.raises(IsotropyError, match=r"unknown method .*valid methods: raw, whitening, whitening-K.*soft-whitening-BETA.*flow"):
+        with pytest.raises(
+            IsotropyError, match=r"unknown method .*valid methods: raw, whitening, whitening-K.*soft-whitening-BETA.*flow"
+        ):
             parse_method(bad)
 
 
@@ -261,7 +271,10 @@ def test_fit_on_file_too_small_suggests_shrinkage(tmp_path):
     task, signal = _graded_task()
     corpus = tmp_path / "few.txt"
     corpus.write_text("a\nb\nc\n")
-    with pytest.raises(IsotropyError, match=r"--fit-on .*few\.txt has 3 sentences; whitening of 8-dimensional vectors needs at least 9 .*--shrinkage") as exc:
+    with pytest.raises(
+        IsotropyError,
+        match=r"--fit-on .*few\.txt has 3 sentences; whitening of 8-dimensional vectors needs at least 9 .*--shrinkage",
+    ) as exc:
         evaluate([task], encoder=FakeEncoder(), methods=["whitening"], fit_on=str(corpus), shrinkage=0.0, cache=False)
     assert "\n" not in str(exc.value)
     # with shrinkage it fits
@@ -351,13 +364,35 @@ def _run_cli(args, capsys):
 
 def test_cli_eval_on_a_pair_file(tmp_path, capsys):
     pairs = tmp_path / "mine.tsv"
-    rows = [("A man plays a guitar.", "A man is playing a guitar.", 4.8), ("A cat sleeps.", "A dog barks loudly.", 0.5),
-            ("Kids play football.", "Children are playing soccer.", 4.2), ("The stock fell.", "A woman slices onions.", 0.0),
-            ("She reads a book.", "A woman is reading.", 3.9), ("It is raining.", "The weather is wet.", 3.1)]
+    rows = [
+        ("A man plays a guitar.", "A man is playing a guitar.", 4.8),
+        ("A cat sleeps.", "A dog barks loudly.", 0.5),
+        ("Kids play football.", "Children are playing soccer.", 4.2),
+        ("The stock fell.", "A woman slices onions.", 0.0),
+        ("She reads a book.", "A woman is reading.", 3.9),
+        ("It is raining.", "The weather is wet.", 3.1),
+    ]
     pairs.write_text("sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t{s}\n" for a, b, s in rows))
     code, out, err = _run_cli(
-        ["eval", "--data", str(pairs), "--method", "raw", "--method", "whitening-2", "--pooling", "cls",
-         "--pooling", "mean", "--out", str(tmp_path / "res.json"), "--cache-dir", str(tmp_path / "cache")], capsys)
+        [
+            "eval",
+            "--data",
+            str(pairs),
+            "--method",
+            "raw",
+            "--method",
+            "whitening-2",
+            "--pooling",
+            "cls",
+            "--pooling",
+            "mean",
+            "--out",
+            str(tmp_path / "res.json"),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+        ],
+        capsys,
+    )
     assert code in (0, None), err
     assert "mine" in out and "whitening-2" in out and "last-avg" in out
     data = json.loads((tmp_path / "res.json").read_text())
@@ -398,8 +433,13 @@ def test_cls_whitening_beats_raw_cls_on_stsb(stsb_cls):
     if not (data_dir() / "sts" / "STSBenchmark").is_dir():
         pytest.skip("no STS data")
     res = evaluate(
-        ["STS-B"], data=data_dir(), poolings=["cls"], methods=["raw", "whitening"], fit_on="target",
-        max_length=64, cache=ROOT / ".cache" / "vectors",
+        ["STS-B"],
+        data=data_dir(),
+        poolings=["cls"],
+        methods=["raw", "whitening"],
+        fit_on="target",
+        max_length=64,
+        cache=ROOT / ".cache" / "vectors",
     )
     raw, white = res.score("cls", "raw", "STS-B"), res.score("cls", "whitening", "STS-B")
     assert white >= raw + 4, (raw, white)
@@ -444,7 +484,9 @@ def test_a_gold_column_without_variation_is_refused_before_encoding():
     )
     assert enc.calls == []  # nothing was encoded
     labels = Task("same-label", {"test": [Pair(f"s{i}", f"t{i}", 1.0, "") for i in range(10)]}, metric="binary")
-    with pytest.raises(IsotropyError, match=r"all 10 labels .* are 1, so no ROC-AUC can be computed; it needs both 0 and 1 labels"):
+    with pytest.raises(
+        IsotropyError, match=r"all 10 labels .* are 1, so no ROC-AUC can be computed; it needs both 0 and 1 labels"
+    ):
         evaluate([labels], encoder=enc, cache=False)
     one = Task("one", {"test": [Pair("a", "b", 1.0, "")]})
     with pytest.raises(IsotropyError, match="task one has 1 evaluated pair"):
@@ -458,13 +500,19 @@ def test_a_gold_column_without_variation_is_refused_before_encoding():
 
 def test_too_few_sentences_for_a_flow_gives_the_flow_s_advice(tmp_path):
     task, signal = _graded_task(n=6)  # 12 sentences for 8 dimensions: enough for whitening-4, not for a flow
-    with pytest.raises(IsotropyError, match=r"task toy has 12 sentences to fit flow on .* need at least 32 \(add sentences \(a flow needs more sentences than dimensions\)\)") as exc:
+    with pytest.raises(
+        IsotropyError,
+        match=r"task toy has 12 sentences to fit flow on .* need at least 32 \(add sentences \(a flow needs more sentences than dimensions\)\)",
+    ) as exc:
         evaluate([task], encoder=FakeEncoder(signal=signal), methods=["flow"], cache=False)
     assert "shrinkage" not in str(exc.value)
     corpus = tmp_path / "few.txt"
     corpus.write_text("".join(f"line {i}\n" for i in range(8)))
     enc = FakeEncoder()
-    with pytest.raises(IsotropyError, match=r"--fit-on .*few\.txt has 8 sentences; flow of 8-dimensional vectors needs at least 9 \(add sentences"):
+    with pytest.raises(
+        IsotropyError,
+        match=r"--fit-on .*few\.txt has 8 sentences; flow of 8-dimensional vectors needs at least 9 \(add sentences",
+    ):
         evaluate([task], encoder=enc, methods=["flow"], fit_on=str(corpus), flow_params={"batch_size": 4}, cache=False)
     assert enc.calls == []
 

@@ -93,7 +93,11 @@ def test_split_logdet_matches_autograd_jacobian(d):
 @pytest.mark.parametrize("coupling", ["additive", "affine"])
 @pytest.mark.parametrize("d", [6, 7])
 def test_whole_flow_logdet_and_density_match_autograd(d, coupling):
-    glow = _perturb(Glow(d, levels=2, depth=2, hidden=8, coupling=coupling, generator=torch.Generator().manual_seed(0)).double(), seed=5, scale=0.2)
+    glow = _perturb(
+        Glow(d, levels=2, depth=2, hidden=8, coupling=coupling, generator=torch.Generator().manual_seed(0)).double(),
+        seed=5,
+        scale=0.2,
+    )
     x = torch.randn(4, d, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
     z, logdet = glow(x)
     assert z.shape == x.shape
@@ -277,7 +281,9 @@ def test_property_random_flows_are_invertible_with_consistent_logdet(d, levels, 
         with pytest.raises(IsotropyError, match="at least"):
             Glow(d, levels, depth, 4, coupling)
         return
-    glow = _perturb(Glow(d, levels, depth, 4, coupling, generator=torch.Generator().manual_seed(seed)).double(), seed=seed, scale=0.2)
+    glow = _perturb(
+        Glow(d, levels, depth, 4, coupling, generator=torch.Generator().manual_seed(seed)).double(), seed=seed, scale=0.2
+    )
     x = torch.randn(3, d, dtype=torch.float64, generator=torch.Generator().manual_seed(seed + 1))
     z, logdet = glow(x)
     assert z.shape == x.shape
@@ -326,8 +332,12 @@ def test_fewer_rows_than_one_batch():
 
 
 def test_not_fitted():
-    for call in (lambda f: f.transform(_data(4, 6)), lambda f: f.inverse_transform(_data(4, 6)),
-                 lambda f: f.score_samples(_data(4, 6)), lambda f: f.save("x")):
+    for call in (
+        lambda f: f.transform(_data(4, 6)),
+        lambda f: f.inverse_transform(_data(4, 6)),
+        lambda f: f.score_samples(_data(4, 6)),
+        lambda f: f.save("x"),
+    ):
         with pytest.raises(NotFittedError, match="not fitted"):
             call(Flow())
 
@@ -380,7 +390,16 @@ def test_divergence_is_one_clear_error():
 def test_get_set_params_and_repr():
     f = Flow(levels=3, hidden=16)
     assert f.get_params()["levels"] == 3 and set(f.get_params()) == {
-        "levels", "depth", "hidden", "coupling", "epochs", "lr", "batch_size", "seed", "device"}
+        "levels",
+        "depth",
+        "hidden",
+        "coupling",
+        "epochs",
+        "lr",
+        "batch_size",
+        "seed",
+        "device",
+    }
     assert f.set_params(depth=2) is f and f.depth == 2
     assert repr(f) == "Flow(levels=3, depth=2, hidden=16)"
     with pytest.raises(IsotropyError, match="invalid parameter 'width' for Flow"):
@@ -515,8 +534,31 @@ def test_cli_fit_flow_then_transform(tmp_path, capsys):
     X = _data(96, 8)
     np.save(tmp_path / "v.npy", X)
     with pytest.raises(SystemExit) as exc:
-        main(["fit", "flow", str(tmp_path / "v.npy"), "-o", str(tmp_path / "fl"), "--levels", "2", "--depth", "2",
-              "--hidden", "16", "--coupling", "affine", "--epochs", "2", "--lr", "0.002", "--batch-size", "16", "--seed", "3"])
+        main(
+            [
+                "fit",
+                "flow",
+                str(tmp_path / "v.npy"),
+                "-o",
+                str(tmp_path / "fl"),
+                "--levels",
+                "2",
+                "--depth",
+                "2",
+                "--hidden",
+                "16",
+                "--coupling",
+                "affine",
+                "--epochs",
+                "2",
+                "--lr",
+                "0.002",
+                "--batch-size",
+                "16",
+                "--seed",
+                "3",
+            ]
+        )
     assert exc.value.code in (0, None)
     err = capsys.readouterr().err
     assert "wrote flow l2_d2_w16 (affine coupling) on 8 dims, 12 steps" in err
@@ -579,7 +621,9 @@ def test_flow_beats_raw_cls_on_stsb(stsb_cls, tmp_path):
 def test_no_more_rows_than_dimensions_is_refused():
     # the reported failure: a handful of rows, loss 6e20 bits/dim accepted, then infinite latents written
     rng = np.random.default_rng(0)
-    with pytest.raises(IsotropyError, match=r"X has 4 rows for 384 dimensions: a flow needs more rows than dimensions.*at least 385") as exc:
+    with pytest.raises(
+        IsotropyError, match=r"X has 4 rows for 384 dimensions: a flow needs more rows than dimensions.*at least 385"
+    ) as exc:
         Flow(batch_size=2).fit(rng.standard_normal((4, 384)).astype(np.float32))
     assert "\n" not in str(exc.value)
     with pytest.raises(IsotropyError, match="X has 12 rows for 12 dimensions"):
@@ -606,7 +650,10 @@ def test_identical_rows_and_constant_columns_are_named():
 def test_a_fit_that_ends_far_worse_than_it_started_is_divergence():
     # finite but absurd: accepted before, then its latents were written out as huge or infinite values
     X = np.random.default_rng(0).standard_normal((600, 32)).astype(np.float32)
-    with pytest.raises(IsotropyError, match=r"loss on its training rows reached \S+ bits/dim .*lower lr \(now 0\.03\), raise batch_size \(now 4\)") as exc:
+    with pytest.raises(
+        IsotropyError,
+        match=r"loss on its training rows reached \S+ bits/dim .*lower lr \(now 0\.03\), raise batch_size \(now 4\)",
+    ) as exc:
         Flow(lr=0.03, batch_size=4).fit(X)
     assert "\n" not in str(exc.value)
     # the rule: the loss on the training rows before and after training, and every step's loss

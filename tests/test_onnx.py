@@ -46,8 +46,23 @@ def whitening_export(tiny, tmp_path_factory):
     folder = tmp_path_factory.mktemp("onnx")
     w.save(folder / "w")
     with pytest.raises(SystemExit) as exit_info:
-        main(["export", "onnx", "-o", str(folder / "exp"), "--model", str(enc.folder), "--pooling", "first-last-avg",
-              "--max-length", "32", "--transform", str(folder / "w"), "--no-progress"])
+        main(
+            [
+                "export",
+                "onnx",
+                "-o",
+                str(folder / "exp"),
+                "--model",
+                str(enc.folder),
+                "--pooling",
+                "first-last-avg",
+                "--max-length",
+                "32",
+                "--transform",
+                str(folder / "w"),
+                "--no-progress",
+            ]
+        )
     assert exit_info.value.code in (0, None)
     return folder / "exp", w
 
@@ -198,14 +213,33 @@ def test_export_records_its_tokenizer_and_graph_settings(whitening_export):
 @pytest.mark.parametrize(
     "name, edit, match",
     [
-        ("tokenizer.json removed", lambda f: (f / "tokenizer.json").unlink(), r"tokenizer\.json is missing: it was exported with the graph"),
+        (
+            "tokenizer.json removed",
+            lambda f: (f / "tokenizer.json").unlink(),
+            r"tokenizer\.json is missing: it was exported with the graph",
+        ),
         ("tokenizer.json swapped", _swap_two_tokens, r"tokenizer\.json is not the file exported with the graph"),
         ("vocab.txt added", lambda f: (f / "vocab.txt").write_text("[PAD]\n[UNK]\n"), r"vocab\.txt was added after the export"),
-        ("max_length beyond the positions", _edit_config(max_length=1000), r"max_length 1000 exceeds the 128 positions of the graph in model\.onnx"),
-        ("position limit edited too", _edit_config(max_length=1000, position_limit=1000),
-         r"says position_limit 1000, but model\.onnx was exported with 128"),
-        ("pooling edited", _edit_config(pooling="cls"), r"says pooling 'cls', but model\.onnx was exported with 'first-last-avg'"),
-        ("digests dropped from the JSON", _edit_config(tokenizer_files=None), r"records other tokenizer files than model\.onnx was exported with"),
+        (
+            "max_length beyond the positions",
+            _edit_config(max_length=1000),
+            r"max_length 1000 exceeds the 128 positions of the graph in model\.onnx",
+        ),
+        (
+            "position limit edited too",
+            _edit_config(max_length=1000, position_limit=1000),
+            r"says position_limit 1000, but model\.onnx was exported with 128",
+        ),
+        (
+            "pooling edited",
+            _edit_config(pooling="cls"),
+            r"says pooling 'cls', but model\.onnx was exported with 'first-last-avg'",
+        ),
+        (
+            "digests dropped from the JSON",
+            _edit_config(tokenizer_files=None),
+            r"records other tokenizer files than model\.onnx was exported with",
+        ),
     ],
 )
 def test_tampered_export_fails_on_load(whitening_export, tmp_path, name, edit, match):
@@ -229,7 +263,9 @@ def test_export_without_records_still_loads(whitening_export, tmp_path):
 
     folder, _ = whitening_export
     old = _tampered(folder, tmp_path, strip)
-    np.testing.assert_array_equal(Encoder(old, backend="onnx").encode(SENTENCES), Encoder(folder, backend="onnx").encode(SENTENCES))
+    np.testing.assert_array_equal(
+        Encoder(old, backend="onnx").encode(SENTENCES), Encoder(folder, backend="onnx").encode(SENTENCES)
+    )
     # its max_length is still checked against the JSON's own position limit
     _edit_config(max_length=129)(old)
     with pytest.raises(IsotropyError, match="max_length 129 exceeds the 128 positions"):

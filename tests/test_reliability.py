@@ -177,7 +177,9 @@ def test_a_signal_mid_write_removes_the_temporary_and_keeps_the_old_output(tmp_p
     before = out.read_bytes()
     proc = subprocess.Popen(
         [*ISOTROPY, "transform", str(big_vectors / "white"), str(big_vectors / "big.npy"), "-o", str(out)],
-        env=_env(), stderr=subprocess.PIPE, text=True,
+        env=_env(),
+        stderr=subprocess.PIPE,
+        text=True,
     )
     caught = _wait_for(lambda: _writing(tmp_path), timeout=60)
     proc.send_signal(sig)
@@ -208,8 +210,9 @@ def test_sigterm_while_encoding_writes_nothing(tmp_path):
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n".join(f"sentence {i} about the weather" for i in range(20_000)) + "\n")
     before = snapshot(tmp_path)
-    proc = subprocess.Popen([*ISOTROPY, "encode", str(corpus), "-o", str(tmp_path / "v.npy")], env=_env(),
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*ISOTROPY, "encode", str(corpus), "-o", str(tmp_path / "v.npy")], env=_env(), stderr=subprocess.PIPE, text=True
+    )
     time.sleep(4)  # loading the model or encoding
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
@@ -236,8 +239,10 @@ def test_two_index_adds_at_once_both_land(tmp_path, small_index):
         f = tmp_path / f"{name}.txt"
         f.write_text("\n".join(f"batch {name} sentence {i} on topic {i % 7}" for i in range(400)) + "\n")
         batches.append(f)
-    procs = [subprocess.Popen([*ISOTROPY, "index", "add", str(small_index), str(f)], env=_env(),
-                              stderr=subprocess.PIPE, text=True) for f in batches]
+    procs = [
+        subprocess.Popen([*ISOTROPY, "index", "add", str(small_index), str(f)], env=_env(), stderr=subprocess.PIPE, text=True)
+        for f in batches
+    ]
     errs = [p.communicate(timeout=300)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], errs
     from isotropy import Index
@@ -253,8 +258,13 @@ def test_a_locked_index_makes_the_second_writer_wait_then_give_up(tmp_path, smal
     more.write_text("one more\n")
     before = snapshot(small_index)
     with artefact_lock(small_index):
-        done = subprocess.run([*ISOTROPY, "index", "add", str(small_index), str(more)], env=_env(ISOTROPY_LOCK_TIMEOUT="1"),
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [*ISOTROPY, "index", "add", str(small_index), str(more)],
+            env=_env(ISOTROPY_LOCK_TIMEOUT="1"),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert lines[0].startswith("waiting for another isotropy process") and str(small_index) in lines[0]
@@ -295,11 +305,17 @@ def test_dask_bad_shard_is_one_line_and_a_failed_connection_leaves_nothing(tmp_p
     pytest.importorskip("distributed")
     (tmp_path / "a.txt").write_text("good line\n")
     (tmp_path / "b.txt").write_bytes(b"ok\ncaf\xe9\n")
-    done = subprocess.run([*ISOTROPY, "encode", "--engine", "dask", "--input", str(tmp_path / "*.txt"), "-o", str(tmp_path / "out")],
-                          env=_env(), capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [*ISOTROPY, "encode", "--engine", "dask", "--input", str(tmp_path / "*.txt"), "-o", str(tmp_path / "out")],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2
     assert done.stderr.strip() == f"error: {tmp_path / 'b.txt'} line 2 is not valid UTF-8 (byte 4 of the line)"
-    code, _, err = run_cli(["encode", "--engine", "dask", "--input", tmp_path / "a.txt", "-o", tmp_path / "out2",
-                            "--address", "tcp://127.0.0.1:9"])
+    code, _, err = run_cli(
+        ["encode", "--engine", "dask", "--input", tmp_path / "a.txt", "-o", tmp_path / "out2", "--address", "tcp://127.0.0.1:9"]
+    )
     assert code == 2 and "127.0.0.1:9" in err
     assert not (tmp_path / "out2").exists()

@@ -113,7 +113,12 @@ def test_save_load_gives_identical_results(tiny_encoder, tmp_path, kind):
     before = index.search(queries, k=4)
     index.save(tmp_path / "idx")
     assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == [
-        "config.json", "index.faiss", "sentences.jsonl", "state.safetensors", "transform"]
+        "config.json",
+        "index.faiss",
+        "sentences.jsonl",
+        "state.safetensors",
+        "transform",
+    ]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary folder left behind
     loaded = Index.load(tmp_path / "idx")
     after = loaded.search(queries, k=4)
@@ -302,16 +307,32 @@ def test_cli_build_add_search(tiny_model_dir, tmp_path, capsys):
     more = tmp_path / "more.txt"
     more.write_text("\n".join(CORPUS[40:]) + "\n", encoding="utf-8")
     out = tmp_path / "idx"
-    assert run_cli(["index", "build", str(corpus), "-o", str(out), "--model", str(tiny_model_dir), "--max-length",
-                    "32", "--kind", "hnsw", "--no-progress"]) == 0
+    assert (
+        run_cli(
+            [
+                "index",
+                "build",
+                str(corpus),
+                "-o",
+                str(out),
+                "--model",
+                str(tiny_model_dir),
+                "--max-length",
+                "32",
+                "--kind",
+                "hnsw",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["transform"]["kind"] == "whitening" and cfg["dim"] == 32  # default K capped at the model's 32 dims
     assert run_cli(["index", "add", str(out), str(more)]) == 0
     capsys.readouterr()
     assert run_cli(["search", str(out), CORPUS[45], "-k", "3", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
-    assert got["results"][0]["hits"][0] == {"rank": 1, "id": 45, "score": pytest.approx(1.0, abs=1e-4),
-                                            "text": CORPUS[45]}
+    assert got["results"][0]["hits"][0] == {"rank": 1, "id": 45, "score": pytest.approx(1.0, abs=1e-4), "text": CORPUS[45]}
     qfile = tmp_path / "q.txt"
     qfile.write_text("dog\nriver bridge\n", encoding="utf-8")
     assert run_cli(["search", str(out), "--queries", str(qfile), "-k", "100"]) == 0
@@ -324,8 +345,23 @@ def test_cli_build_add_search(tiny_model_dir, tmp_path, capsys):
 def test_cli_errors_are_one_line(tiny_model_dir, tmp_path, capsys):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(CORPUS[:10]) + "\n", encoding="utf-8")
-    assert run_cli(["index", "build", str(corpus), "-o", str(tmp_path / "i"), "--model", str(tiny_model_dir),
-                    "--whiten", "8", "--no-whiten"]) == 2
+    assert (
+        run_cli(
+            [
+                "index",
+                "build",
+                str(corpus),
+                "-o",
+                str(tmp_path / "i"),
+                "--model",
+                str(tiny_model_dir),
+                "--whiten",
+                "8",
+                "--no-whiten",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.startswith("error: choose one of") and err.count("\n") == 1
     assert run_cli(["search", str(tmp_path / "nowhere"), "query"]) == 2

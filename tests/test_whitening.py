@@ -464,8 +464,21 @@ def test_files_streaming_fit_and_transform(tmp_path):
 def test_cli_fit_and_transform(tmp_path):
     X = correlated(300, 5, seed=20).astype(np.float32)
     np.save(tmp_path / "x.npy", X)
-    r = _cli("fit", "whitening", str(tmp_path / "x.npy"), "-o", str(tmp_path / "w"), "--n-components", "3",
-             "--power", "0.5", "--shrinkage", "auto", "--method", "pca")
+    r = _cli(
+        "fit",
+        "whitening",
+        str(tmp_path / "x.npy"),
+        "-o",
+        str(tmp_path / "w"),
+        "--n-components",
+        "3",
+        "--power",
+        "0.5",
+        "--shrinkage",
+        "auto",
+        "--method",
+        "pca",
+    )
     assert r.returncode == 0, r.stderr
     w = Whitening.load(tmp_path / "w")
     assert w.get_params() == {"n_components": 3, "power": 0.5, "shrinkage": "auto", "method": "pca"}

@@ -38,17 +38,13 @@ def check_matrix(
     if arr.ndim != 2:
         raise IsotropyError(f"{name} must be 2-D (rows x dimensions), got shape {arr.shape}")
     if expected_dim is not None and arr.shape[1] != expected_dim:
-        raise IsotropyError(
-            f"{name} has {arr.shape[1]} dimensions but {expected_dim} were expected"
-        )
+        raise IsotropyError(f"{name} has {arr.shape[1]} dimensions but {expected_dim} were expected")
     if arr.shape[0] < min_rows:
         raise IsotropyError(f"{name} has {arr.shape[0]} rows; at least {min_rows} are needed")
     finite = np.isfinite(arr)
     if not finite.all():
         bad = int(np.flatnonzero(~finite.all(axis=1))[0])
-        raise IsotropyError(
-            f"{name} has a NaN or infinite value in row {bad + row_offset} (0-based)"
-        )
+        raise IsotropyError(f"{name} has a NaN or infinite value in row {bad + row_offset} (0-based)")
     return arr
 
 
@@ -58,8 +54,13 @@ def check_sentences(sentences: Sequence[str] | str, what: str = "sentence") -> l
         sentences = [sentences]
     if sentences is None or isinstance(sentences, (bytes, bytearray, dict, set, frozenset)) or not hasattr(sentences, "__iter__"):
         # vectors come back row i for sentence i: a set has no order, a dict's keys are rarely meant
-        hint = {bytes: " (decode them to str first)", bytearray: " (decode them to str first)", set: " (a set has no order: pass a list)",
-                frozenset: " (a set has no order: pass a list)", dict: " (pass a list, e.g. list(d.values()))"}.get(type(sentences), "")
+        hint = {
+            bytes: " (decode them to str first)",
+            bytearray: " (decode them to str first)",
+            set: " (a set has no order: pass a list)",
+            frozenset: " (a set has no order: pass a list)",
+            dict: " (pass a list, e.g. list(d.values()))",
+        }.get(type(sentences), "")
         got = "None" if sentences is None else type(sentences).__name__
         plural = what[:-1] + "ies" if what.endswith("y") else what + "s"
         raise IsotropyError(f"{plural} must be a string or a list of strings, got {got}{hint}")

@@ -32,9 +32,7 @@ class EstimatorParams:
         valid = self._get_param_names()
         for key, value in params.items():
             if key not in valid:
-                raise IsotropyError(
-                    f"invalid parameter {key!r} for {type(self).__name__}; valid ones: {', '.join(valid)}"
-                )
+                raise IsotropyError(f"invalid parameter {key!r} for {type(self).__name__}; valid ones: {', '.join(valid)}")
             setattr(self, key, value)
         return self
 

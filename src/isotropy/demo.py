@@ -212,5 +212,5 @@ def _search(console, data: DemoData, encoder, own: np.ndarray, output: Path) -> 
         console.print(f"search {q!r}:")
         for hit in hits.hits(i):
             console.print(f"   {hit['score']:.3f}  {hit['text']}")
-    console.print(f"index ({index.describe()}) saved to {output / 'index'}; try: isotropy search {output / 'index'} \"a query\"")
+    console.print(f'index ({index.describe()}) saved to {output / "index"}; try: isotropy search {output / "index"} "a query"')
     return {q: hits.hits(i) for i, q in enumerate(DEMO_QUERIES)}

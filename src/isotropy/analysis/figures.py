@@ -121,8 +121,15 @@ def plot_token_projection(word: Mapping[str, Any]):
     p = word["projection"]
     order = np.argsort(p["rank"])[::-1]  # frequent tokens drawn last, on top
     rank = np.asarray(p["rank"], dtype=np.float64)[order] + 1
-    sc = ax.scatter(np.asarray(p["x"])[order], np.asarray(p["y"])[order], c=rank, s=5, cmap="viridis_r",
-                    norm=LogNorm(vmin=1, vmax=max(rank.max(), 2)), linewidths=0)
+    sc = ax.scatter(
+        np.asarray(p["x"])[order],
+        np.asarray(p["y"])[order],
+        c=rank,
+        s=5,
+        cmap="viridis_r",
+        norm=LogNorm(vmin=1, vmax=max(rank.max(), 2)),
+        linewidths=0,
+    )
     fig.colorbar(sc, ax=ax, label="frequency rank in the corpus (1 = most frequent)")
     ax.plot([0], [0], "k+", markersize=10)
     ax.set_xlabel("1st singular direction")

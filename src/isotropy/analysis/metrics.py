@@ -221,9 +221,7 @@ def _apply(name: str, transform: Any, X: np.ndarray) -> np.ndarray:
     return check_matrix(Y, f"output of transform {name!r}", dtype=np.float64)
 
 
-def _describe(
-    V: np.ndarray, n_pairs: int, seed: int, scatter_idx: np.ndarray, bin_edges: np.ndarray
-) -> dict[str, Any]:
+def _describe(V: np.ndarray, n_pairs: int, seed: int, scatter_idx: np.ndarray, bin_edges: np.ndarray) -> dict[str, Any]:
     cos = average_cosine(V, n_pairs, seed, return_samples=True)
     samples = cos.pop("samples")
     evals, C = _spectra(V)

@@ -67,7 +67,7 @@ def _sentence_rows(sentence: Mapping[str, Any]) -> tuple[list[str], list[list[st
         ["  std of that cosine"] + [_fmt(reps[n]["average_cosine"]["std"]) for n in names],
         ["isotropy I(W) (Mu & Viswanath)"] + [_fmt(reps[n]["partition_isotropy"]) for n in names],
         ["IsoScore (Rudman et al.)"] + [_fmt(reps[n]["isoscore"]) for n in names],
-        ["dims holding 90% of variance"] + [f'{reps[n]["dims_for_variance"]["0.9"]} / {reps[n]["dim"]}' for n in names],
+        ["dims holding 90% of variance"] + [f"{reps[n]['dims_for_variance']['0.9']} / {reps[n]['dim']}" for n in names],
         ["norm of mean vector / mean norm"] + [_fmt(reps[n]["mean_vector_norm_ratio"]) for n in names],
         ["mean norm"] + [_fmt(reps[n]["mean_norm"]) for n in names],
     ]
@@ -82,7 +82,7 @@ def _word_rows(word: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
         rows.append([f"mean {k}-NN l2 distance"] + [_fmt(b["knn_l2"][str(k)] if b["knn_l2"] else None) for b in bks])
     for k in word["ks"]:
         rows.append([f"mean {k}-NN dot product"] + [_fmt(b["knn_dot"][str(k)] if b["knn_dot"] else None) for b in bks])
-    rows.append(["tokens (seen in corpus)"] + [f'{b["n_tokens"]} ({b["n_seen"]})' for b in bks])
+    rows.append(["tokens (seen in corpus)"] + [f"{b['n_tokens']} ({b['n_seen']})" for b in bks])
     return header, rows
 
 
@@ -106,7 +106,9 @@ def _markdown(header: list[str], rows: list[list[str]]) -> str:
 
 def sentence_table(sentence: Mapping[str, Any]):
     """A rich Table: rows = statistic, columns = raw and each transform."""
-    return _rich(f"Sentence vectors ({sentence['n_sentences']} sentences, {sentence['n_pairs']} random pairs)", *_sentence_rows(sentence))
+    return _rich(
+        f"Sentence vectors ({sentence['n_sentences']} sentences, {sentence['n_pairs']} random pairs)", *_sentence_rows(sentence)
+    )
 
 
 def word_table(word: Mapping[str, Any]):
@@ -251,7 +253,9 @@ def write_report(out_dir: str | os.PathLike, report: Mapping[str, Any], *, force
             part, draw, _ = FIGURES[name]
             fig = draw(report[part])
             fig.savefig(tmp / name, dpi=100)
-        (tmp / "report.json").write_text(json.dumps(_jsonable({**report, **head}), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        (tmp / "report.json").write_text(
+            json.dumps(_jsonable({**report, **head}), indent=1, sort_keys=True) + "\n", encoding="utf-8"
+        )
         (tmp / "report.md").write_text(_markdown_report(report), encoding="utf-8")
     return Path(out_dir)
 
@@ -359,8 +363,14 @@ def _word_part(encoder: Any, kept: list[str], notes: list[str], quiet: bool, **k
 
 
 def _meta(
-    encoder: Any, corpus_name: str | None, sample: list[str], kept: list[str], loaded: dict[str, Any],
-    transforms: Any, seed: int, timings: dict[str, float],
+    encoder: Any,
+    corpus_name: str | None,
+    sample: list[str],
+    kept: list[str],
+    loaded: dict[str, Any],
+    transforms: Any,
+    seed: int,
+    timings: dict[str, float],
 ) -> dict[str, Any]:
     """The report's ``meta`` part (``timings`` is kept by reference: later steps add theirs)."""
     describe = getattr(encoder, "describe", None)
@@ -431,7 +441,14 @@ def analyze(
     if word_level:
         t0 = time.perf_counter()
         word = _word_part(
-            encoder, kept, notes, quiet, unseen=unseen_tokens, max_queries=max_queries, n_pairs=int(n_pairs), seed=seed,
+            encoder,
+            kept,
+            notes,
+            quiet,
+            unseen=unseen_tokens,
+            max_queries=max_queries,
+            n_pairs=int(n_pairs),
+            seed=seed,
             show_progress=show_progress,
         )
         timings["word_s"] = time.perf_counter() - t0

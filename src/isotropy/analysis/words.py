@@ -77,7 +77,9 @@ def token_frequencies(tokenizer: Any, sentences: Sequence[str], vocab_size: int)
     for start in range(0, len(sentences), 4096):
         batch = list(sentences[start : start + 4096])
         # verbose=False: long lines are counted whole, without "longer than the maximum" warnings
-        ids = tokenizer(batch, add_special_tokens=False, truncation=False, return_attention_mask=False, verbose=False)["input_ids"]
+        ids = tokenizer(batch, add_special_tokens=False, truncation=False, return_attention_mask=False, verbose=False)[
+            "input_ids"
+        ]
         flat = np.fromiter((t for seq in ids for t in seq), dtype=np.int64)
         flat = flat[(flat >= 0) & (flat < vocab_size)]
         counts += np.bincount(flat, minlength=vocab_size)
@@ -204,7 +206,12 @@ def _scatter_sample(n_ranked: int, scatter_points: int, rng: np.random.Generator
 def _top_tokens(tokenizer: Any, order: np.ndarray, counts: np.ndarray, n_seen: int) -> list[dict[str, Any]]:
     """The ten most frequent tokens of the corpus: rank, id, token and count."""
     return [
-        {"rank": r, "id": int(order[r]), "token": str(tokenizer.convert_ids_to_tokens(int(order[r]))), "count": int(counts[order[r]])}
+        {
+            "rank": r,
+            "id": int(order[r]),
+            "token": str(tokenizer.convert_ids_to_tokens(int(order[r]))),
+            "count": int(counts[order[r]]),
+        }
         for r in range(min(10, n_seen))
     ]
 

@@ -20,29 +20,61 @@ app = typer.Typer(
 fit_app = typer.Typer(help="Fit a calibration transform on sentence vectors.", no_args_is_help=True)
 app.add_typer(fit_app, name="fit")
 
-ModelOpt = typer.Option(None, "--model", "-m", help="Hugging Face model id or local folder (default: the embedded all-MiniLM-L6-v2).")
-PoolingOpt = typer.Option(None, "--pooling", "-p", help="Pooling: cls, pooler, last-avg, first-last-avg, embed-last-avg, last2-avg, layers-avg:I,J,... (default: the model's own).")
-MaxLenOpt = typer.Option(None, "--max-length", help="Tokens per sentence (default: the model's maximum; the papers use 64). Longer sentences are truncated.")
+ModelOpt = typer.Option(
+    None, "--model", "-m", help="Hugging Face model id or local folder (default: the embedded all-MiniLM-L6-v2)."
+)
+PoolingOpt = typer.Option(
+    None,
+    "--pooling",
+    "-p",
+    help="Pooling: cls, pooler, last-avg, first-last-avg, embed-last-avg, last2-avg, layers-avg:I,J,... (default: the model's own).",
+)
+MaxLenOpt = typer.Option(
+    None,
+    "--max-length",
+    help="Tokens per sentence (default: the model's maximum; the papers use 64). Longer sentences are truncated.",
+)
 BatchOpt = typer.Option(64, "--batch-size", help="Sentences per forward pass.")
-EngineOpt = typer.Option(None, "--engine", help="Run on a cluster engine: dask (pip install 'isotropy\\[distributed]'); see docs/DISTRIBUTED.md.")
-InputsOpt = typer.Option(None, "--input", help="With --engine: the shards, a glob such as 'shards/*.txt' (one sentence a line) or, for fit, 'vecs/*.npy'.")
-ForceOpt = typer.Option(False, "--force", help="Replace an existing output even when it is not an isotropy output of the same kind (never an input).")
-AddressOpt = typer.Option(None, "--address", help="With --engine: the scheduler of an existing cluster (tcp://host:8786); default: a local cluster, one worker per core.")
+EngineOpt = typer.Option(
+    None, "--engine", help="Run on a cluster engine: dask (pip install 'isotropy\\[distributed]'); see docs/DISTRIBUTED.md."
+)
+InputsOpt = typer.Option(
+    None,
+    "--input",
+    help="With --engine: the shards, a glob such as 'shards/*.txt' (one sentence a line) or, for fit, 'vecs/*.npy'.",
+)
+ForceOpt = typer.Option(
+    False, "--force", help="Replace an existing output even when it is not an isotropy output of the same kind (never an input)."
+)
+AddressOpt = typer.Option(
+    None,
+    "--address",
+    help="With --engine: the scheduler of an existing cluster (tcp://host:8786); default: a local cluster, one worker per core.",
+)
 
 
 @app.command()
 def encode(
     input: str | None = typer.Argument(None, help="UTF-8 text file, one sentence a line, or '-' for standard input."),
-    output: str = typer.Option(..., "--output", "-o", help="Where to write the vectors (.npy, float32, row i = line i); with --engine, a folder of one .npy per shard."),
+    output: str = typer.Option(
+        ...,
+        "--output",
+        "-o",
+        help="Where to write the vectors (.npy, float32, row i = line i); with --engine, a folder of one .npy per shard.",
+    ),
     model: str | None = ModelOpt,
     pooling: str | None = PoolingOpt,
     max_length: int | None = MaxLenOpt,
     batch_size: int = BatchOpt,
-    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."),
+    progress: bool | None = typer.Option(
+        None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."
+    ),
     engine: str | None = EngineOpt,
     inputs: str | None = InputsOpt,
     address: str | None = AddressOpt,
-    transform: Path | None = typer.Option(None, "--transform", "-t", help="With --engine: a fitted transform folder to apply to each shard's vectors."),
+    transform: Path | None = typer.Option(
+        None, "--transform", "-t", help="With --engine: a fitted transform folder to apply to each shard's vectors."
+    ),
     force: bool = ForceOpt,
 ) -> None:
     """Encode sentences into vectors. Empty lines are encoded too, so row numbers match line numbers.
@@ -63,8 +95,16 @@ def encode(
         raise typer.BadParameter("give a text file (or '-'), or --engine with --input")
     from .jobs import encode_file
 
-    (rows, dims), enc = encode_file(input, output, model=model, pooling=pooling, max_length=max_length,
-                                    batch_size=batch_size, show_progress=progress, force=force)
+    (rows, dims), enc = encode_file(
+        input,
+        output,
+        model=model,
+        pooling=pooling,
+        max_length=max_length,
+        batch_size=batch_size,
+        show_progress=progress,
+        force=force,
+    )
     typer.echo(f"wrote {rows} x {dims} vectors ({enc.describe()}) to {output}", err=True)
 
 
@@ -81,13 +121,29 @@ def demo(
 
 @fit_app.command("whitening")
 def fit_whitening(
-    vectors: Path | None = typer.Argument(None, help="Vectors to fit on: a .npy file (rows x dims) or a folder of .npy shards, streamed one chunk at a time."),
-    output: str = typer.Option(..., "--output", "-o", help="Folder to write the fitted whitening to (config.json + state.safetensors)."),
-    n_components: int | None = typer.Option(None, "--n-components", "-k", help="Keep the k largest-variance directions (default: all)."),
-    power: float = typer.Option(1.0, "--power", help="Soft whitening: 1 full whitening, 0 pure rotation (PCA without scaling), between interpolates."),
-    shrinkage: str = typer.Option("0", "--shrinkage", help="Covariance shrinkage towards a scaled identity: a number in [0, 1], or 'auto' (Ledoit-Wolf). Needed with fewer rows than dimensions."),
-    method: str = typer.Option("pca", "--method", help="pca (rotate to principal axes) or zca (rotate back to the original axes)."),
-    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."),
+    vectors: Path | None = typer.Argument(
+        None, help="Vectors to fit on: a .npy file (rows x dims) or a folder of .npy shards, streamed one chunk at a time."
+    ),
+    output: str = typer.Option(
+        ..., "--output", "-o", help="Folder to write the fitted whitening to (config.json + state.safetensors)."
+    ),
+    n_components: int | None = typer.Option(
+        None, "--n-components", "-k", help="Keep the k largest-variance directions (default: all)."
+    ),
+    power: float = typer.Option(
+        1.0, "--power", help="Soft whitening: 1 full whitening, 0 pure rotation (PCA without scaling), between interpolates."
+    ),
+    shrinkage: str = typer.Option(
+        "0",
+        "--shrinkage",
+        help="Covariance shrinkage towards a scaled identity: a number in [0, 1], or 'auto' (Ledoit-Wolf). Needed with fewer rows than dimensions.",
+    ),
+    method: str = typer.Option(
+        "pca", "--method", help="pca (rotate to principal axes) or zca (rotate back to the original axes)."
+    ),
+    progress: bool | None = typer.Option(
+        None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."
+    ),
     engine: str | None = EngineOpt,
     inputs: str | None = InputsOpt,
     address: str | None = AddressOpt,
@@ -124,8 +180,12 @@ def fit_whitening(
 @fit_app.command("flow")
 def fit_flow(
     vectors: Path = typer.Argument(..., help="Vectors to fit on: a .npy file (rows x dims) or a folder of .npy shards."),
-    output: str = typer.Option(..., "--output", "-o", help="Folder to write the fitted flow to (config.json + state.safetensors)."),
-    levels: int = typer.Option(2, "--levels", help="Glow levels (multi-scale: half the channels are factored out between levels)."),
+    output: str = typer.Option(
+        ..., "--output", "-o", help="Folder to write the fitted flow to (config.json + state.safetensors)."
+    ),
+    levels: int = typer.Option(
+        2, "--levels", help="Glow levels (multi-scale: half the channels are factored out between levels)."
+    ),
     depth: int = typer.Option(3, "--depth", help="Steps per level (actnorm -> invertible 1x1 conv -> coupling)."),
     hidden: int = typer.Option(32, "--hidden", help="Width of the coupling networks."),
     coupling: str = typer.Option("additive", "--coupling", help="additive (the paper's) or affine."),
@@ -133,13 +193,17 @@ def fit_flow(
     lr: float = typer.Option(1e-3, "--lr", help="Adam learning rate."),
     batch_size: int = typer.Option(32, "--batch-size", help="Rows per optimisation step."),
     seed: int = typer.Option(0, "--seed", help="Seed of initialisation and shuffling (same seed, same result)."),
-    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Show a progress bar with the running loss (default: only on a terminal)."),
+    progress: bool | None = typer.Option(
+        None, "--progress/--no-progress", help="Show a progress bar with the running loss (default: only on a terminal)."
+    ),
     force: bool = ForceOpt,
 ) -> None:
     """Fit BERT-flow (a Glow normalizing flow, Li et al. 2020) on sentence vectors."""
     from .jobs import fit_file
 
-    params = dict(levels=levels, depth=depth, hidden=hidden, coupling=coupling, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed)
+    params = dict(
+        levels=levels, depth=depth, hidden=hidden, coupling=coupling, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed
+    )
     f = fit_file("flow", vectors, output, params=params, show_progress=progress, force=force)
     typer.echo(f"wrote {f.describe()} to {output}", err=True)
 
@@ -147,9 +211,13 @@ def fit_flow(
 @app.command()
 def transform(
     model_dir: Path = typer.Argument(..., help="Folder of a fitted transform (whitening or flow)."),
-    vectors: Path = typer.Argument(..., help="Vectors to transform: a .npy file or a folder of .npy shards (streamed; rows keep their order)."),
+    vectors: Path = typer.Argument(
+        ..., help="Vectors to transform: a .npy file or a folder of .npy shards (streamed; rows keep their order)."
+    ),
     output: str = typer.Option(..., "--output", "-o", help="Where to write the transformed vectors (.npy, written atomically)."),
-    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."),
+    progress: bool | None = typer.Option(
+        None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."
+    ),
     force: bool = ForceOpt,
 ) -> None:
     """Apply a fitted transform to vectors, streaming."""
@@ -161,20 +229,52 @@ def transform(
 
 @app.command("eval")
 def eval_(
-    data: Path | None = typer.Option(None, "--data", "-d", help="Data folder (STS layouts: STSBenchmark/, SICK/, STS12/..STS16/, or train/dev/test.tsv pair files) or one pair file (.tsv/.csv/.jsonl with sentence1, sentence2, score|label). Without it, tasks are loaded from the Hugging Face hub."),
-    task: list[str] | None = typer.Option(None, "--task", "-t", help="Task to evaluate, repeatable: STS-B, SICK-R, STS-12..STS-16, a pair file's name, a hub dataset id, or 'all' (default: all in --data)."),
+    data: Path | None = typer.Option(
+        None,
+        "--data",
+        "-d",
+        help="Data folder (STS layouts: STSBenchmark/, SICK/, STS12/..STS16/, or train/dev/test.tsv pair files) or one pair file (.tsv/.csv/.jsonl with sentence1, sentence2, score|label). Without it, tasks are loaded from the Hugging Face hub.",
+    ),
+    task: list[str] | None = typer.Option(
+        None,
+        "--task",
+        "-t",
+        help="Task to evaluate, repeatable: STS-B, SICK-R, STS-12..STS-16, a pair file's name, a hub dataset id, or 'all' (default: all in --data).",
+    ),
     model: str | None = ModelOpt,
-    pooling: list[str] | None = typer.Option(None, "--pooling", "-p", help="Pooling to compare, repeatable (default: the model's own)."),
-    method: list[str] | None = typer.Option(None, "--method", help="Calibration, repeatable: raw, whitening, whitening-K, soft-whitening-BETA, flow (default: raw and whitening)."),
-    fit_on: str = typer.Option("target", "--fit-on", help="'target' (every pair of the task, as the papers do), 'train' (the task's train split), or a text file of sentences (one a line) to fit on instead."),
+    pooling: list[str] | None = typer.Option(
+        None, "--pooling", "-p", help="Pooling to compare, repeatable (default: the model's own)."
+    ),
+    method: list[str] | None = typer.Option(
+        None,
+        "--method",
+        help="Calibration, repeatable: raw, whitening, whitening-K, soft-whitening-BETA, flow (default: raw and whitening).",
+    ),
+    fit_on: str = typer.Option(
+        "target",
+        "--fit-on",
+        help="'target' (every pair of the task, as the papers do), 'train' (the task's train split), or a text file of sentences (one a line) to fit on instead.",
+    ),
     max_length: int = typer.Option(64, "--max-length", help="Tokens per sentence (the papers use 64)."),
     batch_size: int = BatchOpt,
-    shrinkage: str = typer.Option("0", "--shrinkage", help="Whitening shrinkage in [0, 1] or 'auto' (Ledoit-Wolf); 0 is the papers' exact whitening. Needed to fit on fewer sentences than dimensions."),
-    out: str | None = typer.Option(None, "--out", "-o", help="Write the results as JSON here, and the markdown table beside it (.md)."),
+    shrinkage: str = typer.Option(
+        "0",
+        "--shrinkage",
+        help="Whitening shrinkage in [0, 1] or 'auto' (Ledoit-Wolf); 0 is the papers' exact whitening. Needed to fit on fewer sentences than dimensions.",
+    ),
+    out: str | None = typer.Option(
+        None, "--out", "-o", help="Write the results as JSON here, and the markdown table beside it (.md)."
+    ),
     no_cache: bool = typer.Option(False, "--no-cache", help="Encode everything afresh and store nothing."),
-    cache_dir: Path | None = typer.Option(None, "--cache-dir", help="Vector cache folder (default: $ISOTROPY_CACHE or ~/.cache/isotropy)."),
-    keep_going: bool = typer.Option(False, "--keep-going", help="A transform that cannot be fitted leaves its cells empty instead of stopping the run."),
-    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."),
+    cache_dir: Path | None = typer.Option(
+        None, "--cache-dir", help="Vector cache folder (default: $ISOTROPY_CACHE or ~/.cache/isotropy)."
+    ),
+    keep_going: bool = typer.Option(
+        False, "--keep-going", help="A transform that cannot be fitted leaves its cells empty instead of stopping the run."
+    ),
+    progress: bool | None = typer.Option(
+        None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."
+    ),
     force: bool = ForceOpt,
 ) -> None:
     """Spearman x 100 on STS tasks for every pooling x calibration (the papers' table layout)."""
@@ -215,27 +315,54 @@ def index_build(
     model: str | None = ModelOpt,
     pooling: str | None = PoolingOpt,
     max_length: int | None = MaxLenOpt,
-    transform: Path | None = typer.Option(None, "--transform", help="A fitted transform folder (whitening or flow) to apply instead of fitting a whitening on the corpus."),
-    whiten: int | None = typer.Option(None, "--whiten", help="Whitening fitted on the corpus, keeping K dimensions (default: soft whitening, power 0.5, to 128 dims -- fewer on a corpus of <= 128 sentences; see docs/BENCHMARKS.md 'search')."),
+    transform: Path | None = typer.Option(
+        None,
+        "--transform",
+        help="A fitted transform folder (whitening or flow) to apply instead of fitting a whitening on the corpus.",
+    ),
+    whiten: int | None = typer.Option(
+        None,
+        "--whiten",
+        help="Whitening fitted on the corpus, keeping K dimensions (default: soft whitening, power 0.5, to 128 dims -- fewer on a corpus of <= 128 sentences; see docs/BENCHMARKS.md 'search').",
+    ),
     power: float | None = typer.Option(None, "--power", help="Power of that whitening: 1 full, 0.5 soft (default), 0 PCA only."),
     no_whiten: bool = typer.Option(False, "--no-whiten", help="Index the raw encoder vectors (L2-normalised)."),
     kind: str = typer.Option("flat", "--kind", help="flat (exact), hnsw or ivf (approximate)."),
     hnsw_m: int = typer.Option(32, "--hnsw-m", help="hnsw: links per node."),
     ef_construction: int = typer.Option(200, "--ef-construction", help="hnsw: build-time beam width."),
     ef_search: int = typer.Option(64, "--ef-search", help="hnsw: query-time beam width (also settable per search)."),
-    nlist: int | None = typer.Option(None, "--nlist", help="ivf: number of lists, trained on the corpus (default min(4 sqrt(n), n/39))."),
+    nlist: int | None = typer.Option(
+        None, "--nlist", help="ivf: number of lists, trained on the corpus (default min(4 sqrt(n), n/39))."
+    ),
     nprobe: int = typer.Option(16, "--nprobe", help="ivf: lists visited per query (also settable per search)."),
     batch_size: int = BatchOpt,
-    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."),
+    progress: bool | None = typer.Option(
+        None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."
+    ),
     force: bool = ForceOpt,
 ) -> None:
     """Index a sentence file for semantic search."""
     from .jobs import build_index
 
     index = build_index(
-        corpus, output, model=model, pooling=pooling, max_length=max_length, transform=transform, whiten=whiten,
-        power=power, no_whiten=no_whiten, kind=kind, batch_size=batch_size, show_progress=progress,
-        m=hnsw_m, ef_construction=ef_construction, ef_search=ef_search, nlist=nlist, nprobe=nprobe, force=force,
+        corpus,
+        output,
+        model=model,
+        pooling=pooling,
+        max_length=max_length,
+        transform=transform,
+        whiten=whiten,
+        power=power,
+        no_whiten=no_whiten,
+        kind=kind,
+        batch_size=batch_size,
+        show_progress=progress,
+        m=hnsw_m,
+        ef_construction=ef_construction,
+        ef_search=ef_search,
+        nlist=nlist,
+        nprobe=nprobe,
+        force=force,
     )
     for warning in index.warnings:
         typer.echo(f"warning: {warning}", err=True)
@@ -246,7 +373,9 @@ def index_build(
 def index_add(
     index_dir: Path = typer.Argument(..., help="Index folder written by 'isotropy index build'."),
     more: Path = typer.Argument(..., help="UTF-8 text file of sentences to add, one a line (ids continue after the last one)."),
-    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."),
+    progress: bool | None = typer.Option(
+        None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."
+    ),
 ) -> None:
     """Add sentences to an index, encoded exactly like its corpus; the folder is rewritten atomically."""
     from .jobs import add_to_index
@@ -277,20 +406,42 @@ def search(
 
 @app.command("analyze")
 def analyze_cmd(
-    corpus: str = typer.Argument(..., help="UTF-8 text file, one sentence a line ('-' for standard input); blank lines are skipped."),
-    output: str = typer.Option(..., "--output", "-o", help="Report folder: report.json, report.md and PNG figures, written atomically."),
+    corpus: str = typer.Argument(
+        ..., help="UTF-8 text file, one sentence a line ('-' for standard input); blank lines are skipped."
+    ),
+    output: str = typer.Option(
+        ..., "--output", "-o", help="Report folder: report.json, report.md and PNG figures, written atomically."
+    ),
     model: str | None = ModelOpt,
     pooling: str | None = PoolingOpt,
     max_length: int | None = MaxLenOpt,
     batch_size: int = BatchOpt,
-    transform: list[Path] | None = typer.Option(None, "--transform", "-t", help="Folder of a fitted transform (whitening or flow) to show 'after', repeatable."),
-    auto_whiten: bool = typer.Option(True, "--auto-whiten/--no-auto-whiten", help="Without --transform, fit a whitening on the corpus itself to show 'after' (in-sample)."),
-    word_level: bool = typer.Option(True, "--word-level/--no-word-level", help="Also analyse the model's token-embedding matrix by frequency rank in the corpus (BERT-flow paper, Table 1)."),
+    transform: list[Path] | None = typer.Option(
+        None, "--transform", "-t", help="Folder of a fitted transform (whitening or flow) to show 'after', repeatable."
+    ),
+    auto_whiten: bool = typer.Option(
+        True,
+        "--auto-whiten/--no-auto-whiten",
+        help="Without --transform, fit a whitening on the corpus itself to show 'after' (in-sample).",
+    ),
+    word_level: bool = typer.Option(
+        True,
+        "--word-level/--no-word-level",
+        help="Also analyse the model's token-embedding matrix by frequency rank in the corpus (BERT-flow paper, Table 1).",
+    ),
     pairs: int = typer.Option(10000, "--pairs", help="Random sentence (and token) pairs for the average cosine."),
-    max_sentences: int | None = typer.Option(None, "--max-sentences", help="Encode a seeded sample of this many lines (default: all); token counts use every line."),
-    unseen_tokens: str = typer.Option("last", "--unseen-tokens", help="Tokens absent from the corpus: 'last' (ranked after the seen ones, in seeded random order) or 'drop'."),
+    max_sentences: int | None = typer.Option(
+        None, "--max-sentences", help="Encode a seeded sample of this many lines (default: all); token counts use every line."
+    ),
+    unseen_tokens: str = typer.Option(
+        "last",
+        "--unseen-tokens",
+        help="Tokens absent from the corpus: 'last' (ranked after the seen ones, in seeded random order) or 'drop'.",
+    ),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of every random sample (pairs, projections, kNN queries)."),
-    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."),
+    progress: bool | None = typer.Option(
+        None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."
+    ),
     force: bool = ForceOpt,
 ) -> None:
     """Diagnose anisotropy: average cosine, isotropy scores, spectrum, figures; before and after calibration."""
@@ -299,9 +450,21 @@ def analyze_cmd(
     from ..analysis import analyze_file, rich_tables
 
     report = analyze_file(
-        corpus, output, model=model, pooling=pooling, max_length=max_length, batch_size=batch_size,
-        transforms=transform or (), auto_whiten=auto_whiten, word_level=word_level, n_pairs=pairs,
-        max_sentences=max_sentences, unseen_tokens=unseen_tokens, seed=seed, show_progress=progress, force=force,
+        corpus,
+        output,
+        model=model,
+        pooling=pooling,
+        max_length=max_length,
+        batch_size=batch_size,
+        transforms=transform or (),
+        auto_whiten=auto_whiten,
+        word_level=word_level,
+        n_pairs=pairs,
+        max_sentences=max_sentences,
+        unseen_tokens=unseen_tokens,
+        seed=seed,
+        show_progress=progress,
+        force=force,
     )
     console = Console()
     for table in rich_tables(report):
@@ -315,17 +478,42 @@ app.add_typer(export_app, name="export")
 
 @export_app.command("onnx")
 def export_onnx_cmd(
-    output: str = typer.Option(..., "--output", "-o", help="Folder to write: model.onnx (token ids -> calibrated vectors, dynamic batch and sequence axes), isotropy_onnx.json and the tokenizer files. Run it with Encoder(model=FOLDER, backend='onnx')."),
+    output: str = typer.Option(
+        ...,
+        "--output",
+        "-o",
+        help="Folder to write: model.onnx (token ids -> calibrated vectors, dynamic batch and sequence axes), isotropy_onnx.json and the tokenizer files. Run it with Encoder(model=FOLDER, backend='onnx').",
+    ),
     model: str | None = ModelOpt,
     pooling: str | None = PoolingOpt,
     max_length: int | None = MaxLenOpt,
-    transform: Path | None = typer.Option(None, "--transform", "-t", help="Folder of a fitted transform (whitening or flow) to bake into the graph; its input dimension must match the encoder's."),
-    quantize: str | None = typer.Option(None, "--quantize", help="int8: onnxruntime dynamic quantization of the encoder's weights (faster on CPU, slightly less exact)."),
-    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."),
+    transform: Path | None = typer.Option(
+        None,
+        "--transform",
+        "-t",
+        help="Folder of a fitted transform (whitening or flow) to bake into the graph; its input dimension must match the encoder's.",
+    ),
+    quantize: str | None = typer.Option(
+        None,
+        "--quantize",
+        help="int8: onnxruntime dynamic quantization of the encoder's weights (faster on CPU, slightly less exact).",
+    ),
+    progress: bool | None = typer.Option(
+        None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."
+    ),
     force: bool = ForceOpt,
 ) -> None:
     """Export encoder + pooling (+ transform) as one ONNX graph, with its tokenizer beside it."""
     from ..integrations import export_onnx
 
-    out = export_onnx(output, model=model, pooling=pooling, max_length=max_length, transform=transform, quantize=quantize, show_progress=progress, force=force)
+    out = export_onnx(
+        output,
+        model=model,
+        pooling=pooling,
+        max_length=max_length,
+        transform=transform,
+        quantize=quantize,
+        show_progress=progress,
+        force=force,
+    )
     typer.echo(f"wrote {out}/model.onnx (+ tokenizer, isotropy_onnx.json)", err=True)

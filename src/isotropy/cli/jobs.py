@@ -69,8 +69,10 @@ def encode_file(
     sentences = read_sentences(input)
     enc = Encoder(model, pooling=pooling, max_length=max_length, batch_size=batch_size, backend=backend)
     n = len(sentences)
-    with write_vectors(output, (n, enc.dim), np.float32, force=force) as out, \
-            ProgressBar(n, show_progress, "encoding", min_total=4 * enc.batch_size, unit="sentences") as bar:
+    with (
+        write_vectors(output, (n, enc.dim), np.float32, force=force) as out,
+        ProgressBar(n, show_progress, "encoding", min_total=4 * enc.batch_size, unit="sentences") as bar,
+    ):
         for start in range(0, n, ENCODE_CHUNK):
             chunk = sentences[start : start + ENCODE_CHUNK]
             out.write(enc.encode(chunk, show_progress=False))
@@ -162,8 +164,10 @@ def transform_file(
         raise IsotropyError(f"{vectors} has {width} dimensions but the {model.kind} expects {expected}")
     probe = np.asarray(open_vector_file(list_vector_files(vectors)[0])[:1])
     out_dtype = np.asarray(model.transform(probe)).dtype if probe.shape[0] else np.float32
-    with write_vectors(output, (rows, model.n_features_out_), out_dtype, force=force) as out, \
-            ProgressBar(rows, show_progress, "transforming", min_total=1, unit="vectors") as bar:
+    with (
+        write_vectors(output, (rows, model.n_features_out_), out_dtype, force=force) as out,
+        ProgressBar(rows, show_progress, "transforming", min_total=1, unit="vectors") as bar,
+    ):
         for file, start, chunk in iter_vector_chunks(vectors, chunk_rows=_chunk_rows(width)):
             chunk = check_matrix(chunk, str(file), expected_dim=expected, dtype=None, row_offset=start)
             if chunk.shape[0]:
@@ -245,8 +249,15 @@ def build_index(
     """
     from ..search import Index
 
-    chosen = [name for name, on in (("--transform", transform is not None), ("--whiten/--power", whiten is not None or power is not None),
-                                     ("--no-whiten", no_whiten)) if on]
+    chosen = [
+        name
+        for name, on in (
+            ("--transform", transform is not None),
+            ("--whiten/--power", whiten is not None or power is not None),
+            ("--no-whiten", no_whiten),
+        )
+        if on
+    ]
     if len(chosen) > 1:
         raise IsotropyError(f"choose one of {', '.join(chosen)}")
     check_output(output, "index", force=force, inputs=[corpus, transform])

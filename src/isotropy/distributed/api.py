@@ -89,8 +89,7 @@ def fit_whitening(
     run = uuid.uuid4().hex[:12]  # every run's tasks are new tasks (no stale results reused)
     with client_for(address, n_workers) as client:
         shard_futs = [
-            client.submit(fit_shard, str(f), spec, retries=retries, key=f"isotropy-fit-{run}-{i}")
-            for i, f in enumerate(files)
+            client.submit(fit_shard, str(f), spec, retries=retries, key=f"isotropy-fit-{run}-{i}") for i, f in enumerate(files)
         ]
         root = tree_reduce(
             shard_futs,
@@ -113,7 +112,9 @@ def _check_stems(files: list[Path]) -> None:
     stems: dict[str, Path] = {}
     for f in files:
         if f.stem in stems:
-            raise IsotropyError(f"input shards {stems[f.stem]} and {f} have the same name {f.stem!r}; their outputs would collide")
+            raise IsotropyError(
+                f"input shards {stems[f.stem]} and {f} have the same name {f.stem!r}; their outputs would collide"
+            )
         stems[f.stem] = f
 
 
@@ -168,8 +169,16 @@ def encode(
                 for path in shard_outputs(f, out):
                     sweep_stale_temporaries(path, any_process=True)
             futs = [
-                client.submit(encode_shard, str(f), str(out.resolve()), spec, tpath, tdigest, retries=retries,
-                              key=f"isotropy-encode-{run}-{i}")
+                client.submit(
+                    encode_shard,
+                    str(f),
+                    str(out.resolve()),
+                    spec,
+                    tpath,
+                    tdigest,
+                    retries=retries,
+                    key=f"isotropy-encode-{run}-{i}",
+                )
                 for i, f in enumerate(files)
             ]
             results = gather(client, futs, "encoding shards", files, show_progress)

@@ -24,9 +24,7 @@ def import_dask():
     try:
         import distributed
     except ImportError:
-        raise IsotropyError(
-            "the distributed engine needs Dask: pip install 'isotropy[distributed]'"
-        ) from None
+        raise IsotropyError("the distributed engine needs Dask: pip install 'isotropy[distributed]'") from None
     return distributed
 
 
@@ -84,8 +82,12 @@ def _local_client(distributed: Any, n_workers: int | None) -> Iterator[Any]:
         # One single-threaded worker process per core; Dask sets OMP/MKL threads to 1 in
         # each, so torch in n workers does not oversubscribe the n cores.
         cluster = distributed.LocalCluster(
-            n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-            local_directory=scratch, silence_logs=logging.ERROR,
+            n_workers=n,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+            local_directory=scratch,
+            silence_logs=logging.ERROR,
         )
         try:
             with distributed.Client(cluster, set_as_default=False) as client:

@@ -56,8 +56,12 @@ class EncoderSpec:
         from ..encoders import Encoder
 
         return Encoder(
-            self.model, pooling=self.pooling, max_length=self.max_length, batch_size=self.batch_size,
-            device=self.device, backend=self.backend,
+            self.model,
+            pooling=self.pooling,
+            max_length=self.max_length,
+            batch_size=self.batch_size,
+            device=self.device,
+            backend=self.backend,
         )
 
     def resolve(self) -> EncoderSpec:
@@ -69,8 +73,13 @@ class EncoderSpec:
         rec = enc.record()
         model = None if self.model is None else (str(enc.folder) if enc.folder is not None else enc.model_name)
         return replace(
-            self, model=model, backend=rec["backend"], pooling=rec["pooling"], max_length=rec["max_length"],
-            fingerprint=rec["fingerprint"], dim=rec["dim"],
+            self,
+            model=model,
+            backend=rec["backend"],
+            pooling=rec["pooling"],
+            max_length=rec["max_length"],
+            fingerprint=rec["fingerprint"],
+            dim=rec["dim"],
         )
 
     def key(self) -> tuple:
@@ -150,8 +159,6 @@ def vector_width(files: list[Path]) -> int:
         if first is None:
             first = (f, arr.shape[1])
         elif arr.shape[1] != first[1]:
-            raise IsotropyError(
-                f"vector shards differ in width: {f} has {arr.shape[1]} columns but {first[0]} has {first[1]}"
-            )
+            raise IsotropyError(f"vector shards differ in width: {f} has {arr.shape[1]} columns but {first[0]} has {first[1]}")
     assert first is not None
     return first[1]

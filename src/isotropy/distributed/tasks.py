@@ -28,8 +28,17 @@ from .cluster import input_errors_as_values, is_error_value
 from .spec import EncoderSpec
 
 __all__ = [
-    "worker_encoder", "worker_transform", "maybe_fault", "fit_shard", "merge_stats", "encode_shard",
-    "shard_outputs", "FAULT_ENV", "CHUNK_SENTENCES", "SIDECAR_FORMAT", "SIDECAR_VERSION",
+    "worker_encoder",
+    "worker_transform",
+    "maybe_fault",
+    "fit_shard",
+    "merge_stats",
+    "encode_shard",
+    "shard_outputs",
+    "FAULT_ENV",
+    "CHUNK_SENTENCES",
+    "SIDECAR_FORMAT",
+    "SIDECAR_VERSION",
 ]
 
 SIDECAR_FORMAT = "isotropy-vector-shard"

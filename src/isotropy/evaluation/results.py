@@ -129,12 +129,16 @@ class Results:
             table.add_column(col)
         for t in [*self.tasks, "avg"]:
             table.add_column(t, justify="right")
-        best = {t: max((r.scores[t].score for r in self.rows if not math.isnan(r.scores[t].score)), default=None) for t in self.tasks}
+        best = {
+            t: max((r.scores[t].score for r in self.rows if not math.isnan(r.scores[t].score)), default=None) for t in self.tasks
+        }
         for r in self.rows:
             cells = []
             for t in self.tasks:
                 v = r.scores[t].score
-                cells.append(f"[bold]{_fmt(v)}[/bold]" if best[t] is not None and v == best[t] and len(self.rows) > 1 else _fmt(v))
+                cells.append(
+                    f"[bold]{_fmt(v)}[/bold]" if best[t] is not None and v == best[t] and len(self.rows) > 1 else _fmt(v)
+                )
             table.add_row(r.model, r.pooling, r.method, *cells, _fmt(r.avg))
         return table
 
@@ -144,15 +148,21 @@ class Results:
         try:
             rows = [
                 ResultRow(
-                    r["model"], r["pooling"], r["method"],
+                    r["model"],
+                    r["pooling"],
+                    r["method"],
                     {t: TaskScore(**sc) for t, sc in r["scores"].items()},
                     float(r.get("fit_seconds", 0.0)),
                 )
                 for r in data["rows"]
             ]
             return cls(
-                rows=rows, tasks=list(data["tasks"]), metrics=dict(data["metrics"]), settings=dict(data["settings"]),
-                timings=dict(data.get("timings", {})), notes=list(data.get("notes", [])),
+                rows=rows,
+                tasks=list(data["tasks"]),
+                metrics=dict(data["metrics"]),
+                settings=dict(data["settings"]),
+                timings=dict(data.get("timings", {})),
+                notes=list(data.get("notes", [])),
             )
         except (KeyError, TypeError) as exc:
             raise IsotropyError(f"not an isotropy results file: missing or malformed {exc}") from None
@@ -178,9 +188,7 @@ class Results:
         return out, md
 
 
-def check_results_output(
-    out: str | os.PathLike, *, force: bool = False, inputs: Sequence[Any] = ()
-) -> tuple[Path, Path]:
+def check_results_output(out: str | os.PathLike, *, force: bool = False, inputs: Sequence[Any] = ()) -> tuple[Path, Path]:
     """The JSON path and the markdown path beside it, checked before any work (see :func:`isotropy.storage.artifacts.check_output`)."""
     out = check_output(out, "results", force=force, inputs=inputs, option="--out")
     md = out.with_suffix(".md") if out.suffix.lower() != ".md" else out.with_name(out.name + ".md")

@@ -75,9 +75,7 @@ class Task:
         names = list(self.splits) if splits is None else list(splits)
         unknown = [s for s in names if s not in self.splits]
         if unknown:
-            raise IsotropyError(
-                f"task {self.name} has no split {unknown[0]!r}; its splits are {', '.join(self.splits)}"
-            )
+            raise IsotropyError(f"task {self.name} has no split {unknown[0]!r}; its splits are {', '.join(self.splits)}")
         return [p for s in names for p in self.splits[s]]
 
     @property
@@ -227,9 +225,7 @@ def load_semeval(folder: str | os.PathLike, name: str) -> Task:
             raise IsotropyError(f"{inp} has no gold file {gs.name} beside it")
         in_lines, gs_lines = _read_lines(inp), _read_lines(gs)
         if len(in_lines) != len(gs_lines):
-            raise IsotropyError(
-                f"{inp} has {len(in_lines)} lines but {gs.name} has {len(gs_lines)}; they must pair line by line"
-            )
+            raise IsotropyError(f"{inp} has {len(in_lines)} lines but {gs.name} has {len(gs_lines)}; they must pair line by line")
         for number, (line, gold) in enumerate(zip(in_lines, gs_lines), start=1):
             if not gold.strip():
                 continue
@@ -322,7 +318,7 @@ def find_tasks(data: str | os.PathLike) -> dict[str, object]:
         for name, (folder_name, loader) in STS_TASKS.items():
             folder = base / folder_name
             if name not in found and folder.is_dir() and _detect_task_folder(folder) == name:
-                found[name] = (lambda f=folder, n=name, ld=loader: ld(f) if ld else load_semeval(f, n))
+                found[name] = lambda f=folder, n=name, ld=loader: ld(f) if ld else load_semeval(f, n)
     if found:
         return found
     single = _detect_task_folder(root)
@@ -527,8 +523,7 @@ def load_hf(dataset: str, name: str | None = None) -> Task:
         import datasets as hf_datasets
     except ImportError:
         raise IsotropyError(
-            f"loading {dataset!r} from the Hugging Face hub needs the 'datasets' package "
-            f"(pip install 'isotropy[hf]'); or {local}"
+            f"loading {dataset!r} from the Hugging Face hub needs the 'datasets' package (pip install 'isotropy[hf]'); or {local}"
         ) from None
     try:
         dd = hf_datasets.load_dataset(dataset)

@@ -113,8 +113,12 @@ def _quantize_int8(src: Path, dst: Path) -> None:
     root.setLevel(logging.ERROR)  # its "consider pre-processing" advice goes to the root logger
     try:
         quantize_dynamic(
-            str(src), str(dst), weight_type=QuantType.QInt8, per_channel=True,
-            op_types_to_quantize=["MatMul", "Gemm"], nodes_to_exclude=exclude,
+            str(src),
+            str(dst),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            op_types_to_quantize=["MatMul", "Gemm"],
+            nodes_to_exclude=exclude,
         )
     finally:
         root.setLevel(level)
@@ -153,8 +157,16 @@ def _torch_export(graph: Any, encoder: Any, names: list[str], path: Path, opset:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
             program = torch.onnx.export(
-                graph, (), kwargs=example, input_names=names, output_names=["sentence_embedding"],
-                dynamic_shapes=dynamic, dynamo=True, verbose=False, opset_version=opset, external_data=False,
+                graph,
+                (),
+                kwargs=example,
+                input_names=names,
+                output_names=["sentence_embedding"],
+                dynamic_shapes=dynamic,
+                dynamo=True,
+                verbose=False,
+                opset_version=opset,
+                external_data=False,
             )
             program.save(str(path))
     except IsotropyError:
@@ -226,8 +238,10 @@ def export_onnx(
 
     graph = _graph_module(encoder, transform)
     names = _input_names(encoder)
-    with ProgressBar(3 if quantize else 2, show_progress, "exporting to ONNX", min_total=1) as bar, \
-            output_dir(output, KIND, force=force) as tmp:
+    with (
+        ProgressBar(3 if quantize else 2, show_progress, "exporting to ONNX", min_total=1) as bar,
+        output_dir(output, KIND, force=force) as tmp,
+    ):
         graph_path = tmp / GRAPH_NAME
         fp32_path = tmp / ".fp32.onnx" if quantize else graph_path
         _torch_export(graph, encoder, names, fp32_path, opset)

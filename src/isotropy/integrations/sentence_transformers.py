@@ -136,10 +136,23 @@ def _pooling_class(Module: type, torch: Any) -> type:
                 self.save_torch_weights(output_path, safe_serialization=safe_serialization)
 
         @classmethod
-        def load(cls, model_name_or_path: str, subfolder: str = "", token=None, cache_folder=None,
-                 revision=None, local_files_only: bool = False, **kwargs):
-            hub = {"subfolder": subfolder, "token": token, "cache_folder": cache_folder,
-                   "revision": revision, "local_files_only": local_files_only}
+        def load(
+            cls,
+            model_name_or_path: str,
+            subfolder: str = "",
+            token=None,
+            cache_folder=None,
+            revision=None,
+            local_files_only: bool = False,
+            **kwargs,
+        ):
+            hub = {
+                "subfolder": subfolder,
+                "token": token,
+                "cache_folder": cache_folder,
+                "revision": revision,
+                "local_files_only": local_files_only,
+            }
             config = cls.load_config(model_name_or_path, **hub)
             module = cls(**{k: v for k, v in config.items() if k in cls.config_keys})
             if module.pooler:
@@ -184,10 +197,24 @@ def _transform_class(Module: type, load_dir_path: Any) -> type:
             self.transform.save(output_path)
 
         @classmethod
-        def load(cls, model_name_or_path: str, subfolder: str = "", token=None, cache_folder=None,
-                 revision=None, local_files_only: bool = False, **kwargs):
-            folder = load_dir_path(model_name_or_path=model_name_or_path, subfolder=subfolder, token=token,
-                                   cache_folder=cache_folder, revision=revision, local_files_only=local_files_only)
+        def load(
+            cls,
+            model_name_or_path: str,
+            subfolder: str = "",
+            token=None,
+            cache_folder=None,
+            revision=None,
+            local_files_only: bool = False,
+            **kwargs,
+        ):
+            folder = load_dir_path(
+                model_name_or_path=model_name_or_path,
+                subfolder=subfolder,
+                token=token,
+                cache_folder=cache_folder,
+                revision=revision,
+                local_files_only=local_files_only,
+            )
             return cls(folder)
 
         def __repr__(self) -> str:

@@ -88,8 +88,12 @@ class Index:
     ) -> None:
         if kind not in INDEX_KINDS:
             raise IsotropyError(f"unknown index kind {kind!r}; valid kinds: {', '.join(INDEX_KINDS)}")
-        for name, value, low in (("m", m, 2), ("ef_construction", ef_construction, 1), ("ef_search", ef_search, 1),
-                                 ("nprobe", nprobe, 1)):
+        for name, value, low in (
+            ("m", m, 2),
+            ("ef_construction", ef_construction, 1),
+            ("ef_search", ef_search, 1),
+            ("nprobe", nprobe, 1),
+        ):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
                 raise IsotropyError(f"{name} must be an integer >= {low}, got {value!r}")
         if nlist is not None and (isinstance(nlist, bool) or not isinstance(nlist, (int, np.integer)) or nlist < 1):
@@ -110,13 +114,17 @@ class Index:
         self.encoder = encoder
         self.transform = transform
         self.kind = kind
-        self.params = {"m": int(m), "ef_construction": int(ef_construction), "ef_search": int(ef_search),
-                       "nlist": None if nlist is None else int(nlist), "nprobe": int(nprobe)}
+        self.params = {
+            "m": int(m),
+            "ef_construction": int(ef_construction),
+            "ef_search": int(ef_search),
+            "nlist": None if nlist is None else int(nlist),
+            "nprobe": int(nprobe),
+        }
         self.sentences: list[str] = []
         self.warnings: list[str] = []  # one line each, e.g. a default transform skipped on a tiny corpus
         self._index = None  # the faiss index, created by the first add
         self._source: tuple[Path, str | None] | None = None  # (folder, config digest) when loaded
-
 
     # ------------------------------------------------------------------ construction
 
@@ -139,11 +147,14 @@ class Index:
         sentences = check_sentences(sentences, "sentence")
         if not sentences:
             raise IsotropyError("the corpus is empty: there is nothing to index")
-        index = cls(Encoder(model, pooling=pooling, max_length=max_length, batch_size=batch_size, device=device),
-                    transform, kind, **params)
+        index = cls(
+            Encoder(model, pooling=pooling, max_length=max_length, batch_size=batch_size, device=device),
+            transform,
+            kind,
+            **params,
+        )
         index.add(sentences, show_progress=show_progress)
         return index
-
 
     def __len__(self) -> int:
         return len(self.sentences)
@@ -154,12 +165,17 @@ class Index:
         return None if self._index is None else int(self._index.d)
 
     def describe(self) -> str:
-        t = "raw vectors" if self.transform is None else (
-            self.transform.describe() if _is_fitted(self.transform) else type(self.transform).__name__)
+        t = (
+            "raw vectors"
+            if self.transform is None
+            else (self.transform.describe() if _is_fitted(self.transform) else type(self.transform).__name__)
+        )
         p = self.params
-        kind = {"flat": "flat (exact)",
-                "hnsw": f"hnsw (m {p['m']}, ef_construction {p['ef_construction']}, ef_search {p['ef_search']})",
-                "ivf": f"ivf (nlist {p['nlist']}, nprobe {p['nprobe']})"}[self.kind]
+        kind = {
+            "flat": "flat (exact)",
+            "hnsw": f"hnsw (m {p['m']}, ef_construction {p['ef_construction']}, ef_search {p['ef_search']})",
+            "ivf": f"ivf (nlist {p['nlist']}, nprobe {p['nprobe']})",
+        }[self.kind]
         return f"{len(self)} sentences, {self.dim} dims, {kind}; {self.encoder.describe()}; {t}"
 
     def __repr__(self) -> str:
@@ -266,7 +282,6 @@ class Index:
         self.sentences.extend(sentences)
         return self
 
-
     # ------------------------------------------------------------------ search
 
     def search(self, queries: Sequence[str] | str, k: int = 10, show_progress: bool | None = None) -> SearchResults:
@@ -310,8 +325,10 @@ class Index:
             warning = f"k={k} is larger than the index, which holds {n} sentences: returning all {n}"
         elif Q.shape[0] and (ids < 0).any():
             short = int((ids < 0).any(axis=1).sum())
-            warning = (f"the {self.kind} index found fewer than {k} hits for {short} of {Q.shape[0]} queries "
-                       f"(raise {'nprobe' if self.kind == 'ivf' else 'ef_search'})")
+            warning = (
+                f"the {self.kind} index found fewer than {k} hits for {short} of {Q.shape[0]} queries "
+                f"(raise {'nprobe' if self.kind == 'ivf' else 'ef_search'})"
+            )
         return SearchResults(ids=ids, scores=scores, texts=texts, k=kk, warning=warning)
 
     def set_search_params(self, ef_search: int | None = None, nprobe: int | None = None) -> Index:
@@ -328,7 +345,6 @@ class Index:
             elif self.kind == "ivf":
                 self._index.nprobe = self.params["nprobe"]
         return self
-
 
     # ------------------------------------------------------------------ persistence
 
@@ -353,8 +369,7 @@ class Index:
             if self.transform is not None:
                 self.transform.save(tmp / TRANSFORM_DIR)
                 sub = json.loads((tmp / TRANSFORM_DIR / CONFIG_NAME).read_text(encoding="utf-8"))
-                transform_cfg = {"kind": sub.get("kind"), "path": TRANSFORM_DIR,
-                                 "digest": folder_digest(tmp / TRANSFORM_DIR)}
+                transform_cfg = {"kind": sub.get("kind"), "path": TRANSFORM_DIR, "digest": folder_digest(tmp / TRANSFORM_DIR)}
             _faiss().write_index(self._index, str(tmp / INDEX_FILE))
             with open(tmp / SENTENCES_FILE, "w", encoding="utf-8", newline="\n") as fh:
                 for s in self.sentences:
@@ -370,8 +385,12 @@ class Index:
                 "count": len(self.sentences),
                 "sentences_file": SENTENCES_FILE,
                 "generation": uuid.uuid4().hex,  # every save is a new version (see _check_unchanged)
-                "encoding_key": _encoding_key(encoder["fingerprint"], encoder["pooling"], encoder["max_length"],
-                                              None if transform_cfg is None else transform_cfg["digest"]),
+                "encoding_key": _encoding_key(
+                    encoder["fingerprint"],
+                    encoder["pooling"],
+                    encoder["max_length"],
+                    None if transform_cfg is None else transform_cfg["digest"],
+                ),
             }
             (tmp / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         self._source = (path.resolve(), _config_digest(path))
@@ -386,7 +405,6 @@ class Index:
                 f"{path} was changed by another writer since this index was loaded; nothing was written "
                 f"(load it again and redo the change)"
             )
-
 
     @classmethod
     def load(
@@ -422,8 +440,13 @@ class Index:
             )
         params = rec["params"]
         try:
-            index = cls(encoder, transform, rec["kind"], **{k: params[k] for k in ("m", "ef_construction", "ef_search", "nprobe")},
-                        nlist=params.get("nlist"))
+            index = cls(
+                encoder,
+                transform,
+                rec["kind"],
+                **{k: params[k] for k in ("m", "ef_construction", "ef_search", "nprobe")},
+                nlist=params.get("nlist"),
+            )
         except KeyError as exc:
             raise IsotropyError(f"{path}/{CONFIG_NAME} lacks the index parameter {exc}; rebuild the index") from None
         index._index, index.sentences = _read_contents(path, cfg, rec)
@@ -447,19 +470,32 @@ def _read_index_config(path: Path, cfg: dict[str, Any]) -> dict[str, Any]:
     try:
         enc, idx = cfg["encoder"], cfg["index"]
         return {
-            "kind": idx["kind"], "params": dict(idx["params"]), "file": str(idx.get("file", INDEX_FILE)),
-            "count": int(cfg["count"]), "dim": int(cfg["dim"]),
-            "backend": str(enc.get("backend", "torch")), "model": enc["model"], "fingerprint": str(enc["fingerprint"]),
-            "pooling": enc["pooling"], "max_length": int(enc["max_length"]),
-            "transform": cfg.get("transform"), "key": cfg["encoding_key"],
+            "kind": idx["kind"],
+            "params": dict(idx["params"]),
+            "file": str(idx.get("file", INDEX_FILE)),
+            "count": int(cfg["count"]),
+            "dim": int(cfg["dim"]),
+            "backend": str(enc.get("backend", "torch")),
+            "model": enc["model"],
+            "fingerprint": str(enc["fingerprint"]),
+            "pooling": enc["pooling"],
+            "max_length": int(enc["max_length"]),
+            "transform": cfg.get("transform"),
+            "key": cfg["encoding_key"],
         }
     except (KeyError, TypeError, ValueError) as exc:
         raise IsotropyError(f"{path}/{CONFIG_NAME} is incomplete or malformed ({exc!r}); rebuild the index") from None
 
 
 def _rebuild_encoder(path: Path, rec: dict[str, Any], batch_size: int, device: str | None) -> Encoder:
-    encoder = Encoder(rec["model"], pooling=rec["pooling"], max_length=rec["max_length"], batch_size=batch_size,
-                      device=device, backend=rec["backend"])
+    encoder = Encoder(
+        rec["model"],
+        pooling=rec["pooling"],
+        max_length=rec["max_length"],
+        batch_size=batch_size,
+        device=device,
+        backend=rec["backend"],
+    )
     if encoder.fingerprint() != rec["fingerprint"]:
         raise IsotropyError(
             f"{path} was built with other model weights than {encoder.model_name} (fingerprint "

@@ -46,8 +46,7 @@ class SearchResults:
             "k": self.k,
             "warning": self.warning,
             "results": [
-                {"query": self.queries[i] if self.queries is not None else None, "hits": self.hits(i)}
-                for i in range(len(self))
+                {"query": self.queries[i] if self.queries is not None else None, "hits": self.hits(i)} for i in range(len(self))
             ],
         }
 

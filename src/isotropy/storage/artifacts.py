@@ -152,8 +152,14 @@ def artefact_kind(path: str | os.PathLike) -> str | None:
             return None
         if names and names <= DEMO_ENTRIES:
             return "demo"
-        if names and all(n.endswith((".npy", ".json")) for n in names) and any(
-            isinstance(_read_json(path / n), dict) and "npy_sha256" in _read_json(path / n) for n in names if n.endswith(".json")
+        if (
+            names
+            and all(n.endswith((".npy", ".json")) for n in names)
+            and any(
+                isinstance(_read_json(path / n), dict) and "npy_sha256" in _read_json(path / n)
+                for n in names
+                if n.endswith(".json")
+            )
         ):
             return "vector-shards"
         return None
@@ -295,6 +301,7 @@ def write_json(path: str | os.PathLike, obj: Any, *, kind: str | None = None, fo
 
 # --------------------------------------------------------------------------- fitted state
 
+
 def save_state(
     path: str | os.PathLike,
     kind: str,
@@ -359,7 +366,6 @@ def load_state(
 SIGNATURE_ARRAYS = {"whitening": "kernel", "flow": "loss_curve", "index": "count"}
 
 
-
 # --------------------------------------------------------------------------- digests
 
 
@@ -378,8 +384,11 @@ def folder_digest(folder: str | os.PathLike, names: Sequence[str] | None = None)
     """
     folder = Path(folder)
     h = hashlib.blake2b(digest_size=16)
-    files = sorted(q for q in folder.rglob("*") if q.is_file()) if names is None else \
-        [folder / n for n in sorted(names) if (folder / n).is_file()]
+    files = (
+        sorted(q for q in folder.rglob("*") if q.is_file())
+        if names is None
+        else [folder / n for n in sorted(names) if (folder / n).is_file()]
+    )
     for p in files:
         h.update(p.relative_to(folder).as_posix().encode() + b"\0")
         with open(p, "rb") as fh:

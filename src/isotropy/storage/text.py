@@ -40,9 +40,7 @@ def read_sentences(path: str | os.PathLike, *, allow_empty_file: bool = False) -
         try:
             text = line.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise IsotropyError(
-                f"{name} line {number} is not valid UTF-8 (byte {exc.start + 1} of the line)"
-            ) from None
+            raise IsotropyError(f"{name} line {number} is not valid UTF-8 (byte {exc.start + 1} of the line)") from None
         sentences.append(text[:-1] if text.endswith("\r") else text)
     if not sentences and not allow_empty_file:
         raise IsotropyError(f"{name} is empty: there is nothing to encode")

@@ -46,6 +46,7 @@ DIVERGED_RISE = 3.0  # bits/dim: a fit whose loss ends this far above where it s
 PROBE_ROWS = 2048  # training rows the loss is measured on before and after training (see _train)
 ABSURD_LOSS = 1e3  # bits/dim: beyond any float32 data's scale (2^1000); training stops and fails there
 
+
 def _is_int(v: Any) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
@@ -92,7 +93,6 @@ class Flow(Transform):
 
     # ---------------------------------------------------------------- sklearn plumbing
 
-
     def _check_params(self) -> torch.device:
         for name in ("levels", "depth", "hidden", "epochs", "batch_size"):
             value = getattr(self, name)
@@ -102,8 +102,10 @@ class Flow(Transform):
             raise IsotropyError(f"Flow batch_size must be at least 2 (actnorm needs a variance), got {self.batch_size}")
         if self.coupling not in COUPLINGS:
             raise IsotropyError(f"Flow coupling must be one of {', '.join(COUPLINGS)}, got {self.coupling!r}")
-        if isinstance(self.lr, bool) or not isinstance(self.lr, (int, float, np.floating)) or not (
-            math.isfinite(self.lr) and self.lr > 0
+        if (
+            isinstance(self.lr, bool)
+            or not isinstance(self.lr, (int, float, np.floating))
+            or not (math.isfinite(self.lr) and self.lr > 0)
         ):
             raise IsotropyError(f"Flow lr must be a positive number, got {self.lr!r}")
         if not _is_int(self.seed) or self.seed < 0:
@@ -262,8 +264,9 @@ class Flow(Transform):
             return name + ", not fitted"
         tail = self.loss_curve_[-50:]
         return (
-            f"{name} on {self.n_features_in_} dims, {self.n_iter_} steps, "
-            f"final loss {float(np.mean(tail)):.3f} bits/dim" if tail.size else f"{name} on {self.n_features_in_} dims"
+            f"{name} on {self.n_features_in_} dims, {self.n_iter_} steps, final loss {float(np.mean(tail)):.3f} bits/dim"
+            if tail.size
+            else f"{name} on {self.n_features_in_} dims"
         )
 
     @property
@@ -317,7 +320,9 @@ def _check_structure(path: Path, arrays: dict[str, np.ndarray], flow: Flow, dim:
     edited n_features_in of 10**6 would otherwise allocate (and QR-factorise) a 10**6 x 10**6 matrix."""
     held = _saved_structure(arrays)
     if held is None:
-        raise IsotropyError(f"{path}/state.safetensors lacks the flow's first layers (model.levels.0.0.*); the artefact is corrupt, refit it")
+        raise IsotropyError(
+            f"{path}/state.safetensors lacks the flow's first layers (model.levels.0.0.*); the artefact is corrupt, refit it"
+        )
     said = {"n_features_in": dim, "levels": flow.levels, "depth": flow.depth, "hidden": flow.hidden, "coupling": flow.coupling}
     for key, value in said.items():
         if held[key] is not None and held[key] != value:

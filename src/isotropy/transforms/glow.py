@@ -53,7 +53,19 @@ from torch import nn
 
 from ..errors import IsotropyError
 
-__all__ = ["Glow", "ActNorm", "InvConvLU", "ZeroLinear", "CouplingNet", "Coupling", "FlowStep", "Split", "level_channels", "min_dim", "COUPLINGS"]
+__all__ = [
+    "Glow",
+    "ActNorm",
+    "InvConvLU",
+    "ZeroLinear",
+    "CouplingNet",
+    "Coupling",
+    "FlowStep",
+    "Split",
+    "level_channels",
+    "min_dim",
+    "COUPLINGS",
+]
 
 COUPLINGS = ("additive", "affine")
 LOGSCALE_FACTOR = 3.0  # Glow / tensor2tensor parametrise log-scales as 3 * logs
@@ -278,9 +290,7 @@ class Glow(nn.Module):
         self.dim = dim
         self.channels = level_channels(dim, levels)
         if self.channels[-1] < 2:
-            raise IsotropyError(
-                f"a {levels}-level flow needs vectors of at least {min_dim(levels)} dimensions, got {dim}"
-            )
+            raise IsotropyError(f"a {levels}-level flow needs vectors of at least {min_dim(levels)} dimensions, got {dim}")
         self.levels = nn.ModuleList(
             nn.ModuleList(FlowStep(c, hidden, coupling, generator) for _ in range(depth)) for c in self.channels
         )

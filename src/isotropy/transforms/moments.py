@@ -108,8 +108,7 @@ class Moments:
             arr = check_matrix(X, name, expected_dim=self.dim, row_offset=offset)
         if self.dim is not None and arr.shape[1] != self.dim:
             raise IsotropyError(
-                f"{name} has {arr.shape[1]} dimensions but {self.dim} were expected "
-                f"(the width of the first chunk)"
+                f"{name} has {arr.shape[1]} dimensions but {self.dim} were expected (the width of the first chunk)"
             )
         if arr.shape[1] < 1:
             raise IsotropyError(f"{name} has no columns")

@@ -95,7 +95,16 @@ class Whitening(AffineTransform):
     kind = "whitening"
     version_key = "whitening_version"
     state_version = 1  # layout of config/state; bumped on incompatible change
-    required_arrays = ("kernel", "inverse", "eigenvalues", "moments.n", "moments.mean", "moments.scatter", "moments.third", "moments.fourth")
+    required_arrays = (
+        "kernel",
+        "inverse",
+        "eigenvalues",
+        "moments.n",
+        "moments.mean",
+        "moments.scatter",
+        "moments.third",
+        "moments.fourth",
+    )
 
     def __init__(self, n_components=None, power=1.0, shrinkage=0.0, method="pca"):
         self.n_components = n_components
@@ -164,7 +173,8 @@ class Whitening(AffineTransform):
                 )
             if explicit:
                 fix = (
-                    "set shrinkage (e.g. shrinkage='auto')" if alpha == 0
+                    "set shrinkage (e.g. shrinkage='auto')"
+                    if alpha == 0
                     else f"raise shrinkage (now {alpha:.3g}{', from auto' if shrinkage == 'auto' else ''})"
                 )
                 raise IsotropyError(
@@ -175,7 +185,11 @@ class Whitening(AffineTransform):
                 f"the covariance has rank {rank} < {d} ({few.rstrip(', ')}); "
                 f"the {d - rank} directions without variance are dropped"
                 + (" (projected out)" if method == "zca" else f", output has {rank} dimensions")
-                + ("; set shrinkage (e.g. shrinkage='auto') to keep them" if alpha == 0 else f"; raise shrinkage (now {alpha:.3g}) to keep them"),
+                + (
+                    "; set shrinkage (e.g. shrinkage='auto') to keep them"
+                    if alpha == 0
+                    else f"; raise shrinkage (now {alpha:.3g}) to keep them"
+                ),
                 RankDeficientWarning,
                 stacklevel=3,
             )
@@ -235,7 +249,7 @@ class Whitening(AffineTransform):
     def _from_state(cls, w: Whitening, cfg: dict[str, Any], arrays: dict[str, np.ndarray], path: Path) -> Whitening:
         """Restore from a folder written by :meth:`save`; the result transforms bit for bit like the saved one."""
         try:
-            m = Moments.from_arrays({k[len("moments."):]: v for k, v in arrays.items() if k.startswith("moments.")})
+            m = Moments.from_arrays({k[len("moments.") :]: v for k, v in arrays.items() if k.startswith("moments.")})
         except IsotropyError as exc:
             raise IsotropyError(f"{path}/state.safetensors: {exc}; the artefact is corrupt, refit it") from None
         kernel, inverse, evals = arrays["kernel"], arrays["inverse"], arrays["eigenvalues"]

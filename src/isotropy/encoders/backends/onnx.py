@@ -54,13 +54,33 @@ CONFIG_NAME = "isotropy_onnx.json"
 KIND = "onnx-encoder"
 ONNX_VERSION = 1
 # isotropy_onnx.json entries the graph itself fixes: stamped into model.onnx's metadata_props at export
-GRAPH_KEYS = ("model_name", "fingerprint", "pooling", "position_limit", "hidden_size", "dim", "inputs", "transform", "quantize", "tokenizer_files")
+GRAPH_KEYS = (
+    "model_name",
+    "fingerprint",
+    "pooling",
+    "position_limit",
+    "hidden_size",
+    "dim",
+    "inputs",
+    "transform",
+    "quantize",
+    "tokenizer_files",
+)
 META_PREFIX = "isotropy."
 # names of files that steer AutoTokenizer: one that appears after the export changes the tokenizer
-TOKENIZER_NAMES = frozenset({
-    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "vocab.txt", "vocab.json",
-    "merges.txt", "chat_template.jinja", "chat_template.json",
-})
+TOKENIZER_NAMES = frozenset(
+    {
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "added_tokens.json",
+        "vocab.txt",
+        "vocab.json",
+        "merges.txt",
+        "chat_template.jinja",
+        "chat_template.json",
+    }
+)
 
 
 def require_onnx() -> None:
@@ -74,7 +94,11 @@ def require_onnx() -> None:
 def tokenizer_digests(folder: Path) -> dict[str, str]:
     """``{name: sha256}`` of the tokenizer files in an export folder (everything but the graph and its JSON)."""
     skip = {GRAPH_NAME, CONFIG_NAME}
-    return {p.name: file_sha256(p) for p in sorted(folder.iterdir()) if p.is_file() and p.name not in skip and not p.name.startswith(".")}
+    return {
+        p.name: file_sha256(p)
+        for p in sorted(folder.iterdir())
+        if p.is_file() and p.name not in skip and not p.name.startswith(".")
+    }
 
 
 def _resolve_export(model: Any) -> tuple[Path, Path]:
@@ -98,7 +122,9 @@ def _read_export_config(folder: Path) -> dict[str, Any]:
     cfg = read_config(folder, KIND, name=CONFIG_NAME)
     path = folder / CONFIG_NAME
     if cfg.get("onnx_version") != ONNX_VERSION:
-        raise IsotropyError(f"{path} has export layout {cfg.get('onnx_version')!r}, this isotropy reads {ONNX_VERSION}; export again")
+        raise IsotropyError(
+            f"{path} has export layout {cfg.get('onnx_version')!r}, this isotropy reads {ONNX_VERSION}; export again"
+        )
     missing = [k for k in ("pooling", "max_length", "dim", "inputs") if k not in cfg]
     if missing:
         raise IsotropyError(f"{path} lacks {', '.join(missing)}; export again")
@@ -144,7 +170,9 @@ class OnnxBackend:
             tokenizer = AutoTokenizer.from_pretrained(str(self.folder), local_files_only=True)
         except (OSError, ValueError) as exc:
             if "instantiate the backend tokenizer" in str(exc):
-                raise IsotropyError(f"the ONNX export {self.folder} has no tokenizer files (tokenizer.json, ...); export again") from None
+                raise IsotropyError(
+                    f"the ONNX export {self.folder} has no tokenizer files (tokenizer.json, ...); export again"
+                ) from None
             raise IsotropyError(f"cannot load the tokenizer saved in {self.folder}: {one_line(exc)}") from None
         check_tokenizer_vocab(tokenizer, f"the ONNX export {self.folder}")
         return tokenizer
@@ -156,7 +184,9 @@ class OnnxBackend:
         dev = (device or "cpu").lower()
         if dev.startswith("cuda"):
             if "CUDAExecutionProvider" not in ort.get_available_providers():
-                raise IsotropyError("device 'cuda' asked for, but this onnxruntime has no CUDA provider (pip install onnxruntime-gpu)")
+                raise IsotropyError(
+                    "device 'cuda' asked for, but this onnxruntime has no CUDA provider (pip install onnxruntime-gpu)"
+                )
             providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
         elif dev != "cpu":
             raise IsotropyError(f"the ONNX backend runs on 'cpu' or 'cuda', not {device!r}")

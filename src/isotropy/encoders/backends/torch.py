@@ -132,5 +132,7 @@ class TorchBackend:
     def record(self) -> dict[str, Any]:
         """How an artefact names this model: None for the embedded default, so it moves between machines."""
         default = default_model_path()
-        is_default = self.model_name == DEFAULT_MODEL_NAME and self.folder is not None and self.folder.resolve() == default.resolve()
+        is_default = (
+            self.model_name == DEFAULT_MODEL_NAME and self.folder is not None and self.folder.resolve() == default.resolve()
+        )
         return {"backend": self.name, "model": None if is_default else self.model_name}
