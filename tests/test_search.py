@@ -15,6 +15,7 @@ from isotropy.cli.jobs import build_index as build_index_file
 from isotropy.cli.jobs import search_index
 from isotropy.errors import IsotropyError
 from isotropy.search import Index, SearchResults
+from isotropy.search import index as search_index_module
 from isotropy.transforms.whitening import Whitening
 
 WORDS = ["cat", "dog", "stock", "market", "rain", "storm", "piano", "guitar", "river", "bridge"]
@@ -411,3 +412,23 @@ def test_default_whitening_needs_more_sentences_than_dims(tiny_model_dir, tmp_pa
         build_index_file(corpus, tmp_path / "idx1", model=str(tiny_model_dir), whiten=16)
     assert not (tmp_path / "idx1").exists()
     assert len(build_index_file(corpus, tmp_path / "idx1", model=str(tiny_model_dir), no_whiten=True)) == 12
+
+
+def test_an_index_of_isotropy_0_1_whose_fingerprint_cannot_be_compared_is_verified_by_reencoding(tiny_encoder, tmp_path):
+    # isotropy 0.1 hashed the model folder's path into the fingerprint: on another machine it never matches
+    import json
+
+    Index(tiny_encoder, None).add(CORPUS).save(tmp_path / "idx")
+    cfg_path = tmp_path / "idx" / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    del cfg["encoder"]["fingerprint_version"]
+    cfg["encoder"]["model"] = str(tiny_encoder.folder)
+    cfg["encoder"]["fingerprint"] = "0" * 32
+    cfg["encoding_key"] = search_index_module._encoding_key("0" * 32, tiny_encoder.pooling, tiny_encoder.max_length, None)
+    cfg_path.write_text(json.dumps(cfg))
+    loaded = Index.load(tmp_path / "idx")  # the stored vectors match a fresh encoding: accepted
+    assert loaded.search([CORPUS[3]], k=1).ids[0, 0] == 3
+    cfg["encoder"]["fingerprint_version"] = 2  # a current record whose fingerprint differs is refused
+    cfg_path.write_text(json.dumps(cfg))
+    with pytest.raises(IsotropyError, match="other model weights"):
+        Index.load(tmp_path / "idx")

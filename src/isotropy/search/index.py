@@ -427,7 +427,7 @@ class Index:
         rec = _read_index_config(path, cfg)
         if int(np.asarray(arrays["count"]).reshape(-1)[0]) != rec["count"]:
             raise IsotropyError(f"{path}: {STATE_NAME} and {CONFIG_NAME} disagree on the row count; rebuild the index")
-        encoder = _rebuild_encoder(path, rec, batch_size, device)
+        encoder, unverified = _rebuild_encoder(path, rec, batch_size, device)
         transform, digest = _load_index_transform(path, rec["transform"])
         if _encoding_key(rec["fingerprint"], encoder.pooling, encoder.max_length, digest) != rec["key"]:
             t_cfg = rec["transform"]
@@ -450,6 +450,8 @@ class Index:
         except KeyError as exc:
             raise IsotropyError(f"{path}/{CONFIG_NAME} lacks the index parameter {exc}; rebuild the index") from None
         index._index, index.sentences = _read_contents(path, cfg, rec)
+        if unverified:
+            _verify_by_reencoding(path, index, rec["fingerprint"])
         out_dim = index._apply(np.zeros((1, encoder.dim), np.float32)).shape[1]
         if out_dim != rec["dim"]:
             raise IsotropyError(f"{path}: the transform gives {out_dim} dims but the index holds {rec['dim']}; rebuild the index")
@@ -476,6 +478,7 @@ def _read_index_config(path: Path, cfg: dict[str, Any]) -> dict[str, Any]:
             "count": int(cfg["count"]),
             "dim": int(cfg["dim"]),
             "backend": str(enc.get("backend", "torch")),
+            "fingerprint_version": enc.get("fingerprint_version"),
             "model": enc["model"],
             "fingerprint": str(enc["fingerprint"]),
             "pooling": enc["pooling"],
@@ -487,7 +490,10 @@ def _read_index_config(path: Path, cfg: dict[str, Any]) -> dict[str, Any]:
         raise IsotropyError(f"{path}/{CONFIG_NAME} is incomplete or malformed ({exc!r}); rebuild the index") from None
 
 
-def _rebuild_encoder(path: Path, rec: dict[str, Any], batch_size: int, device: str | None) -> Encoder:
+def _rebuild_encoder(path: Path, rec: dict[str, Any], batch_size: int, device: str | None) -> tuple[Encoder, bool]:
+    """The recorded encoder, its fingerprint checked; ``(encoder, True)`` when the record is isotropy 0.1's
+    and its fingerprint cannot be compared (0.1 hashed the model's folder path): the caller then
+    verifies by re-encoding stored sentences instead."""
     encoder = Encoder(
         rec["model"],
         pooling=rec["pooling"],
@@ -496,13 +502,37 @@ def _rebuild_encoder(path: Path, rec: dict[str, Any], batch_size: int, device: s
         device=device,
         backend=rec["backend"],
     )
-    if encoder.fingerprint() != rec["fingerprint"]:
-        raise IsotropyError(
-            f"{path} was built with other model weights than {encoder.model_name} (fingerprint "
-            f"{rec['fingerprint'][:12]}..., this model {encoder.fingerprint()[:12]}...); queries would not be encoded "
-            f"like the corpus: restore its config.json or rebuild the index"
-        )
-    return encoder
+    if encoder.fingerprint() == rec["fingerprint"]:
+        return encoder, False
+    if rec["fingerprint_version"] is None and rec["backend"] == "torch":
+        return encoder, True
+    raise _other_weights(path, rec["fingerprint"], encoder)
+
+
+def _other_weights(path: Path, recorded: str, encoder: Encoder) -> IsotropyError:
+    return IsotropyError(
+        f"{path} was built with other model weights than {encoder.model_name} (fingerprint "
+        f"{recorded[:12]}..., this model {encoder.fingerprint()[:12]}...); queries would not be encoded "
+        f"like the corpus: restore its config.json or rebuild the index"
+    )
+
+
+REENCODE_PROBES = 8  # stored sentences re-encoded to verify an index whose fingerprint cannot be compared
+
+
+def _verify_by_reencoding(path: Path, index: Index, recorded: str) -> None:
+    """Re-encode a few stored sentences and compare them with the stored vectors (isotropy 0.1's indexes)."""
+    n = len(index.sentences)
+    ids = sorted({int(i) for i in np.linspace(0, n - 1, min(REENCODE_PROBES, n))})
+    try:
+        if index.kind == "ivf":
+            _faiss().extract_index_ivf(index._index).make_direct_map()
+        stored = np.stack([index._index.reconstruct(i) for i in ids])
+    except RuntimeError:  # an index type that cannot give its vectors back
+        raise _other_weights(path, recorded, index.encoder) from None
+    fresh = index.embed([index.sentences[i] for i in ids], show_progress=False)
+    if not np.allclose(stored, fresh, atol=1e-4):
+        raise _other_weights(path, recorded, index.encoder)
 
 
 def _load_index_transform(path: Path, t_cfg: dict[str, Any] | None) -> tuple[Any, str | None]:

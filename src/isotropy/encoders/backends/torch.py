@@ -22,7 +22,11 @@ from ..models import (
 )
 from ..poolings import ForwardOutput, ModelInfo, Pooling
 
-__all__ = ["TorchBackend"]
+__all__ = ["TorchBackend", "FINGERPRINT_VERSION"]
+
+FINGERPRINT_VERSION = 2  # 1: isotropy 0.1's, which hashed the model's folder path too
+# config entries that say where and how a model was loaded, not what it computes
+VOLATILE_CONFIG_KEYS = frozenset({"_name_or_path", "transformers_version", "_commit_hash", "_attn_implementation_autoset"})
 
 
 def _first(keys: Sequence[str], n: int = 3) -> str:
@@ -110,11 +114,15 @@ class TorchBackend:
 
         Hashing the weights themselves (well under a second for base-sized models) means a
         cache keyed on it can never serve vectors from other weights. Pooler weights the
-        checkpoint lacked are left out: they are initialised at random on each load.
+        checkpoint lacked are left out: they are initialised at random on each load. So are
+        the config's records of where and by which transformers version it was loaded
+        (``_name_or_path``, ``transformers_version``): isotropy 0.1 hashed them, so the same
+        model in another folder, venv or machine got another fingerprint (version 1).
         """
         if self._fingerprint is None:
             h = hashlib.blake2b(digest_size=16)
-            h.update(self.model.config.to_json_string(use_diff=False).encode())
+            config = {k: v for k, v in self.model.config.to_dict().items() if k not in VOLATILE_CONFIG_KEYS}
+            h.update(json.dumps(config, sort_keys=True, default=str).encode())
             h.update(json.dumps(self.tokenizer.get_vocab(), sort_keys=True).encode())
             h.update(repr((self.tokenizer.do_lower_case if hasattr(self.tokenizer, "do_lower_case") else None,)).encode())
             random = set(self.missing_pooler or ())
@@ -135,4 +143,8 @@ class TorchBackend:
         is_default = (
             self.model_name == DEFAULT_MODEL_NAME and self.folder is not None and self.folder.resolve() == default.resolve()
         )
-        return {"backend": self.name, "model": None if is_default else self.model_name}
+        return {
+            "backend": self.name,
+            "model": None if is_default else self.model_name,
+            "fingerprint_version": FINGERPRINT_VERSION,
+        }
