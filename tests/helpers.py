@@ -67,3 +67,41 @@ def snapshot(root: Path) -> dict[str, tuple]:
             else:
                 state[rel] = ("file", st.st_mode, hashlib.sha256(p.read_bytes()).hexdigest())
     return state
+
+
+def tiny_bert(folder: Path, *, mask_token: bool = True, layers: int = 2, heads: int = 4) -> Path:
+    """A tiny random BERT (32 dims) saved at ``folder``: with the default model's tokenizer, or, with
+    ``mask_token=False``, with a small WordPiece tokenizer that has no mask token (its own vocabulary)."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel, PreTrainedTokenizerFast
+
+    from isotropy.encoders import default_model_path
+
+    if mask_token:
+        tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()))
+    else:
+        from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+
+        words = "a the cat dog sat on mat runs sentence number talks about and . , ! ?".split()
+        vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *words])}
+        tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+        tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
+        )
+        tokenizer = PreTrainedTokenizerFast(
+            tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]"
+        )
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

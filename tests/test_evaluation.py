@@ -279,7 +279,7 @@ def test_fit_on_file_too_small_suggests_shrinkage(tmp_path):
     assert "\n" not in str(exc.value)
     # with shrinkage it fits
     evaluate([task], encoder=FakeEncoder(), methods=["whitening"], fit_on=str(corpus), shrinkage=0.2, cache=False)
-    with pytest.raises(IsotropyError, match="neither 'target', 'train' nor an existing sentence file"):
+    with pytest.raises(IsotropyError, match="neither 'target', 'train', 'others' nor an existing sentence file"):
         evaluate([task], encoder=FakeEncoder(), fit_on=str(tmp_path / "missing.txt"), cache=False)
 
 

@@ -175,9 +175,11 @@ def isoscore(X: Any = None, *, eigenvalues: Any = None) -> float:
     d = ev.shape[0]
     if d < 2:
         return 1.0
-    norm = np.linalg.norm(ev)
-    if norm == 0:
+    top = ev.max()
+    if top == 0:
         return 0.0
+    ev = ev / top  # scale-free; also keeps tiny eigenvalues from underflowing when squared in the norm
+    norm = np.linalg.norm(ev)
     normed = ev * math.sqrt(d) / norm
     defect = np.linalg.norm(normed - 1.0) / math.sqrt(2.0 * (d - math.sqrt(d)))
     score = ((d - defect**2 * (d - math.sqrt(d))) ** 2 - d) / (d * (d - 1))

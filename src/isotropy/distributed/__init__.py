@@ -11,7 +11,7 @@ to run it on a real cluster.
 
 Modules: :mod:`.spec` (what the client sends and gets back, the inputs),
 :mod:`.cluster` (Dask, the client, gathering, the merge tree, errors as values),
-:mod:`.tasks` (the worker side), :mod:`.api` (:func:`fit_whitening`, :func:`encode`).
+:mod:`.tasks` (the worker side), :mod:`.api` (:func:`fit_moments`, :func:`fit_whitening`, :func:`encode`).
 
 Design (decided once, here):
 
@@ -53,11 +53,20 @@ from __future__ import annotations
 
 # FAULT_ENV, the sidecar format and the two pure reduction helpers under their 0.1 names
 # (_merge = tasks.merge_stats, _tree = cluster.tree_reduce) stay importable here for tests and drills.
-from .api import ENGINES, SHARDS_KIND, encode, fit_whitening  # noqa: F401
+from .api import ENGINES, SHARDS_KIND, encode, fit_moments, fit_whitening  # noqa: F401
 from .cluster import CONNECT_TIMEOUT  # noqa: F401
 from .cluster import tree_reduce as _tree  # noqa: F401
 from .spec import EncodeReport, EncoderSpec, ShardResult, expand_inputs
 from .tasks import CHUNK_SENTENCES, FAULT_ENV, SIDECAR_FORMAT, SIDECAR_VERSION  # noqa: F401
 from .tasks import merge_stats as _merge  # noqa: F401
 
-__all__ = ["EncoderSpec", "ShardResult", "EncodeReport", "fit_whitening", "encode", "expand_inputs", "ENGINES"]
+__all__ = [
+    "EncoderSpec",
+    "ShardResult",
+    "EncodeReport",
+    "fit_moments",
+    "fit_whitening",
+    "encode",
+    "expand_inputs",
+    "ENGINES",
+]

@@ -1,4 +1,4 @@
-"""The public calls: :func:`fit_whitening` and :func:`encode` on a Dask cluster."""
+"""The public calls: :func:`fit_moments`, :func:`fit_whitening` and :func:`encode` on a Dask cluster."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from .cluster import client_for, gather, raise_error_value, tree_reduce
 from .spec import EncodeReport, EncoderSpec, ShardResult, expand_inputs, vector_width
 from .tasks import encode_shard, fit_shard, merge_stats, shard_outputs
 
-__all__ = ["fit_whitening", "encode", "ENGINES", "SHARDS_KIND"]
+__all__ = ["fit_moments", "fit_whitening", "encode", "ENGINES", "SHARDS_KIND"]
 
 ENGINES = ("dask",)
 SHARDS_KIND = "vector-shards"
@@ -42,6 +42,58 @@ def _whitening_params(whitening: Any) -> dict:
         raise IsotropyError(f"bad whitening parameters: {exc}") from None
 
 
+def fit_moments(
+    inputs: str | os.PathLike | Sequence[str | os.PathLike],
+    encoder: EncoderSpec | dict | str | None = None,
+    *,
+    address: Any = None,
+    n_workers: int | None = None,
+    retries: int = 2,
+    show_progress: bool | None = None,
+    skip_blank: bool = False,
+    check: Any = None,
+):
+    """The :class:`~isotropy.transforms.moments.Moments` of every vector of the shards, computed on a Dask cluster.
+
+    ``inputs`` and ``encoder`` as :func:`fit_whitening` takes them (text shards encoded on the
+    workers, or ``.npy`` vector shards); ``skip_blank`` leaves blank lines of text shards out.
+    ``check(width)`` runs on the client before the cluster starts (bad parameters fail there).
+    Each shard's statistics are computed on a worker and reduced by a fixed tree of exact merges;
+    any affine transform is then ``cls.from_moments(moments, **params)``. Shards with no rows give
+    an error naming how many there were.
+    """
+    from ..transforms.moments import Moments
+
+    files = expand_inputs(inputs)
+    vectors = [f.suffix == ".npy" for f in files]
+    if any(vectors) and not all(vectors):
+        raise IsotropyError("input shards mix .npy vectors and text files; fit on one kind at a time")
+    if all(vectors):
+        width = vector_width(files)
+        spec = None
+    else:
+        spec = EncoderSpec.coerce(encoder).resolve()
+        width = spec.dim
+    if check is not None:
+        check(width)
+    run = uuid.uuid4().hex[:12]  # every run's tasks are new tasks (no stale results reused)
+    with client_for(address, n_workers) as client:
+        shard_futs = [
+            client.submit(fit_shard, str(f), spec, skip_blank, retries=retries, key=f"isotropy-fit-{run}-{i}")
+            for i, f in enumerate(files)
+        ]
+        root = tree_reduce(
+            shard_futs,
+            lambda a, b, depth, i: client.submit(merge_stats, a, b, retries=retries, key=f"isotropy-merge-{run}-{depth}-{i}"),
+        )
+        # Only the root comes back to the client: per-shard statistics (d x d each) stay on the workers.
+        gather(client, shard_futs, "fitting shards", files, show_progress, fetch=False)
+        total = raise_error_value(root.result())
+    if total is None:
+        raise IsotropyError(f"the {len(files)} input shards hold no rows")
+    return Moments.from_arrays(total)
+
+
 def fit_whitening(
     inputs: str | os.PathLike | Sequence[str | os.PathLike],
     encoder: EncoderSpec | dict | str | None = None,
@@ -65,43 +117,28 @@ def fit_whitening(
     ``None`` starts a local cluster with ``n_workers`` processes (default one per core).
 
     Each shard's statistics are computed on a worker and reduced by a tree of exact
-    merges; the result equals ``Whitening(**params).fit(all vectors)`` to within 1e-9
-    relative. With ``output``, the fitted folder is written there (the same folder a
-    single-machine fit writes).
+    merges (:func:`fit_moments`); the result equals ``Whitening(**params).fit(all vectors)``
+    to within 1e-9 relative. With ``output``, the fitted folder is written there (the same
+    folder a single-machine fit writes).
     """
-    from ..transforms.moments import Moments
     from ..transforms.whitening import Whitening
 
     files = expand_inputs(inputs)
     if output is not None:
         check_output(output, "whitening", force=force, inputs=files)
     params = _whitening_params(whitening)
-    vectors = [f.suffix == ".npy" for f in files]
-    if any(vectors) and not all(vectors):
-        raise IsotropyError("input shards mix .npy vectors and text files; fit on one kind at a time")
-    if all(vectors):
-        width = vector_width(files)
-        spec = None
-    else:
-        spec = EncoderSpec.coerce(encoder).resolve()
-        width = spec.dim
-    Whitening(**params)._check_params(width)  # bad n_components etc. fail before the cluster starts
-    run = uuid.uuid4().hex[:12]  # every run's tasks are new tasks (no stale results reused)
-    with client_for(address, n_workers) as client:
-        shard_futs = [
-            client.submit(fit_shard, str(f), spec, retries=retries, key=f"isotropy-fit-{run}-{i}") for i, f in enumerate(files)
-        ]
-        root = tree_reduce(
-            shard_futs,
-            lambda a, b, depth, i: client.submit(merge_stats, a, b, retries=retries, key=f"isotropy-merge-{run}-{depth}-{i}"),
-        )
-        # Only the root comes back to the client: per-shard statistics (d x d each) stay on the workers.
-        gather(client, shard_futs, "fitting shards", files, show_progress, fetch=False)
-        total = raise_error_value(root.result())
-    if total is None:
-        raise IsotropyError(f"the {len(files)} input shards hold no rows")
+    moments = fit_moments(
+        files,
+        encoder,
+        address=address,
+        n_workers=n_workers,
+        retries=retries,
+        show_progress=show_progress,
+        # bad n_components etc. fail before the cluster starts
+        check=lambda width: Whitening(**params)._check_params(width),
+    )
     # solved now: too few rows / a singular covariance surface as one clear error
-    w = Whitening.from_moments(Moments.from_arrays(total), **params)
+    w = Whitening.from_moments(moments, **params)
     if output is not None:
         w.save(output, force=force)
     return w

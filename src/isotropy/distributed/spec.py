@@ -53,8 +53,15 @@ class EncoderSpec:
         raise IsotropyError(f"an encoder spec is an EncoderSpec, a dict or a model name, not {type(value).__name__}")
 
     def build(self):
-        from ..encoders import Encoder
+        from ..encoders import Encoder, parse_pooling
 
+        if self.pooling is not None and parse_pooling(self.pooling).needs_token_stats and self.backend == "torch":
+            # a worker would need the client's table, and shard sidecars its digest: not carried (yet)
+            raise IsotropyError(
+                f"distributed encoding does not carry token frequencies, which pooling {self.pooling!r} needs: "
+                f"encode on one machine (isotropy encode --pooling-stats ...), or on the cluster with an ONNX export of it "
+                f"(EncoderSpec(backend='onnx'))"
+            )
         return Encoder(
             self.model,
             pooling=self.pooling,

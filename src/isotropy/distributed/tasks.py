@@ -114,8 +114,9 @@ def encode_chunks(enc, sentences: list[str]) -> Iterator[np.ndarray]:
 
 
 @input_errors_as_values
-def fit_shard(source: str, spec: EncoderSpec | None) -> dict | None:
-    """Map step of a fit: the statistics of one shard (text, encoded here; or .npy vectors)."""
+def fit_shard(source: str, spec: EncoderSpec | None, skip_blank: bool = False) -> dict | None:
+    """Map step of a fit: the statistics of one shard (text, encoded here, blank lines left out
+    when ``skip_blank``; or .npy vectors)."""
     maybe_fault(source)
     m = Moments()
     if spec is None:
@@ -123,6 +124,8 @@ def fit_shard(source: str, spec: EncoderSpec | None) -> dict | None:
             m.update(chunk, name=str(file), row_offset=start)
     else:
         sentences = read_sentences(source, allow_empty_file=True)
+        if skip_blank:
+            sentences = [s for s in sentences if s.strip()]
         enc = worker_encoder(spec)
         for chunk in encode_chunks(enc, sentences):
             m.update(chunk, name=source)

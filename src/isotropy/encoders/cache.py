@@ -48,8 +48,9 @@ def sentences_digest(sentences: Sequence[str]) -> str:
 class VectorCache:
     """Encoded sentence vectors on disk, one ``.npy`` (+ ``.json`` key file) per entry.
 
-    An entry is keyed by the model fingerprint, the canonical pooling name,
-    ``max_length`` and a digest of the sentences. Reads verify the stored key, a digest
+    An entry is keyed by the model fingerprint, the canonical pooling name (with the
+    digest of the token frequencies it weights by, if any), ``max_length`` and a digest
+    of the sentences. Reads verify the stored key, a digest
     of the ``.npy`` file's bytes (recorded in the key file when it was written) and the
     array's shape and dtype, so a stale, truncated, foreign or overwritten file is never
     served: it is treated as a miss and rewritten. An entry written before digests were
@@ -127,7 +128,9 @@ def encode_cached(
     """``{pooling: vectors}`` for ``sentences``, from ``cache`` where it has them; the
     poolings it lacks come from one ``encoder.encode_multi`` pass and are stored."""
     sentences = list(sentences)
-    canon = {p: parse_pooling(p).name for p in poolings}
+    # the token frequencies a pooling weights by are part of its key (Encoder.pooling_key)
+    key_of = getattr(encoder, "pooling_key", None) or (lambda p: parse_pooling(p).name)
+    canon = {p: key_of(p) for p in poolings}
     out: dict[str, np.ndarray] = {}
     missing = []
     keys = {}

@@ -31,6 +31,7 @@ __all__ = [
     "st_default_pooling",
     "check_tokenizer_vocab",
     "position_limit",
+    "position_offset",
     "one_line",
     "quiet_transformers",
 ]
@@ -102,12 +103,22 @@ def resolve_model(model: str | os.PathLike | None) -> tuple[Path | None, str]:
     return None, name
 
 
+ROBERTA_LIKE = frozenset({"roberta", "xlm-roberta", "camembert"})
+
+
 def position_limit(config: Any) -> int:
     """How many token positions a model's config allows (RoBERTa-style models reserve padding_idx + 1)."""
     limit = getattr(config, "max_position_embeddings", None) or HARD_MAX_LENGTH
-    if getattr(config, "model_type", "") in {"roberta", "xlm-roberta", "camembert"}:
-        limit -= (getattr(config, "pad_token_id", 1) or 1) + 1
+    limit -= position_offset(config)
     return int(min(limit, HARD_MAX_LENGTH))
+
+
+def position_offset(config: Any) -> int:
+    """The position id of a sequence's first token: padding_idx + 1 for RoBERTa-style models, else 0."""
+    if getattr(config, "model_type", "") in ROBERTA_LIKE:
+        pad = getattr(config, "pad_token_id", None)
+        return int((1 if pad is None else pad) + 1)
+    return 0
 
 
 def one_line(exc: BaseException) -> str:

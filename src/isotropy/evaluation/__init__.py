@@ -2,12 +2,17 @@
 
 ``evaluate(tasks, ...)`` encodes each task's unique sentences once (all requested
 poolings from the same forward passes, cached on disk), fits each calibration
-(whitening, soft whitening, flow) on the chosen corpus, and scores the cosine
-similarity of every evaluation pair against the gold score:
+(every registered transform: centering, all-but-the-top, common-component removal,
+whitening and its soft presets, flow) on the chosen corpus (``fit_on``: target, train,
+others or a file; :mod:`.fitting`), and scores the cosine similarity of every evaluation
+pair against the gold score:
 
 * graded tasks (STS-B, SICK-R, STS-12..16, user ``score`` files): Spearman x 100;
-  STS-12..16 pool every pair of the year into one correlation (as SentEval's "all"
-  and the BERT-flow / BERT-whitening tables do) and keep each subset's figure too;
+  a task made of several datasets (a year of STS-12..16) is aggregated as ``aggregate``
+  says: ``all`` (default: one correlation over the pooled pairs, SBERT's and SimCSE's
+  setting), ``mean`` or ``wmean`` (the plain or pair-weighted mean of the subset
+  correlations, SentEval's; BERT-flow and BERT-whitening report ``wmean``); every
+  score keeps the subset figures, so :meth:`Results.with_aggregate` switches settings;
 * 0/1 tasks (user ``label`` files): ROC-AUC x 100, plus accuracy at the cosine
   threshold tuned on another split (dev, else train) or, with one split only, by
   two-fold cross-fitting.
@@ -17,9 +22,20 @@ from __future__ import annotations
 
 from ..encoders.cache import CACHE_ENV, VectorCache, default_cache_dir, encode_cached, sentences_digest
 from ..storage.text import read_sentences
+from .fitting import KEYWORDS as FIT_KEYWORDS
 from .harness import evaluate
-from .methods import METHOD_FORMS, Method, parse_method
-from .metrics import accuracy, best_threshold, cosine_rows, cross_fit_accuracy, roc_auc, spearman
+from .methods import METHOD_FORMS, Method, method_forms, parse_method
+from .metrics import (
+    AGGREGATES,
+    accuracy,
+    aggregate_subsets,
+    best_threshold,
+    check_aggregate,
+    cosine_rows,
+    cross_fit_accuracy,
+    roc_auc,
+    spearman,
+)
 from .results import ResultRow, Results, TaskScore, check_results_output
 from .tasks import (
     HF_NAMES,
@@ -59,6 +75,11 @@ __all__ = [
     "load_pair_folder",
     "load_hf",
     "read_sentences",
+    # fit corpora and aggregation settings
+    "FIT_KEYWORDS",
+    "AGGREGATES",
+    "check_aggregate",
+    "aggregate_subsets",
     # metrics
     "cosine_rows",
     "spearman",
@@ -68,6 +89,7 @@ __all__ = [
     "cross_fit_accuracy",
     # methods
     "METHOD_FORMS",
+    "method_forms",
     "Method",
     "parse_method",
     # results

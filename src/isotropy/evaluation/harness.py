@@ -9,14 +9,11 @@ task; :class:`~isotropy.evaluation.results.Results` holds the table.
 
 from __future__ import annotations
 
-import inspect
 import os
 import sys
 import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,12 +22,33 @@ from .._progress import ProgressBar
 from ..encoders.cache import VectorCache, encode_cached
 from ..encoders.poolings import parse_pooling
 from ..errors import IsotropyError
-from ..storage.text import read_sentences
 from ..transforms.moments import parse_shrinkage
+from .fitting import (
+    FitData,
+    OthersCorpus,
+    describe_fits,
+    fit_description,
+    fit_one,
+    fit_pairs,
+    fit_rows_needed,
+    pair_sides,
+    plan_others,
+    resolve_fit_on,
+)
 from .methods import METHOD_FORMS, Method, parse_method
-from .metrics import accuracy, best_threshold, cosine_rows, cross_fit_accuracy, roc_auc, spearman
+from .metrics import (
+    AGGREGATES,
+    accuracy,
+    aggregate_subsets,
+    best_threshold,
+    check_aggregate,
+    cosine_rows,
+    cross_fit_accuracy,
+    roc_auc,
+    spearman,
+)
 from .results import ResultRow, Results, TaskScore
-from .tasks import Pair, Task, load_tasks
+from .tasks import Task, load_tasks
 
 __all__ = ["evaluate"]
 
@@ -38,12 +56,7 @@ __all__ = ["evaluate"]
 # --------------------------------------------------------------------------- scoring and fitting
 
 
-def _pair_sides(pairs: Sequence[Pair]) -> list[str]:
-    """Both sentences of every pair, in order, duplicates kept (what the papers fit on)."""
-    return [s for p in pairs for s in (p.s1, p.s2)]
-
-
-def _score_task(task: Task, cos_by_split: dict[str, np.ndarray], fit_on: str) -> TaskScore:
+def _score_task(task: Task, cos_by_split: dict[str, np.ndarray], fit_on: str, aggregate: str = "all") -> TaskScore:
     eval_pairs = task.eval_pairs
     cos = np.concatenate([cos_by_split[s] for s in task.eval_splits])
     gold = np.array([p.score for p in eval_pairs], dtype=np.float64)
@@ -62,20 +75,25 @@ def _score_task(task: Task, cos_by_split: dict[str, np.ndarray], fit_on: str) ->
             acc, thrs = cross_fit_accuracy(cos, gold)
             extra = {"roc_auc": auc, "accuracy": acc, "threshold": thrs, "threshold_tuned_on": "2-fold cross-fitting"}
         return TaskScore(task.name, "binary", auc, len(eval_pairs), fit_on, {}, extra)
+    counts: dict[str, int] = {}
     if len(names) > 1:
         sub = np.array([p.subset for p in eval_pairs])
         for name in names:
             m = sub == name
             subsets[name] = spearman(cos[m], gold[m])
-    extra = {"subset_mean": float(np.mean(list(subsets.values())))} if subsets else {}
-    return TaskScore(task.name, "spearman", spearman(cos, gold), len(eval_pairs), fit_on, subsets, extra)
-
-
-def _fit_pairs(task: Task, fit_mode: str) -> list[Pair]:
-    """The pairs a transform is fitted on for ``task`` (``fit_mode`` target or train)."""
-    if fit_mode == "train" and task.train_split is not None:
-        return task.splits[task.train_split]
-    return task.pairs()
+            counts[name] = int(m.sum())
+    pooled = spearman(cos, gold)
+    extra: dict[str, Any] = {}
+    if subsets:
+        extra["subset_mean"] = aggregate_subsets(pooled, subsets, counts, "mean")
+        extra["subset_wmean"] = aggregate_subsets(pooled, subsets, counts, "wmean")
+        extra["subset_pairs"] = counts
+    score = pooled
+    if task.aggregated:
+        extra["aggregate"] = aggregate
+        extra["pooled"] = pooled
+        score = aggregate_subsets(pooled, subsets, counts, aggregate)
+    return TaskScore(task.name, "spearman", score, len(eval_pairs), fit_on, subsets, extra)
 
 
 def _unscorable(task: Task) -> str | None:
@@ -99,40 +117,28 @@ def _unscorable(task: Task) -> str | None:
     return None
 
 
-def _fit(transform: Any, X: np.ndarray, where: str, failures: dict, key: tuple, errors: str, warned: dict | None = None) -> Any:
-    """Fit ``transform``; a failure raises (``errors="raise"``) or is recorded and returns None.
-    Warnings (e.g. whitening dropping directions without variance) are recorded in ``warned``."""
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            # the flow's own progress bar would clash with the fitting bar (rich shows one live display)
-            if "show_progress" in inspect.signature(transform.fit).parameters:
-                fitted = transform.fit(X, show_progress=False)
-            else:
-                fitted = transform.fit(X)
-        if caught and warned is not None:
-            warned[key] = "; ".join(dict.fromkeys(str(w.message) for w in caught))
-        return fitted
-    except IsotropyError as exc:
-        if errors == "raise":
-            raise IsotropyError(f"fitting {where}: {exc}") from None
-        failures[key] = str(exc)
-        print(f"warning: fitting {where} failed, its cell is left empty: {exc}", file=sys.stderr)
-        return None
-
-
 # --------------------------------------------------------------------------- evaluate
 
 
-def _prepare(tasks, data, methods, fit_on, shrinkage, flow_params, cache, errors, show_progress) -> _Run:
+def _prepare(tasks, data, methods, fit_on, aggregate, shrinkage, flow_params, cache, errors, show_progress) -> _Run:
     """Check the arguments, parse the methods, resolve the fit corpus and the tasks: all before any model loads."""
     if errors not in ("raise", "record"):
         raise IsotropyError(f"errors must be 'raise' or 'record', got {errors!r}")
+    check_aggregate(aggregate)
     parsed = _parse_methods(methods)
     if any(m.kind == "whitening" for m in parsed):
         shrinkage = parse_shrinkage(shrinkage)
-    fit_mode, fit_sentences = _resolve_fit_on(fit_on, parsed)
+    any_fit = any(m.kind != "raw" for m in parsed)
+    fit_mode, fit_sentences = resolve_fit_on(fit_on, any_fit)
     task_list, skipped = _resolve_tasks(tasks, data)
+    others = None
+    if fit_mode == "others" and any_fit:
+        if len(task_list) < 2:
+            raise IsotropyError(
+                f"--fit-on others fits each task's transforms on the OTHER tasks' sentences, but only one task is "
+                f"evaluated ({task_list[0].name}): nothing to fit on; evaluate several tasks (--task all) or use --fit-on target"
+            )
+        others = plan_others(task_list)
     return _Run(
         parsed,
         shrinkage,
@@ -143,8 +149,10 @@ def _prepare(tasks, data, methods, fit_on, shrinkage, flow_params, cache, errors
         task_list,
         skipped,
         _open_cache(cache),
-        errors,
-        show_progress,
+        errors=errors,
+        show_progress=show_progress,
+        aggregate=aggregate,
+        others=others,
     )
 
 
@@ -156,6 +164,7 @@ def evaluate(
     poolings: Sequence[str] | None = None,
     methods: Sequence[str] = ("raw", "whitening"),
     fit_on: str = "target",
+    aggregate: str = "all",
     max_length: int | None = 64,
     batch_size: int = 64,
     shrinkage: float | str = 0.0,
@@ -177,12 +186,19 @@ def evaluate(
     poolings:
         Poolings to compare (default: the model's own).
     methods:
-        ``raw``, ``whitening``, ``whitening-K``, ``soft-whitening-BETA``, ``flow``.
+        ``raw``, ``whitening``, ``whitening-K``, ``soft-whitening-BETA``, ``flow``, every other
+        registered transform (``center``, ``abtt``, ``abtt-K``, ``common-component``) and preset
+        (``soft-0.25``, ``soft-0.5``, ``soft-0.75``); see :mod:`isotropy.evaluation.methods`.
     fit_on:
-        ``target``: fit on every pair of the task (all splits, both sentences, as
-        both papers do); ``train``: fit on the task's training split (a task without
-        one falls back to ``target``, stated in the caption); anything else is a
-        text file of sentences (one a line) fitted once and used for every task.
+        ``target`` (every pair of the task, all splits, both sentences, as the papers do),
+        ``train`` (the task's train split; a task without one falls back to ``target``),
+        ``others`` (the other tasks' sentences, never the test task's: sentences it also
+        holds are removed and counted), or a text file of sentences (one a line) fitted
+        once and used for every task. See :mod:`isotropy.evaluation.fitting`.
+    aggregate:
+        How a task of several datasets (STS-12..16) becomes one figure: ``all`` (default:
+        one correlation over the pooled pairs), ``mean`` or ``wmean`` (the plain or
+        pair-weighted mean of the per-subset correlations); see ``AGGREGATES``.
     shrinkage:
         Passed to :class:`isotropy.Whitening`: 0 (default, the papers' exact
         whitening; directions without variance are dropped with a warning, recorded
@@ -196,9 +212,9 @@ def evaluate(
         (``-`` in the tables), the message is kept in the JSON and the caption.
     """
     t_start = time.perf_counter()
-    run = _prepare(tasks, data, methods, fit_on, shrinkage, flow_params, cache, errors, show_progress)
+    run = _prepare(tasks, data, methods, fit_on, aggregate, shrinkage, flow_params, cache, errors, show_progress)
     _load_encoder(run, encoder, model, poolings, max_length, batch_size)
-    run.fit_desc = _describe_fits(run)
+    run.fit_desc = describe_fits(run)
     _check_fit_sizes(run)  # too few sentences to fit a method: said before any encoding
     _encode_fit_file(run)
     rows = _fit_and_score(run, _encode_tasks(run))
@@ -224,18 +240,21 @@ class _Run:
     shrinkage: float | str
     flow_params: dict[str, Any] | None
     fit_on: str
-    fit_mode: str  # target | train | file
+    fit_mode: str  # target | train | others | file
     fit_sentences: list[str] | None  # the --fit-on FILE corpus (None: no file, or only raw)
     tasks: list[Task]
     skipped: list[tuple[Task, str]]
     cache: VectorCache
-    errors: str
-    show_progress: bool | None
+    errors: str = "raise"
+    show_progress: bool | None = None
+    aggregate: str = "all"
+    others: list[OthersCorpus] | None = None  # per task (same order), under --fit-on others
     encoder: Any = None
     poolings: list[str] = field(default_factory=list)
     dim: int = 0
     fit_desc: dict[str, str] = field(default_factory=dict)
     file_vectors: dict[str, np.ndarray] = field(default_factory=dict)
+    file_data: dict[str, FitData] = field(default_factory=dict)  # --fit-on FILE: per pooling
     file_transforms: dict[tuple[str, str], Any] = field(default_factory=dict)
     failures: dict[tuple[str, str, str], str] = field(default_factory=dict)
     warned: dict[tuple[str, str, str], str] = field(default_factory=dict)
@@ -256,22 +275,6 @@ def _parse_methods(methods: Sequence[str]) -> list[Method]:
     if not parsed:
         raise IsotropyError("no method given; valid methods: " + ", ".join(METHOD_FORMS))
     return parsed
-
-
-def _resolve_fit_on(fit_on: str, methods: Sequence[Method]) -> tuple[str, list[str] | None]:
-    """``(fit mode, the --fit-on file's non-blank sentences)``; the file is read only when a method fits."""
-    fit_mode = fit_on if fit_on in ("target", "train") else "file"
-    if fit_mode != "file":
-        return fit_mode, None
-    path = Path(fit_on)
-    if not path.is_file():
-        raise IsotropyError(f"--fit-on {fit_on!r} is neither 'target', 'train' nor an existing sentence file")
-    if not any(m.kind != "raw" for m in methods):
-        return fit_mode, None
-    sentences = [s for s in read_sentences(path) if s.strip()]
-    if not sentences:
-        raise IsotropyError(f"--fit-on {path} has no non-blank lines to fit on")
-    return fit_mode, sentences
 
 
 def _resolve_tasks(
@@ -325,23 +328,7 @@ def _load_encoder(
     run.poolings = list(dict.fromkeys(parse_pooling(p).name for p in (poolings or [encoder.pooling])))
     run.dim = dim = int(encoder.dim)
     for m in run.methods:
-        if m.n_components is not None and m.n_components > dim:
-            raise IsotropyError(f"{m.name} keeps {m.n_components} components but the model's vectors have {dim} dimensions")
-
-
-def _describe_fits(run: _Run) -> dict[str, str]:
-    """``{task: what its transforms are fitted on}``, as the table's fit_on column says it."""
-    fit_desc: dict[str, str] = {}
-    for task in run.tasks:
-        if run.fit_mode == "file":
-            fit_desc[task.name] = f"file {Path(run.fit_on).name} ({len(run.fit_sentences or [])} sentences)"
-        elif run.fit_mode == "train" and task.train_split is not None:
-            fit_desc[task.name] = f"train split ({len(task.splits[task.train_split])} pairs)"
-        elif run.fit_mode == "train":
-            fit_desc[task.name] = "target (no train split)"
-        else:
-            fit_desc[task.name] = "target"
-    return fit_desc
+        m.check(dim)
 
 
 def _check_fit_sizes(run: _Run) -> None:
@@ -354,15 +341,15 @@ def _check_fit_sizes(run: _Run) -> None:
                     f"--fit-on {run.fit_on} has {len(run.fit_sentences)} sentences; {m.name} of {run.dim}-dimensional vectors "
                     f"needs at least {need} ({m.fit_hint()})"
                 )
-    if run.fit_mode == "file":
+    if run.fit_mode == "file" or (run.fit_mode == "others" and run.others is None):
         return
-    for task in run.tasks:
-        n_fit = len(_pair_sides(_fit_pairs(task, run.fit_mode)))
+    for i, task in enumerate(run.tasks):
+        n_fit, where = fit_rows_needed(run, i)
         for m in run.methods:
             need = m.min_fit_rows(run.dim, run.shrinkage, run.flow_params)
             if n_fit < need:
                 raise IsotropyError(
-                    f"task {task.name} has {n_fit} sentences to fit {m.name} on ({run.fit_desc[task.name]}); "
+                    f"task {task.name} has {n_fit} sentences to fit {m.name} on ({where}); "
                     f"{run.dim}-dimensional vectors need at least {need} ({m.fit_hint()})"
                 )
 
@@ -374,52 +361,70 @@ def _encode_fit_file(run: _Run) -> None:
     t0 = time.perf_counter()
     run.file_vectors = encode_cached(run.encoder, run.fit_sentences, run.poolings, run.cache, run.show_progress)
     run.timings["encode_s"] += time.perf_counter() - t0
+    name = f"vectors of {run.fit_on}"
+    run.file_data = {p: FitData(lambda v=v: v, name) for p, v in run.file_vectors.items()}
 
 
-def _encode_tasks(run: _Run) -> dict[str, dict[str, np.ndarray]]:
-    """``{task: {pooling: vectors of task.sentences()}}``, through the cache.
+def _encode_tasks(run: _Run) -> list[dict[str, np.ndarray]]:
+    """``[{pooling: vectors of task.sentences()}]`` per task (same order), through the cache.
 
     Every task is encoded before any fit, so the encoder's progress bar and the
     fitting bar never overlap (rich shows one live display at a time).
     """
-    encoded: dict[str, dict[str, np.ndarray]] = {}
+    encoded: list[dict[str, np.ndarray]] = []
     for task in run.tasks:
         t0 = time.perf_counter()
-        encoded[task.name] = encode_cached(run.encoder, task.sentences(), run.poolings, run.cache, run.show_progress)
+        encoded.append(encode_cached(run.encoder, task.sentences(), run.poolings, run.cache, run.show_progress))
         run.timings["encode_s"] += time.perf_counter() - t0
     return encoded
 
 
-def _fit_and_score(run: _Run, encoded: dict[str, dict[str, np.ndarray]]) -> dict[tuple[str, str], ResultRow]:
+def _fit_and_score(run: _Run, encoded: list[dict[str, np.ndarray]]) -> dict[tuple[str, str], ResultRow]:
     """Fit every method on every pooling and score every task: ``{(pooling, method): row}``."""
     rows = {(p, m.name): ResultRow(str(run.encoder.model_name), p, m.name, {}) for p in run.poolings for m in run.methods}
     fits_per_method = 1 if run.fit_mode == "file" else len(run.tasks)
     n_fits = sum(1 for m in run.methods if m.kind != "raw") * len(run.poolings) * fits_per_method
     bar = ProgressBar(n_fits, run.show_progress, "fitting", min_total=2)
     try:
-        for task in run.tasks:
-            _score_one_task(run, task, encoded.pop(task.name), rows, bar)
+        for i in range(len(run.tasks)):
+            _score_one_task(run, i, encoded, rows, bar)
+            if run.others is None:
+                encoded[i] = {}  # no other task reads these vectors: free them
     finally:
         bar.close()
     return rows
 
 
+def _fit_data(run: _Run, i: int, encoded: list[dict[str, np.ndarray]], pooling: str) -> FitData:
+    """The rows task ``i``'s transforms of ``pooling`` are fitted on (gathered when first needed)."""
+    task = run.tasks[i]
+    name = f"{pooling} vectors of {task.name}'s fitting sentences"
+    if run.fit_mode == "file":
+        return run.file_data.get(pooling) or FitData(lambda: run.file_vectors[pooling], name)
+    if run.fit_mode == "others":  # gathered only when a method fits (run.others is None when none does)
+        return FitData(lambda: np.concatenate([encoded[j][pooling][rows] for j, rows in run.others[i].parts]), name)
+    index = {s: k for k, s in enumerate(task.sentences())}
+    rows = np.array([index[s] for s in pair_sides(fit_pairs(task, run.fit_mode))], dtype=np.int64)
+    return FitData(lambda: encoded[i][pooling][rows], name)
+
+
 def _score_one_task(
-    run: _Run, task: Task, vecs: dict[str, np.ndarray], rows: dict[tuple[str, str], ResultRow], bar: ProgressBar
+    run: _Run, i: int, encoded: list[dict[str, np.ndarray]], rows: dict[tuple[str, str], ResultRow], bar: ProgressBar
 ) -> None:
-    """Fill ``task``'s cell of every row: calibrate its vectors, then score its pairs' cosines."""
-    index = {s: i for i, s in enumerate(task.sentences())}
+    """Fill task ``i``'s cell of every row: calibrate its vectors, then score its pairs' cosines."""
+    task = run.tasks[i]
+    index = {s: k for k, s in enumerate(task.sentences())}
     split_idx = {
         s: (np.array([index[p.s1] for p in pairs], dtype=np.int64), np.array([index[p.s2] for p in pairs], dtype=np.int64))
         for s, pairs in task.splits.items()
     }
-    fit_rows = np.array([index[s] for s in _pair_sides(_fit_pairs(task, run.fit_mode))], dtype=np.int64)
     fit_desc = run.fit_desc[task.name]
     for p in run.poolings:
-        X = vecs[p]
+        X = encoded[i][p]
+        data = _fit_data(run, i, encoded, p)
         for m in run.methods:
             row = rows[(p, m.name)]
-            Y = X if m.kind == "raw" else _calibrate(run, task, p, m, X, fit_rows, row, bar)
+            Y = X if m.kind == "raw" else _calibrate(run, task, p, m, X, data, row, bar)
             if Y is None:
                 row.scores[task.name] = TaskScore(
                     task.name,
@@ -431,7 +436,7 @@ def _score_one_task(
                 )
                 continue
             cos_by_split = {s: cosine_rows(Y[a], Y[b]) for s, (a, b) in split_idx.items()}
-            score = _score_task(task, cos_by_split, fit_desc)
+            score = _score_task(task, cos_by_split, fit_desc, run.aggregate)
             w = run.warned.get(run.fit_key(task, p, m))
             if w:
                 score.extra["warning"] = w
@@ -439,34 +444,21 @@ def _score_one_task(
 
 
 def _calibrate(
-    run: _Run, task: Task, pooling: str, m: Method, X: np.ndarray, fit_rows: np.ndarray, row: ResultRow, bar: ProgressBar
+    run: _Run, task: Task, pooling: str, m: Method, X: np.ndarray, data: FitData, row: ResultRow, bar: ProgressBar
 ) -> np.ndarray | None:
     """``X`` through method ``m``'s fitted transform (None: it could not be fitted); the time goes to the row."""
     t1 = time.perf_counter()
-    if run.fit_mode == "file":
-        if (pooling, m.name) not in run.file_transforms:
-            run.file_transforms[(pooling, m.name)] = _fit(
-                m.build(run.shrinkage, run.flow_params),
-                run.file_vectors[pooling],
-                f"{m.name} on {pooling} vectors of {run.fit_on}",
-                run.failures,
-                ("", pooling, m.name),
-                run.errors,
-                run.warned,
-            )
-            bar.advance(description=f"fitted {m.name} ({pooling})")
+    key = run.fit_key(task, pooling, m)
+    if run.fit_mode == "file" and (pooling, m.name) in run.file_transforms:
         transform = run.file_transforms[(pooling, m.name)]
     else:
-        transform = _fit(
-            m.build(run.shrinkage, run.flow_params),
-            X[fit_rows],
-            f"{m.name} on {task.name} ({pooling})",
-            run.failures,
-            (task.name, pooling, m.name),
-            run.errors,
-            run.warned,
+        where = (
+            f"{m.name} on {pooling} vectors of {run.fit_on}" if run.fit_mode == "file" else f"{m.name} on {task.name} ({pooling})"
         )
-        bar.advance(description=f"fitted {m.name} on {task.name} ({pooling})")
+        transform = fit_one(m.build(run.shrinkage, run.flow_params), data, where, run.failures, key, run.errors, run.warned)
+        if run.fit_mode == "file":
+            run.file_transforms[(pooling, m.name)] = transform
+        bar.advance(description=f"fitted {m.name}" + (f" on {task.name}" if run.fit_mode != "file" else "") + f" ({pooling})")
     Y = None if transform is None else np.asarray(transform.transform(X))
     dt = time.perf_counter() - t1
     row.fit_seconds += dt
@@ -477,19 +469,20 @@ def _calibrate(
 # --------------------------------------------------------------------------- what the results say
 
 
-def _fit_description(run: _Run) -> str:
-    """What the caption says the transforms were fitted on."""
-    if run.fit_mode == "train":
-        fallback = [t for t, d in run.fit_desc.items() if d.startswith("target")]
-        return "each task's train split" + (
-            f" ({', '.join(fallback)}: no train split, fitted on the whole task instead)" if fallback else ""
-        )
-    if run.fit_mode == "file":
-        return list(dict.fromkeys(run.fit_desc.values()))[0]
-    return "target (every pair of the task, all splits)"
-
-
 def _settings(run: _Run) -> dict[str, Any]:
+    tasks = {
+        t.name: {
+            "source": t.source,
+            "eval_splits": list(t.eval_splits),
+            "pairs": t.counts(),
+            "unique_sentences": len(t.sentences()),
+            "fit_on": run.fit_desc[t.name],
+        }
+        for t in run.tasks
+    }
+    for t, o in zip(run.tasks, run.others or []):
+        tasks[t.name].update(fit_sentences=o.rows, fit_sources=o.sources, overlap_removed=o.removed)
+        tasks[t.name]["overlap_removed_distinct"] = o.removed_unique
     settings = {
         "model": str(run.encoder.model_name),
         "max_length": int(run.encoder.max_length),
@@ -497,20 +490,14 @@ def _settings(run: _Run) -> dict[str, Any]:
         "poolings": run.poolings,
         "methods": [m.name for m in run.methods],
         "fit_on": run.fit_on,
-        "fit_on_description": _fit_description(run),
+        "fit_on_description": fit_description(run),
+        "aggregate": run.aggregate,
+        "aggregate_description": AGGREGATES[run.aggregate],
+        "aggregated_tasks": [t.name for t in run.tasks if t.aggregated and t.metric != "binary"],
         "shrinkage": run.shrinkage,
         "cache": str(run.cache.directory) if run.cache.enabled else None,
         "cache_hits": run.cache.hits,
-        "tasks": {
-            t.name: {
-                "source": t.source,
-                "eval_splits": list(t.eval_splits),
-                "pairs": t.counts(),
-                "unique_sentences": len(t.sentences()),
-                "fit_on": run.fit_desc[t.name],
-            }
-            for t in run.tasks
-        },
+        "tasks": tasks,
     }
     if run.flow_params:
         settings["flow_params"] = dict(run.flow_params)

@@ -11,8 +11,33 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._math import cosine_rows
+from ..errors import IsotropyError
 
-__all__ = ["cosine_rows", "spearman", "roc_auc", "best_threshold", "accuracy", "cross_fit_accuracy"]
+__all__ = [
+    "cosine_rows",
+    "spearman",
+    "roc_auc",
+    "best_threshold",
+    "accuracy",
+    "cross_fit_accuracy",
+    "AGGREGATES",
+    "check_aggregate",
+    "aggregate_subsets",
+]
+
+# How a task made of several datasets (a SemEval year's files: STS-12..16) becomes one figure.
+# Which paper uses which, read from their code (docs/RESULTS.md has the sentence with every source):
+#   all   - princeton-nlp/SimCSE evaluation.py l.182 (its SentEval/senteval/sts.py l.97-104 concatenates),
+#           kongds/Prompt-BERT evaluation.py l.401, SpokenNLP ditto/evaluation_ditto.py l.203; SBERT
+#   wmean - facebookresearch/SentEval senteval/sts.py l.84-98 (weights = pairs per subset); reported by
+#           BERT-whitening (bojone/BERT-whitening eng/eval.py l.110-116, "w-avg") and BERT-flow (SimCSE issue #4)
+#   mean  - SentEval's plain average (same lines), printed beside wmean by SentEval and BERT-whitening
+AGGREGATES: dict[str, str] = {
+    "all": "the pairs of every subset pooled into one correlation (SBERT, SimCSE, PromptBERT, Ditto)",
+    "mean": "unweighted mean of the per-subset correlations",
+    "wmean": "mean of the per-subset correlations weighted by their pair counts (SentEval's weighted average; "
+    "BERT-flow, BERT-whitening)",
+}
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
@@ -91,3 +116,26 @@ def cross_fit_accuracy(scores: Sequence[float], labels: Sequence[float], seed: i
         thresholds.append(t)
         correct += int(np.sum((scores[test] >= t) == (labels[test] > 0.5)))
     return correct / max(len(scores), 1) * 100.0, thresholds
+
+
+def check_aggregate(name: str) -> str:
+    """``name`` when it is an aggregation setting; anything else is one clear error."""
+    if not isinstance(name, str) or name not in AGGREGATES:
+        raise IsotropyError(
+            f"unknown aggregate {name!r}; choose all (one correlation over a year's pooled subsets), "
+            f"mean (mean of the subset correlations) or wmean (their mean weighted by pair counts)"
+        )
+    return name
+
+
+def aggregate_subsets(pooled: float, subsets: dict[str, float], counts: dict[str, int], how: str) -> float:
+    """One figure for a task of several subsets: ``pooled`` (``all``), or the plain (``mean``) or
+    pair-count weighted (``wmean``) mean of the per-subset figures, as SentEval computes them
+    (``np.average(list_spr, weights=nsamples)``). A subset without a figure (NaN) makes it NaN."""
+    check_aggregate(how)
+    if how == "all" or not subsets:
+        return float(pooled)
+    vals = np.array([subsets[k] for k in subsets], dtype=np.float64)
+    if how == "mean":
+        return float(np.mean(vals))
+    return float(np.average(vals, weights=np.array([counts[k] for k in subsets], dtype=np.float64)))

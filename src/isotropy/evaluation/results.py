@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import IsotropyError
 from ..storage.artifacts import check_output, output_file, write_json
+from .metrics import AGGREGATES, check_aggregate
 
 __all__ = ["TaskScore", "ResultRow", "Results", "check_results_output"]
 
@@ -84,13 +85,43 @@ class Results:
         ]
         if any(m != "raw" and "whitening" in m for m in s.get("methods", [])):
             parts.append(f"whitening shrinkage: {s.get('shrinkage')}")
-        if any(t.startswith("STS-1") for t in self.tasks):
-            parts.append("STS-12..16: all pairs of the year pooled into one correlation (subsets in the JSON)")
+        parts.extend(self._aggregate_caption())
         if any(m == "binary" for m in self.metrics.values()):
             binary = [t for t, m in self.metrics.items() if m == "binary"]
             parts.append(f"{', '.join(binary)}: ROC-AUC x 100 (0/1 labels)")
         parts.extend(self.notes)
         return "; ".join(parts)
+
+    def _aggregate_caption(self) -> list[str]:
+        """How the tasks of several datasets were aggregated (results of isotropy 0.1 pooled them: ``all``)."""
+        s = self.settings
+        how = s.get("aggregate", "all")
+        agg = s.get("aggregated_tasks")
+        if agg is None:  # written before the aggregate setting existed: STS-12..16 were pooled
+            agg = [t for t in self.tasks if t.startswith("STS-1")]
+        if not agg:
+            return []
+        whole = [t for t in self.tasks if t not in agg and self.metrics.get(t) != "binary"]
+        single = f"; {', '.join(whole)}: one correlation in every setting" if whole else ""
+        return [f"aggregate {how}: {', '.join(agg)} = {AGGREGATES[how]} (per-subset figures in the JSON){single}"]
+
+    def with_aggregate(self, how: str) -> Results:
+        """The same results in another aggregation setting (``all``, ``mean``, ``wmean``), from the
+        per-subset figures every score keeps; nothing is encoded or fitted again."""
+        check_aggregate(how)
+        rows = []
+        for r in self.rows:
+            scores = {}
+            for t, sc in r.scores.items():
+                extra = dict(sc.extra)
+                score = sc.score
+                if "aggregate" in extra and not math.isnan(score):
+                    key = {"all": "pooled", "mean": "subset_mean", "wmean": "subset_wmean"}[how]
+                    score, extra["aggregate"] = float(extra.get(key, extra["pooled"])), how
+                scores[t] = TaskScore(sc.task, sc.metric, score, sc.n_pairs, sc.fit_on, dict(sc.subsets), extra)
+            rows.append(ResultRow(r.model, r.pooling, r.method, scores, r.fit_seconds))
+        settings = {**self.settings, "aggregate": how, "aggregate_description": AGGREGATES[how]}
+        return Results(rows, list(self.tasks), dict(self.metrics), settings, dict(self.timings), list(self.notes))
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -60,6 +60,11 @@ class Task:
     (0/1 labels: paraphrase, duplicate question). ``eval_splits`` are the splits
     whose pairs are scored (STS-B: test; SICK-R: test; STS-12..16: all pairs);
     ``train_split`` is the split ``--fit-on train`` fits on, or None when the task has none.
+    ``aggregated`` is True when the subsets are separate datasets scored together (a SemEval
+    year's files, a pair file's ``subset`` column): the ``aggregate`` setting of
+    :func:`~isotropy.evaluation.evaluate` (all, mean, wmean) decides how their correlations
+    combine. When False (STS-B, whose subsets are genres of one test set; SICK-R) the task is
+    one correlation in every setting, as every paper scores it.
     """
 
     name: str
@@ -69,6 +74,7 @@ class Task:
     train_split: str | None = None
     source: str = ""
     notes: list[str] = field(default_factory=list)
+    aggregated: bool = False
 
     def pairs(self, splits: Iterable[str] | None = None) -> list[Pair]:
         """The pairs of ``splits`` (default: every split), in file order."""
@@ -233,7 +239,7 @@ def load_semeval(folder: str | os.PathLike, name: str) -> Task:
             if len(cols) != 2:
                 raise IsotropyError(f"{inp} line {number}: expected 2 tab-separated sentences, found {len(cols)} columns")
             pairs.append(Pair(cols[0], cols[1], _number(gold, gs, number, "gold score"), subset))
-    return Task(name, {"test": pairs}, eval_splits=("test",), train_split=None, source=str(folder))
+    return Task(name, {"test": pairs}, eval_splits=("test",), train_split=None, source=str(folder), aggregated=True)
 
 
 # task name -> (folder name, loader)
@@ -478,6 +484,7 @@ def load_pairs(path: str | os.PathLike, name: str | None = None, split: str = "t
         eval_splits=(split,),
         train_split=split if split == "train" else None,
         source=str(path),
+        aggregated=any(p.subset for p in pairs),
     )
 
 
@@ -504,6 +511,7 @@ def load_pair_folder(folder: str | os.PathLike, name: str | None = None) -> Task
         eval_splits=(eval_split,),
         train_split="train" if "train" in splits and eval_split != "train" else None,
         source=str(folder),
+        aggregated=any(p.subset for p in splits[eval_split]),
     )
 
 
@@ -547,4 +555,5 @@ def load_hf(dataset: str, name: str | None = None) -> Task:
         eval_splits=(eval_split,),
         train_split="train" if "train" in splits and eval_split != "train" else None,
         source=f"hf:{dataset}",
+        aggregated=any(p.subset for p in splits[eval_split]),
     )

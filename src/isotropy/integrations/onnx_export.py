@@ -64,22 +64,36 @@ def _graph_module(encoder: Any, transform: Any):
     import torch
 
     p = parse_pooling(encoder.pooling)
-    need_all = p.needs_hidden_states
+    need_all, need_att = p.needs_hidden_states, p.needs_attentions
     tmap = None if transform is None else transform.to_torch(dtype=torch.float32)
+    # the pooling's constants (token weights, template vectors: Pooling.state) become initializers
+    state = {k: torch.from_numpy(v) for k, v in encoder.pooling_state(p).items()}
 
     class Graph(torch.nn.Module):
         def __init__(self):
             super().__init__()
             self.encoder = encoder.model
             self.transform = tmap
+            for k, v in state.items():
+                self.register_buffer(f"pooling_{k}", v)
 
         def forward(self, input_ids, attention_mask, token_type_ids=None):
             kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
             if token_type_ids is not None:
                 kwargs["token_type_ids"] = token_type_ids
-            out = self.encoder(**kwargs, output_hidden_states=need_all, return_dict=True)
+            out = self.encoder(**kwargs, output_hidden_states=need_all, output_attentions=need_att, return_dict=True)
             hidden = out.hidden_states if need_all else (out.last_hidden_state,)
-            vec = pool(p, hidden, attention_mask, getattr(out, "pooler_output", None))
+            consts = {k: getattr(self, f"pooling_{k}") for k in state} or None
+            attentions = out.attentions if need_att else None
+            vec = pool(
+                p,
+                hidden,
+                attention_mask,
+                getattr(out, "pooler_output", None),
+                input_ids=input_ids,
+                attentions=attentions,
+                state=consts,
+            )
             if self.transform is not None:
                 vec = self.transform(vec)
             return vec
@@ -135,8 +149,10 @@ def _stamp_graph(graph_path: Path, config: dict) -> None:
     onnx.save(model, str(graph_path))
 
 
-def _torch_export(graph: Any, encoder: Any, names: list[str], path: Path, opset: int | None) -> None:
-    """``torch.onnx.export`` (dynamo) of ``graph`` to ``path``, batch and sequence axes dynamic."""
+def _torch_export(
+    graph: Any, encoder: Any, names: list[str], path: Path, opset: int | None, output: str = "sentence_embedding"
+) -> None:
+    """``torch.onnx.export`` (dynamo) of ``graph`` to ``path`` (its output named ``output``), batch and sequence axes dynamic."""
     import warnings
 
     import torch
@@ -161,7 +177,7 @@ def _torch_export(graph: Any, encoder: Any, names: list[str], path: Path, opset:
                 (),
                 kwargs=example,
                 input_names=names,
-                output_names=["sentence_embedding"],
+                output_names=[output],
                 dynamic_shapes=dynamic,
                 dynamo=True,
                 verbose=False,
@@ -197,6 +213,7 @@ def _export_config(encoder: Any, transform: Any, names: list[str], quantize: str
         "quantize": quantize,
         "graph": GRAPH_NAME,
         "tokenizer_files": tokenizer_digests(folder),  # verified on load: another tokenizer encodes garbage
+        "pooling_stats": encoder.record().get("pooling_stats"),  # the token frequencies baked in (sif, idf)
     }
 
 
@@ -212,13 +229,18 @@ def export_onnx(
     opset: int | None = None,
     show_progress: bool | None = None,
     force: bool = False,
+    pooling_stats: Any = None,
 ) -> Path:
     """Export encoder + pooling (+ fitted transform) as one ONNX graph in folder ``output``.
 
     ``transform`` is a fitted transform or its folder; its input dimension must equal the
     encoder's. ``quantize="int8"`` writes onnxruntime's dynamically quantised graph instead
     of the float32 one. ``encoder`` (a torch :class:`isotropy.encoders.Encoder`) replaces
-    ``model``/``pooling``/``max_length``. Returns ``output``.
+    ``model``/``pooling``/``max_length``; ``pooling_stats`` (token frequencies of a ``sif``/``idf``
+    pooling: a fitted object, its folder or a sentence file) is passed to the encoder built here.
+    Every pooling exports, its constants (token weights, template vectors) inside the graph;
+    a prompt pooling's graph takes the template-wrapped ids that
+    ``Encoder(OUT, backend="onnx")`` makes from the export's tokenizer. Returns ``output``.
     """
     from ..encoders import Encoder
 
@@ -226,11 +248,13 @@ def export_onnx(
     sources = [model if model is not None and Path(str(model)).expanduser().exists() else None]
     if isinstance(transform, (str, os.PathLike)):
         sources.append(transform)
+    if isinstance(pooling_stats, (str, os.PathLike)):
+        sources.append(pooling_stats)
     output = check_output(output, KIND, force=force, inputs=sources)
     if quantize is not None and quantize not in QUANTIZATIONS:
         raise IsotropyError(f"unknown quantization {quantize!r}; valid: {', '.join(QUANTIZATIONS)}")
     if encoder is None:
-        encoder = Encoder(model, pooling=pooling, max_length=max_length, device="cpu")
+        encoder = Encoder(model, pooling=pooling, max_length=max_length, device="cpu", pooling_stats=pooling_stats)
     elif getattr(encoder, "backend", "torch") != "torch":
         raise IsotropyError("export_onnx needs a torch Encoder, not an ONNX one")
     if transform is not None:
@@ -244,7 +268,8 @@ def export_onnx(
     ):
         graph_path = tmp / GRAPH_NAME
         fp32_path = tmp / ".fp32.onnx" if quantize else graph_path
-        _torch_export(graph, encoder, names, fp32_path, opset)
+        with encoder.runtime.attention("eager" if parse_pooling(encoder.pooling).needs_attentions else None):
+            _torch_export(graph, encoder, names, fp32_path, opset)
         bar.advance()
         if quantize:
             _quantize_int8(fp32_path, graph_path)

@@ -30,6 +30,7 @@ INDEX_KINDS = ("flat", "hnsw", "ivf")
 INDEX_FILE = "index.faiss"
 SENTENCES_FILE = "sentences.jsonl"
 TRANSFORM_DIR = "transform"
+STATS_DIR = "pooling_stats"  # the token frequencies of a sif/idf pooling (Encoder.pooling_stats)
 ADD_CHUNK = 8192  # rows handed to faiss at a time (progress granularity; memory stays bounded)
 
 
@@ -370,6 +371,8 @@ class Index:
                 self.transform.save(tmp / TRANSFORM_DIR)
                 sub = json.loads((tmp / TRANSFORM_DIR / CONFIG_NAME).read_text(encoding="utf-8"))
                 transform_cfg = {"kind": sub.get("kind"), "path": TRANSFORM_DIR, "digest": folder_digest(tmp / TRANSFORM_DIR)}
+            if "pooling_stats" in encoder:
+                self.encoder.pooling_stats.save(tmp / STATS_DIR)
             _faiss().write_index(self._index, str(tmp / INDEX_FILE))
             with open(tmp / SENTENCES_FILE, "w", encoding="utf-8", newline="\n") as fh:
                 for s in self.sentences:
@@ -387,7 +390,7 @@ class Index:
                 "generation": uuid.uuid4().hex,  # every save is a new version (see _check_unchanged)
                 "encoding_key": _encoding_key(
                     encoder["fingerprint"],
-                    encoder["pooling"],
+                    self.encoder.pooling_key(),
                     encoder["max_length"],
                     None if transform_cfg is None else transform_cfg["digest"],
                 ),
@@ -429,7 +432,7 @@ class Index:
             raise IsotropyError(f"{path}: {STATE_NAME} and {CONFIG_NAME} disagree on the row count; rebuild the index")
         encoder, unverified = _rebuild_encoder(path, rec, batch_size, device)
         transform, digest = _load_index_transform(path, rec["transform"])
-        if _encoding_key(rec["fingerprint"], encoder.pooling, encoder.max_length, digest) != rec["key"]:
+        if _encoding_key(rec["fingerprint"], encoder.pooling_key(), encoder.max_length, digest) != rec["key"]:
             t_cfg = rec["transform"]
             raise IsotropyError(
                 f"{path}/{CONFIG_NAME} no longer matches the index: it names pooling {encoder.pooling!r}, "
@@ -482,6 +485,7 @@ def _read_index_config(path: Path, cfg: dict[str, Any]) -> dict[str, Any]:
             "model": enc["model"],
             "fingerprint": str(enc["fingerprint"]),
             "pooling": enc["pooling"],
+            "pooling_stats": enc.get("pooling_stats"),
             "max_length": int(enc["max_length"]),
             "transform": cfg.get("transform"),
             "key": cfg["encoding_key"],
@@ -494,6 +498,9 @@ def _rebuild_encoder(path: Path, rec: dict[str, Any], batch_size: int, device: s
     """The recorded encoder, its fingerprint checked; ``(encoder, True)`` when the record is isotropy 0.1's
     and its fingerprint cannot be compared (0.1 hashed the model's folder path): the caller then
     verifies by re-encoding stored sentences instead."""
+    stats = path / STATS_DIR
+    if rec["pooling_stats"] and not stats.is_dir():
+        raise IsotropyError(f"{path} is missing its token frequencies folder {STATS_DIR}/; rebuild the index")
     encoder = Encoder(
         rec["model"],
         pooling=rec["pooling"],
@@ -501,6 +508,7 @@ def _rebuild_encoder(path: Path, rec: dict[str, Any], batch_size: int, device: s
         batch_size=batch_size,
         device=device,
         backend=rec["backend"],
+        pooling_stats=stats if rec["pooling_stats"] else None,
     )
     if encoder.fingerprint() == rec["fingerprint"]:
         return encoder, False

@@ -119,6 +119,7 @@ FOLDER_KINDS = {
     "demo": "demo output folder",
     "sentence-transformers": "calibrated sentence-transformers model",
     "vector-shards": "folder of encoded vector shards",
+    "token-frequencies": "token-frequency table (sif, idf poolings)",
 }
 FILE_KINDS = {
     "vectors": "vector file (.npy)",

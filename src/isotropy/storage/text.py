@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import IsotropyError
 
-__all__ = ["read_sentences"]
+__all__ = ["read_sentences", "iter_sentences"]
 
 
 def read_sentences(path: str | os.PathLike, *, allow_empty_file: bool = False) -> list[str]:
@@ -45,3 +47,30 @@ def read_sentences(path: str | os.PathLike, *, allow_empty_file: bool = False) -
     if not sentences and not allow_empty_file:
         raise IsotropyError(f"{name} is empty: there is nothing to encode")
     return sentences
+
+
+def iter_sentences(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+    """Stream ``(line number, sentence)`` from a UTF-8 text file (or ``-``), one line at a time.
+
+    The same rules as :func:`read_sentences` (a leading byte-order mark is ignored, only the
+    line terminator is stripped, a NUL byte or invalid UTF-8 is one error naming the line),
+    in memory bounded by the longest line: for corpora too large to hold.
+    """
+    name = "standard input" if str(path) == "-" else str(path)
+    if str(path) != "-" and not Path(path).is_file():
+        raise IsotropyError(f"{path} does not exist or is not a file")
+    with contextlib.ExitStack() as stack:
+        fh = sys.stdin.buffer if str(path) == "-" else stack.enter_context(open(path, "rb"))
+        for number, line in enumerate(fh, start=1):
+            if number == 1 and line.startswith(b"\xef\xbb\xbf"):
+                line = line[3:]
+                if not line:  # a file holding a byte-order mark only holds no line
+                    return
+            if b"\x00" in line:
+                raise IsotropyError(f"{name} line {number} holds a NUL byte: it is a binary file, not UTF-8 text")
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise IsotropyError(f"{name} line {number} is not valid UTF-8 (byte {exc.start + 1} of the line)") from None
+            text = text[:-1] if text.endswith("\n") else text
+            yield number, text[:-1] if text.endswith("\r") else text

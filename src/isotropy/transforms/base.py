@@ -78,6 +78,11 @@ class Transform(EstimatorParams):
     def describe(self) -> str:
         return repr(self)
 
+    def min_fit_rows(self, d: int) -> int:
+        """Fewest fitting rows for a well-defined fit on ``d``-dimensional vectors (callers check
+        it before any encoding, so a too-small corpus is said early)."""
+        return 2
+
     def _params_to_save(self) -> dict[str, Any]:
         """The hyper-parameters written to ``config.json`` (normalised, transient ones left out)."""
         return {k: v for k, v in self.get_params().items() if k not in self.transient_params}
@@ -155,6 +160,11 @@ class AffineTransform(Transform):
     """
 
     _preserves_dtype = ("float64", "float32")
+    # The default saved state (see _get_state): the moments, re-solved on load. Whitening keeps
+    # isotropy 0.1's own layout (kernel and eigenvalues too) and overrides all three.
+    version_key = "layout_version"
+    state_version = 1
+    required_arrays = tuple(f"moments.{name}" for name in ("n", "mean", "scatter", "third", "fourth"))
 
     # ---------------------------------------------------------------- what subclasses provide
 
@@ -250,10 +260,46 @@ class AffineTransform(Transform):
     def n_features_out_(self) -> int:
         return int(self._solution().kernel.shape[1])
 
+    # ---------------------------------------------------------------- persistence (default)
+
+    def _get_state(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The moments and their size; the map is solved again from them on load (a few ms)."""
+        self._solution()  # solvable with these parameters before anything is written
+        config = {"dim": self.moments_.dim, "n_samples_seen": self.moments_.n}
+        return config, {f"moments.{k}": v for k, v in self.moments_.to_arrays().items()}
+
+    @classmethod
+    def _from_state(cls, est: AffineTransform, cfg: dict[str, Any], arrays: dict[str, np.ndarray], path: Path) -> AffineTransform:
+        """Rebuild the moments, check them against ``config.json``, and solve (the same code, the same map)."""
+        try:
+            m = Moments.from_arrays({k[len("moments.") :]: v for k, v in arrays.items() if k.startswith("moments.")})
+        except IsotropyError as exc:
+            raise IsotropyError(f"{path}/state.safetensors: {exc}; the artefact is corrupt, refit it") from None
+        for key, held in (("dim", m.dim), ("n_samples_seen", m.n)):
+            said = cfg.get(key)
+            if isinstance(said, bool) or not isinstance(said, int) or said != held:
+                raise IsotropyError(
+                    f"{path}: config.json says {key} {said!r}, but state.safetensors holds {held}; the folder was edited "
+                    f"or its files mixed up: restore it or refit"
+                )
+        try:
+            est._check_params(m.dim)
+            est._attach(m, est._solve(m))
+        except IsotropyError as exc:
+            raise IsotropyError(f"{path}: {exc}") from None
+        return est
+
     def affine_(self) -> tuple[np.ndarray, np.ndarray]:
         """``(A, b)`` with ``transform(x) == x @ A + b`` (float64)."""
         sol = self._solution()
         return sol.kernel, -(sol.shift @ sol.kernel)
+
+    def shift_kernel_(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(shift, kernel)`` with ``transform(x) == (x - shift) @ kernel`` (float64): the
+        form to compute in float32, where folding the shift into a bias (``affine_``) cancels
+        two large terms when the kernel magnifies (a whitening of small eigenvalues)."""
+        sol = self._solution()
+        return sol.shift, sol.kernel
 
     # ---------------------------------------------------------------- applying
 

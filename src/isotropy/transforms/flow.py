@@ -112,6 +112,10 @@ class Flow(Transform):
             raise IsotropyError(f"Flow seed must be a non-negative integer, got {self.seed!r}")
         return _resolve_device(self.device)
 
+    def min_fit_rows(self, d: int) -> int:
+        """More rows than dimensions, and one batch (:meth:`_check_fit_input` has the measurements)."""
+        return max(d + 1, self.batch_size if _is_int(self.batch_size) else 0)  # a bad batch_size is fit's to name
+
     def _check_fitted(self) -> None:
         if not hasattr(self, "model_"):
             raise NotFittedError("this Flow is not fitted yet: call fit(X) first")

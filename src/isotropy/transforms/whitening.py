@@ -106,7 +106,7 @@ class Whitening(AffineTransform):
         "moments.fourth",
     )
 
-    def __init__(self, n_components=None, power=1.0, shrinkage=0.0, method="pca"):
+    def __init__(self, n_components: int | None = None, power: float = 1.0, shrinkage: float | str = 0.0, method: str = "pca"):
         self.n_components = n_components
         self.power = power
         self.shrinkage = shrinkage
@@ -140,6 +140,11 @@ class Whitening(AffineTransform):
 
     def _check_params(self, d: int | None) -> None:
         self._checked_params(d)
+
+    def min_fit_rows(self, d: int) -> int:
+        k, power, shrinkage, _ = self._checked_params(d)
+        # a covariance from n centred rows has rank n - 1: k whitened directions need n >= k + 1
+        return (k or d) + 1 if shrinkage == 0 and power > 0 else 2
 
     # ---------------------------------------------------------------- solving
 

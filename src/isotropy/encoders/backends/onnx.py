@@ -18,14 +18,18 @@ load without those checks.
 
 The pooling (and any transform) is baked into the graph: this backend computes that
 pooling only, and its output width is the graph's.
+
+A model folder written by ``isotropy calibrate --onnx`` holds such an export in its
+``isotropy-onnx/`` subfolder (:data:`SUBFOLDER`); ``model=`` the model folder finds it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +43,7 @@ from ..poolings import Pooling
 __all__ = [
     "OnnxBackend",
     "GRAPH_NAME",
+    "SUBFOLDER",
     "CONFIG_NAME",
     "KIND",
     "ONNX_VERSION",
@@ -51,6 +56,7 @@ __all__ = [
 
 GRAPH_NAME = "model.onnx"
 CONFIG_NAME = "isotropy_onnx.json"
+SUBFOLDER = "isotropy-onnx"  # where `isotropy calibrate --onnx` puts the export inside a model folder
 KIND = "onnx-encoder"
 ONNX_VERSION = 1
 # isotropy_onnx.json entries the graph itself fixes: stamped into model.onnx's metadata_props at export
@@ -65,6 +71,7 @@ GRAPH_KEYS = (
     "transform",
     "quantize",
     "tokenizer_files",
+    "pooling_stats",
 )
 META_PREFIX = "isotropy."
 # names of files that steer AutoTokenizer: one that appears after the export changes the tokenizer
@@ -108,11 +115,16 @@ def _resolve_export(model: Any) -> tuple[Path, Path]:
     if path.is_file() and path.suffix == ".onnx":
         folder, graph = path.parent, path
     elif path.is_dir():
+        if not (path / CONFIG_NAME).is_file() and (path / SUBFOLDER / CONFIG_NAME).is_file():
+            path = path / SUBFOLDER  # a model folder written by `isotropy calibrate --onnx`
         folder, graph = path, path / GRAPH_NAME
     else:
         raise IsotropyError(f"ONNX model {str(model)!r} does not exist (expected a folder written by `isotropy export onnx`)")
     if not (folder / CONFIG_NAME).is_file():
-        raise IsotropyError(f"{folder} has no {CONFIG_NAME}; it was not written by `isotropy export onnx`")
+        raise IsotropyError(
+            f"{folder} has no {CONFIG_NAME} (nor {SUBFOLDER}/{CONFIG_NAME}); it was not written by "
+            "`isotropy export onnx` or `isotropy calibrate --onnx`"
+        )
     if not graph.is_file():
         raise IsotropyError(f"{folder} has no {graph.name}")
     return folder.resolve(), graph.resolve()
@@ -145,6 +157,7 @@ class OnnxBackend:
     """
 
     name = "onnx"
+    pooling_in_graph = True  # the pooling and its constants (token weights, template vectors) are in the graph
 
     def __init__(self, model: str | os.PathLike | None = None, device: str | None = None, threads: int | None = None) -> None:
         require_onnx()
@@ -262,13 +275,20 @@ class OnnxBackend:
     def output_dim(self, p: Pooling) -> int:
         return self.dim
 
-    def run(self, feeds: dict[str, np.ndarray], poolings: Sequence[Pooling]) -> list[np.ndarray]:
+    def run(
+        self, feeds: dict[str, np.ndarray], poolings: Sequence[Pooling], states: dict[str, dict] | None = None
+    ) -> list[np.ndarray]:
         if "token_type_ids" in self.inputs:
             feeds.setdefault("token_type_ids", np.zeros_like(feeds["input_ids"]))
         else:
             feeds.pop("token_type_ids", None)
         out = self.model.run(None, feeds)[0]
         return [out] + [out.copy() for _ in poolings[1:]]
+
+    @contextlib.contextmanager
+    def attention(self, implementation: str | None) -> Iterator[None]:
+        """The graph's attention path was fixed at export (eager where its pooling reads attention weights)."""
+        yield
 
     # ------------------------------------------------------------------ identity
 

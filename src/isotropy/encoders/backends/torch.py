@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from ..models import (
     default_model_path,
     load_hf_model,
     position_limit,
+    position_offset,
     resolve_model,
     st_default_pooling,
     st_file,
@@ -42,12 +44,20 @@ class TorchBackend:
     """
 
     name = "torch"
+    pooling_in_graph = False  # poolings run here, their constants (Pooling.state) handed in
 
-    def __init__(self, model: str | os.PathLike | None = None, device: str | None = None, threads: int | None = None) -> None:
+    def __init__(
+        self,
+        model: str | os.PathLike | None = None,
+        device: str | None = None,
+        threads: int | None = None,
+        precision: str = "fp32",
+    ) -> None:
         import torch
 
         if threads is not None:
             raise IsotropyError("threads= applies to the onnx backend; torch's are set with torch.set_num_threads")
+        self.precision = precision  # "bf16": the forward pass under torch.autocast (checked by Encoder)
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.folder, self.model_name = resolve_model(model)
         self.tokenizer, self.model, self.missing_pooler = load_hf_model(self.folder, self.model_name)
@@ -55,7 +65,11 @@ class TorchBackend:
         config = self.model.config
         self.hidden_size = int(config.hidden_size)
         self.info = ModelInfo(
-            self.model_name, int(getattr(config, "num_hidden_layers", 0)) + 1, getattr(self.model, "pooler", None) is not None
+            self.model_name,
+            int(getattr(config, "num_hidden_layers", 0)) + 1,
+            getattr(self.model, "pooler", None) is not None,
+            num_attention_heads=getattr(config, "num_attention_heads", None),
+            mask_token=getattr(self.tokenizer, "mask_token", None),
         )
         self.position_limit = position_limit(config)
         self._fingerprint: str | None = None
@@ -89,23 +103,86 @@ class TorchBackend:
 
     # ------------------------------------------------------------------ running
 
-    def run(self, feeds: dict[str, np.ndarray], poolings: Sequence[Pooling]) -> list[np.ndarray]:
-        """One forward pass over a padded batch; every pooling read off it (float32, batch x dim)."""
+    def run(
+        self, feeds: dict[str, np.ndarray], poolings: Sequence[Pooling], states: dict[str, dict] | None = None
+    ) -> list[np.ndarray]:
+        """One forward pass over a padded batch; every pooling read off it (float32, batch x dim).
+
+        ``states`` holds each pooling's constants (numpy, by pooling name); poolings that read
+        attention weights must run inside :meth:`attention` ``("eager")``.
+        """
         import torch
 
         need_all = any(p.needs_hidden_states for p in poolings)
         need_att = any(p.needs_attentions for p in poolings)
         with torch.inference_mode():
             inputs = {name: torch.from_numpy(arr).to(self.device) for name, arr in feeds.items()}
-            result = self.model(**inputs, output_hidden_states=need_all, output_attentions=need_att, return_dict=True)
+            with self.autocast():
+                result = self.model(**inputs, output_hidden_states=need_all, output_attentions=need_att, return_dict=True)
+            f32 = lambda ts: None if ts is None else tuple(t.float() for t in ts)  # noqa: E731 (bf16 -> float32 before pooling)
+            pooler = getattr(result, "pooler_output", None) if any(p.needs_pooler for p in poolings) else None
             out = ForwardOutput(
-                hidden_states=result.hidden_states if need_all else (result.last_hidden_state,),
+                hidden_states=f32(result.hidden_states if need_all else (result.last_hidden_state,)),
                 attention_mask=inputs["attention_mask"],
                 input_ids=inputs["input_ids"],
-                pooler_output=getattr(result, "pooler_output", None) if any(p.needs_pooler for p in poolings) else None,
-                attentions=getattr(result, "attentions", None) if need_att else None,
+                pooler_output=None if pooler is None else pooler.float(),
+                attentions=f32(getattr(result, "attentions", None)) if need_att else None,
             )
-            return [p(out).float().cpu().numpy() for p in poolings]
+            vectors = []
+            for p in poolings:
+                state = (states or {}).get(p.name)
+                tensors = None if state is None else {k: torch.from_numpy(v).to(self.device) for k, v in state.items()}
+                vectors.append(p(out, tensors).float().cpu().numpy())
+            return vectors
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """The precision of the forward pass: fp32 as loaded, or bf16 matrix products under ``torch.autocast``."""
+        import torch
+
+        if self.precision == "bf16":
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def attention(self, implementation: str | None) -> Iterator[None]:
+        """Run the block with transformers' ``implementation`` of attention (None: as loaded), then switch back.
+
+        Attention weights exist only on the eager path (sdpa computes them inside one fused
+        kernel); ``set_attn_implementation`` switches a loaded model between the two, the
+        weights untouched, so only the poolings that read attention weights pay for eager.
+        """
+        before = self.model.config._attn_implementation
+        if implementation is None or implementation == before:
+            yield
+            return
+        from ..models import quiet_transformers
+
+        with quiet_transformers():
+            self.model.set_attn_implementation(implementation)
+        try:
+            if self.model.config._attn_implementation != implementation:
+                raise IsotropyError(
+                    f"model {self.model_name} cannot switch to {implementation} attention, which a pooling reading "
+                    f"attention weights needs (ditto); use another pooling"
+                )
+            yield
+        finally:
+            with quiet_transformers():
+                self.model.set_attn_implementation(before)
+
+    def forward_last(self, input_ids: np.ndarray, attention_mask: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """The last layer's states (float32 numpy) with explicit 0-based ``positions`` (template denoising)."""
+        import torch
+
+        offset = position_offset(self.model.config)
+        with torch.inference_mode():
+            t = lambda a: torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)).to(self.device)
+            kwargs = {"input_ids": t(input_ids), "attention_mask": t(attention_mask), "position_ids": t(positions + offset)}
+            if "token_type_ids" in getattr(self.tokenizer, "model_input_names", ()):
+                kwargs["token_type_ids"] = torch.zeros_like(kwargs["input_ids"])
+            with self.autocast():
+                last = self.model(**kwargs, return_dict=True).last_hidden_state
+            return last.float().cpu().numpy()
 
     # ------------------------------------------------------------------ identity
 

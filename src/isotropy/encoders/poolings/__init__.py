@@ -12,9 +12,19 @@ from __future__ import annotations
 import importlib
 
 from ...errors import IsotropyError
-from .base import ForwardOutput, ModelInfo, Pooling, masked_mean
+from .base import ForwardOutput, ModelInfo, Pooling, PoolingContext, masked_mean
 
-__all__ = ["POOLINGS", "FAMILIES", "Pooling", "ForwardOutput", "ModelInfo", "parse_pooling", "pool", "masked_mean"]
+__all__ = [
+    "POOLINGS",
+    "FAMILIES",
+    "Pooling",
+    "ForwardOutput",
+    "ModelInfo",
+    "PoolingContext",
+    "parse_pooling",
+    "pool",
+    "masked_mean",
+]
 
 # The names shown in help texts and errors, in the order users meet them.
 POOLINGS: tuple[str, ...] = (
@@ -25,6 +35,11 @@ POOLINGS: tuple[str, ...] = (
     "embed-last-avg",
     "last2-avg",
     "layers-avg:I,J,...",
+    "sif[:a=A]",
+    "idf",
+    "prompt[:TEMPLATE]",
+    "prompt-denoised[:TEMPLATE]",
+    "ditto[:layer=L,head=H]",
 )
 
 # name -> "module:attribute" (a Pooling instance), or "prefix:" -> "module:factory(spec, given)".
@@ -36,6 +51,16 @@ FAMILIES: dict[str, str] = {
     "embed-last-avg": "isotropy.encoders.poolings.standard:FIXED",
     "last2-avg": "isotropy.encoders.poolings.standard:FIXED",
     "layers-avg:": "isotropy.encoders.poolings.standard:layers_avg",
+    "sif": "isotropy.encoders.poolings.weighted:DEFAULTS",
+    "sif:": "isotropy.encoders.poolings.weighted:sif",
+    "idf": "isotropy.encoders.poolings.weighted:DEFAULTS",
+    "idf:": "isotropy.encoders.poolings.weighted:idf",
+    "prompt": "isotropy.encoders.poolings.prompt:DEFAULTS",
+    "prompt:": "isotropy.encoders.poolings.prompt:prompt",
+    "prompt-denoised": "isotropy.encoders.poolings.prompt:DEFAULTS",
+    "prompt-denoised:": "isotropy.encoders.poolings.prompt:prompt_denoised",
+    "ditto": "isotropy.encoders.poolings.ditto:DEFAULTS",
+    "ditto:": "isotropy.encoders.poolings.ditto:ditto",
 }
 
 # Spellings users bring from the papers' code and from sentence-transformers.
@@ -49,6 +74,8 @@ ALIASES = {
     "embed_last_avg": "embed-last-avg",
     "last2_avg": "last2-avg",
     "layers_avg": "layers-avg",
+    "prompt_denoised": "prompt-denoised",
+    "promptbert": "prompt",
 }
 
 
@@ -80,10 +107,19 @@ def parse_pooling(name: str | Pooling) -> Pooling:
     raise IsotropyError(f"unknown pooling {given!r}; valid poolings: {', '.join(POOLINGS)}")
 
 
-def pool(pooling: Pooling, hidden_states, attention_mask, pooler_output=None):
+def pool(pooling: Pooling, hidden_states, attention_mask, pooler_output=None, *, input_ids=None, attentions=None, state=None):
     """Compute one pooling from a forward pass's outputs (torch tensors).
 
     ``hidden_states`` is the tuple of every layer's output (or a one-element tuple
-    holding the last layer when only that was requested).
+    holding the last layer when only that was requested); ``input_ids``, ``attentions``
+    and ``state`` (the pooling's constants as tensors: :meth:`Pooling.state`) are needed
+    by the poolings that read them.
     """
-    return parse_pooling(pooling)(ForwardOutput(tuple(hidden_states), attention_mask, pooler_output=pooler_output))
+    out = ForwardOutput(
+        tuple(hidden_states),
+        attention_mask,
+        input_ids=input_ids,
+        pooler_output=pooler_output,
+        attentions=None if attentions is None else tuple(attentions),
+    )
+    return parse_pooling(pooling)(out, state)

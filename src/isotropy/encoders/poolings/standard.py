@@ -35,7 +35,7 @@ class Cls(Pooling):
     name = kind = "cls"
     layers = (-1,)
 
-    def __call__(self, out: ForwardOutput):
+    def __call__(self, out: ForwardOutput, state=None):
         return out.hidden_states[-1][:, 0]
 
 
@@ -47,7 +47,7 @@ class Pooler(Pooling):
         if not model.has_pooler:
             raise IsotropyError(f"model {model.name} has no pooler layer, so pooling 'pooler' is unavailable; use 'cls'")
 
-    def __call__(self, out: ForwardOutput):
+    def __call__(self, out: ForwardOutput, state=None):
         if out.pooler_output is None:
             raise IsotropyError("this model has no pooler output; use 'cls' for the first token's state")
         return out.pooler_output
@@ -65,7 +65,7 @@ class LayersAvg(Pooling):
     def validate(self, model: ModelInfo) -> None:
         self.resolve_layers(model.num_hidden_states)
 
-    def __call__(self, out: ForwardOutput):
+    def __call__(self, out: ForwardOutput, state=None):
         hidden = out.hidden_states
         layers = (len(hidden) - 1,) if self.layers == (-1,) else self.resolve_layers(len(hidden))
         total = masked_mean(hidden[layers[0]], out.attention_mask)

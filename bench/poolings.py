@@ -1,0 +1,152 @@
+"""The poolings of issue #14 on STS-B test, and what they cost to encode.
+
+Setting: the default model (all-MiniLM-L6-v2), max_length 64 (the papers'), raw vectors,
+cosine similarity, Spearman x 100 on the 1,379 STS-B test pairs. The token frequencies
+of ``sif`` and ``idf`` are counted on every STS-B sentence (train + dev + test, both
+sides: the ``target`` fit of the whitening papers; no label is read). Nothing here is
+tuned: every pooling runs with its paper's defaults (``sif`` a = 1e-3; ``prompt`` the
+template ``This sentence : "[X]" means [MASK] .``; ``ditto`` layer 0, head 9, which the
+Ditto authors chose for bert-base-uncased, not for this model).
+
+Speed: sentences per second encoding the first 1,000 test sentences (batch 64, the torch
+backend on this machine's CPU; the median of 3), each pooling alone, and all of them in one
+``encode_multi`` call (one pass per input: plain, prompt template, eager attention). With
+``--baseline SRC`` (a ``src`` folder of another checkout, e.g. ``git archive HEAD src | tar
+-x -C /tmp/head``) the plain ``last-avg`` path of this code and of that one are timed in
+alternating subprocesses (``--rounds`` each), so that a busy machine slows both alike.
+
+    .venv/bin/python bench/poolings.py [--baseline /tmp/head/src]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import DATA, ROOT, machine, median_time, update_section  # noqa: E402
+
+MAX_LENGTH = 64
+POOLINGS = ["last-avg", "cls", "first-last-avg", "sif", "idf", "prompt", "prompt-denoised", "ditto"]
+NEW = {"sif", "idf", "prompt", "prompt-denoised", "ditto"}
+OUT = ROOT / "bench" / "results" / "poolings.json"
+SPEED_ROWS = 1000
+SPEED_SNIPPET = """
+import json, sys, time, statistics
+sys.path.insert(0, {src!r})
+import isotropy
+assert isotropy.__file__.startswith({src!r}), isotropy.__file__
+from isotropy.encoders import Encoder
+sents = json.load(sys.stdin)
+enc = Encoder(max_length={ml})
+enc.encode(sents[:64])
+times = []
+for _ in range(3):
+    t = time.perf_counter(); enc.encode(sents, show_progress=False); times.append(time.perf_counter() - t)
+print(len(sents) / statistics.median(times))
+"""
+
+
+def plain_speeds(sents: list[str], sources: dict[str, Path], rounds: int) -> dict[str, float]:
+    """Plain last-avg sentences / s of each source tree, timed in alternating subprocesses (median of rounds)."""
+    got: dict[str, list[float]] = {name: [] for name in sources}
+    for _ in range(rounds):
+        for name, src in sources.items():
+            code = SPEED_SNIPPET.format(src=str(src.resolve()), ml=MAX_LENGTH)
+            out = subprocess.run(
+                [sys.executable, "-c", code], input=json.dumps(sents), capture_output=True, text=True, check=True
+            )
+            got[name].append(float(out.stdout.strip().splitlines()[-1]))
+    return {f"last-avg plain path, {name} ({sources[name]})": round(statistics.median(v), 1) for name, v in got.items()}
+
+
+def spearman(a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> float:
+    from scipy.stats import spearmanr
+
+    cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    return float(spearmanr(cos, gold).statistic * 100)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", help="src folder of another checkout: measure its plain last-avg speed too")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating timing rounds of each code (with --baseline)")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from isotropy.encoders import Encoder
+    from isotropy.evaluation import load_stsb
+
+    task = load_stsb(DATA / "sts" / "STSBenchmark")
+    test = task.pairs(["test"])
+    every = [s for p in task.pairs() for s in (p.s1, p.s2)]
+    sents = [p.s1 for p in test] + [p.s2 for p in test]
+    gold = np.array([p.score for p in test])
+    n = len(test)
+
+    enc = Encoder(max_length=MAX_LENGTH).fit_pooling(every)
+    vectors = enc.encode_multi(sents, POOLINGS, show_progress=False)
+    scores = {p: round(spearman(v[:n], v[n:], gold), 2) for p, v in vectors.items()}
+
+    speed = {}
+    sample = sents[:SPEED_ROWS]
+    for p in POOLINGS:
+        t, _ = median_time(lambda p=p: enc.encode_multi(sample, [p], show_progress=False))
+        speed[p] = round(len(sample) / t, 1)
+    t, _ = median_time(lambda: enc.encode_multi(sample, POOLINGS, show_progress=False))
+    speed["all in one encode_multi"] = round(len(sample) / t, 1)
+    if args.baseline:
+        speed.update(plain_speeds(sample, {"this code": ROOT / "src", "baseline": Path(args.baseline)}, args.rounds))
+    result = {
+        "setting": f"default model, max_length {MAX_LENGTH}, raw cosine, STS-B test ({n} pairs); "
+        f"token frequencies counted on all {len(every)} STS-B sentences",
+        "spearman": scores,
+        "sentences_per_second": speed,
+        "machine": machine(),
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+
+    rows = ["| pooling | Spearman x 100 | sentences / s |", "|---|---:|---:|"]
+    for p in POOLINGS:
+        name = f"**{p}**" if p in NEW else p
+        rows.append(f"| {name} | {scores[p]:.2f} | {speed[p]:.0f} |")
+    rows.append(f"| all {len(POOLINGS)} in one `encode_multi` | | {speed['all in one encode_multi']:.0f} |")
+    baseline = [f"{k}: {v:.0f} sentences / s" for k, v in speed.items() if k.startswith("last-avg plain path")]
+    md = "\n".join(
+        [
+            "## Poolings (issue #14)",
+            "",
+            f"`bench/poolings.py`: {result['setting']}. New poolings in bold, each with its paper's defaults, "
+            f"nothing tuned. Speed: each pooling alone, the median of 3 encodings of {SPEED_ROWS} test sentences "
+            f"({machine()}; a shared machine: compare speeds within one run only).",
+            "",
+            *rows,
+            "",
+            "Against `last-avg`, the mean pooling this model was trained with: "
+            + ", ".join(f"{q} {scores[q] - scores['last-avg']:+.2f}" for q in POOLINGS if q in NEW)
+            + ". No new pooling beats the model's own on raw cosine: all-MiniLM-L6-v2 was fine-tuned "
+            "(contrastively) for mean pooling, so re-weighting its tokens (sif, idf, ditto) can only move away from "
+            "what was trained, and its mask-token state was never trained to summarise a sentence (prompt; the "
+            "template's own vector dominates it, which denoising removes). The papers measured these poolings on "
+            "BERT-base without fine-tuning, where the average is weak; this table does not test that setting.",
+            "",
+            *(
+                [f"The plain path, this code against the baseline, timed in alternating subprocesses: {'; '.join(baseline)}."]
+                if baseline
+                else []
+            ),
+        ]
+    )
+    update_section("BENCHMARKS.md", "poolings", md)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()
