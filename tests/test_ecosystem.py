@@ -43,8 +43,8 @@ def tiny_fit(tiny_model_dir):
     return out
 
 
-def roundtrip(enc, transform, path):
-    eco.to_sentence_transformer(enc, transform, path)
+def roundtrip(enc, transform, path, stock=None):
+    eco.to_sentence_transformer(enc, transform, path, stock=stock)
     model = eco.load_sentence_transformer(path)
     got = model.encode(SENTENCES, convert_to_numpy=True)
     want = transform.transform(enc.encode(SENTENCES)) if transform is not None else enc.encode(SENTENCES)
@@ -55,9 +55,31 @@ def roundtrip(enc, transform, path):
 
 
 @pytest.mark.parametrize("pooling", ["cls", "last-avg", "first-last-avg"])
-def test_st_roundtrip_whitening(tiny_fit, tmp_path, pooling):
+def test_st_roundtrip_whitening_stock(tiny_fit, tmp_path, pooling):
+    """By default an affine transform and a stock-expressible pooling are sentence-transformers' own modules."""
     enc, _, w = tiny_fit[pooling]
     model, got, want = roundtrip(enc, w, tmp_path / "st")
+    names = [type(m).__name__ for m in model]
+    layers = ["WeightedLayerPooling"] if pooling == "first-last-avg" else []
+    assert names == ["Transformer", *layers, "Pooling", "Dense", "Dense"]  # centring, then the kernel
+    modules = json.loads((tmp_path / "st" / "modules.json").read_text())
+    assert [m["type"] for m in modules][-1] == "sentence_transformers.models.Dense"
+    assert "trust_remote_code=True" not in (tmp_path / "st" / "README.md").read_text()
+    # float32, as sentence-transformers runs every module after the first: equal up to float32 rounding of
+    # y = (x - shift) K (the tiny random model's covariance is ill-conditioned; tests/test_calibrate.py says more)
+    shift, K = w.shift_kernel_()
+    X = enc.encode(SENTENCES).astype(np.float64)
+    eps = np.finfo(np.float32).eps
+    bound = (K.shape[0] + 2) * eps * (np.abs(X - shift) @ np.abs(K)) + eps * ((np.abs(X) + np.abs(shift)) @ np.abs(K))
+    assert (np.abs(got - w.transform(X)) <= bound + 1e-6).all()
+    assert model.get_embedding_dimension() == 32
+
+
+@pytest.mark.parametrize("pooling", ["cls", "last-avg", "first-last-avg"])
+def test_st_roundtrip_whitening(tiny_fit, tmp_path, pooling):
+    """stock=False: isotropy's modules, the transform in float64."""
+    enc, _, w = tiny_fit[pooling]
+    model, got, want = roundtrip(enc, w, tmp_path / "st", stock=False)
     assert got.shape == want.shape == (len(SENTENCES), 32)
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
     names = [type(m).__name__ for m in model]
@@ -132,7 +154,7 @@ def test_missing_package_messages(tiny_fit, tmp_path, monkeypatch):
 
     enc, _, w = tiny_fit["cls"]
     path = tmp_path / "st"
-    eco.to_sentence_transformer(enc, w, path)
+    eco.to_sentence_transformer(enc, w, path, stock=False)
     assert "trust_remote_code=True" in (path / "README.md").read_text()
 
     # 1. isotropy not installed: sentence-transformers checks the declared requirement first.

@@ -53,6 +53,7 @@ from ..errors import IsotropyError
 from ..storage.artifacts import check_output, header, output_dir
 from ..transforms import as_transform
 from ._common import transform_for
+from .st_stock import build_stock, make_portable
 
 # Also public, but created on first access (module __getattr__): IsotropyPooling, IsotropyTransform.
 __all__ = [
@@ -62,6 +63,8 @@ __all__ = [
     "calibrate",
     "load_sentence_transformer",
     "check_sentence_transformer",
+    "write_model_files",
+    "uses_isotropy_modules",
     "ST_KIND",
     "MARKER_NAME",
 ]
@@ -84,6 +87,32 @@ def _require_st():
 # --------------------------------------------------------------------------- the module classes
 
 
+def _pool_features(p: Any, features: dict[str, Any], state: dict[str, Any] | None) -> Any:
+    """The sentence vectors of pooling ``p`` from a Transformer module's features (see IsotropyPooling)."""
+    if p.needs_hidden_states:
+        hidden = features.get("all_layer_embeddings")
+        if hidden is None:
+            raise IsotropyError(
+                f"pooling {p.name!r} needs every layer's hidden states, but the Transformer module "
+                "returned none: set output_hidden_states=True in its config (config_kwargs)"
+            )
+    else:
+        hidden = (features["token_embeddings"],)
+    if p.needs_attentions and not features.get("attentions"):
+        raise IsotropyError(
+            f"pooling {p.name!r} needs attention weights, but the input module returned none: build the "
+            "model with isotropy.integrations.to_sentence_transformer (its IsotropyTransformer returns them)"
+        )
+    return pool(
+        p,
+        tuple(hidden),
+        features["attention_mask"],
+        input_ids=features.get("input_ids"),
+        attentions=features.get("attentions"),
+        state=state,
+    )
+
+
 def _pooling_class(Module: type, torch: Any) -> type:
     class IsotropyPooling(Module):
         """Pool token states into a sentence vector with any :mod:`isotropy.encoders.poolings` option.
@@ -95,9 +124,15 @@ def _pooling_class(Module: type, torch: Any) -> type:
         (dense + tanh over the first token), saved with this module.
         """
 
-        config_keys = ["pooling", "embedding_dimension", "pooler"]
+        config_keys = ["pooling", "embedding_dimension", "pooler", "state"]
 
-        def __init__(self, pooling: str = "last-avg", embedding_dimension: int | None = None, pooler: bool = False):
+        def __init__(
+            self,
+            pooling: str = "last-avg",
+            embedding_dimension: int | None = None,
+            pooler: bool = False,
+            state: dict[str, dict] | None = None,
+        ):
             super().__init__()
             self.pooling = parse_pooling(pooling).name
             self.embedding_dimension = embedding_dimension
@@ -106,6 +141,11 @@ def _pooling_class(Module: type, torch: Any) -> type:
                 if embedding_dimension is None:
                     raise IsotropyError("pooling 'pooler' needs embedding_dimension")
                 self.dense = torch.nn.Linear(embedding_dimension, embedding_dimension)
+            # the pooling's constants (isotropy.encoders.poolings: Pooling.state), saved with this module:
+            # {name: {"shape": [...], "dtype": "float32"|"int64"}} here, the values in model.safetensors
+            self.state = {k: {"shape": list(v["shape"]), "dtype": str(v["dtype"])} for k, v in (state or {}).items()}
+            for k, v in self.state.items():
+                self.register_buffer(f"state_{k}", torch.zeros(v["shape"], dtype=getattr(torch, v["dtype"])))
 
         def forward(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
             p = parse_pooling(self.pooling)
@@ -115,16 +155,8 @@ def _pooling_class(Module: type, torch: Any) -> type:
                     raise IsotropyError("this IsotropyPooling module has no pooler weights; rebuild it with pooler=True")
                 features["sentence_embedding"] = torch.tanh(self.dense(tokens[:, 0]))
                 return features
-            if p.needs_hidden_states:
-                hidden = features.get("all_layer_embeddings")
-                if hidden is None:
-                    raise IsotropyError(
-                        f"pooling {self.pooling!r} needs every layer's hidden states, but the Transformer module "
-                        "returned none: set output_hidden_states=True in its config (config_kwargs)"
-                    )
-            else:
-                hidden = (tokens,)
-            features["sentence_embedding"] = pool(p, tuple(hidden), features["attention_mask"])
+            state = {k: getattr(self, f"state_{k}") for k in self.state} or None
+            features["sentence_embedding"] = _pool_features(p, features, state)
             return features
 
         def get_embedding_dimension(self) -> int | None:
@@ -132,7 +164,7 @@ def _pooling_class(Module: type, torch: Any) -> type:
 
         def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
             self.save_config(output_path)
-            if self.pooler:
+            if self.pooler or self.state:
                 self.save_torch_weights(output_path, safe_serialization=safe_serialization)
 
         @classmethod
@@ -155,7 +187,7 @@ def _pooling_class(Module: type, torch: Any) -> type:
             }
             config = cls.load_config(model_name_or_path, **hub)
             module = cls(**{k: v for k, v in config.items() if k in cls.config_keys})
-            if module.pooler:
+            if module.pooler or module.state:
                 cls.load_torch_weights(model_name_or_path, model=module, **hub)
             return module
 
@@ -228,10 +260,17 @@ def _make_module_classes() -> dict[str, type]:
     import torch
 
     _require_st()
+    from sentence_transformers.base.modules import Transformer
     from sentence_transformers.base.modules.module import Module
     from sentence_transformers.util import load_dir_path
 
-    classes = {"IsotropyPooling": _pooling_class(Module, torch), "IsotropyTransform": _transform_class(Module, load_dir_path)}
+    from .st_input import input_class
+
+    classes = {
+        "IsotropyPooling": _pooling_class(Module, torch),
+        "IsotropyTransform": _transform_class(Module, load_dir_path),
+        "IsotropyTransformer": input_class(Transformer, torch),  # prompt templates and attention weights
+    }
     for name, cls in classes.items():
         cls.__module__ = __name__  # what modules.json records: the class's home, importable by name
         cls.__qualname__ = name
@@ -244,7 +283,7 @@ _CLASSES: dict[str, type] = {}
 def __getattr__(name: str) -> Any:
     # The module classes subclass sentence-transformers' Module, so they are created on first use:
     # importing this module works (and isotropy.integrations with it) without sentence-transformers.
-    if name in ("IsotropyPooling", "IsotropyTransform"):
+    if name in ("IsotropyPooling", "IsotropyTransform", "IsotropyTransformer"):
         if not _CLASSES:
             _CLASSES.update(_make_module_classes())
             globals().update(_CLASSES)
@@ -279,6 +318,15 @@ def _readme(path: Path) -> str:
     )
 
 
+def _stock_readme(name: str) -> str:
+    return (
+        "# Calibrated sentence-embedding model (isotropy)\n\n"
+        "Made of sentence-transformers' own modules only: no `isotropy` and no `trust_remote_code` needed.\n\n"
+        "```python\nfrom sentence_transformers import SentenceTransformer\n"
+        f"model = SentenceTransformer({name!r})\nvectors = model.encode(sentences)\n```\n"
+    )
+
+
 def _pooler_weights(encoder) -> Any:
     import torch
 
@@ -293,13 +341,22 @@ def _pooler_weights(encoder) -> Any:
     return dense
 
 
-def build_sentence_transformer(encoder, transform: Any = None, *, normalize: bool = False, device: str | None = None):
-    """An in-memory ``SentenceTransformer`` computing ``encoder`` (+ ``transform``) (+ Normalize if asked)."""
+def build_sentence_transformer(
+    encoder, transform: Any = None, *, normalize: bool = False, device: str | None = None, stock: bool | None = None
+):
+    """An in-memory ``SentenceTransformer`` computing ``encoder`` (+ ``transform``) (+ Normalize if asked).
+
+    ``stock``: None (default) uses sentence-transformers' own modules when the pooling and the
+    transform allow it (:mod:`.st_stock`), else isotropy's; True requires stock modules (one
+    clear error naming what they cannot express); False always uses isotropy's modules.
+    """
     with quiet_transformers():
-        return _build(encoder, transform, normalize, device)
+        return _build(encoder, transform, normalize, device, stock)
 
 
-def _build(encoder, transform, normalize, device):
+def _build(encoder, transform, normalize, device, stock=None):
+    import torch
+
     _require_st()
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.base.modules import Normalize, Transformer
@@ -309,12 +366,28 @@ def _build(encoder, transform, normalize, device):
     p = parse_pooling(encoder.pooling)
     if transform is not None:
         transform = transform_for(encoder, transform)
+    stock_model = build_stock(encoder, transform, normalize=normalize, device=device, stock=stock)
+    if stock_model is not None:  # every part is a stock module: no isotropy needed to load it
+        return stock_model
     source = str(encoder.folder) if encoder.folder is not None else encoder.model_name
     config_kwargs = {"output_hidden_states": True} if p.needs_hidden_states else None
-    first = Transformer(source, max_seq_length=encoder.max_length, config_kwargs=config_kwargs)
+    if p.template is not None or p.needs_attentions:  # sentences in a template, or attention weights
+        first = __getattr__("IsotropyTransformer")(
+            source,
+            max_seq_length=encoder.max_length,
+            config_kwargs=config_kwargs,
+            isotropy_template=p.template,
+            isotropy_attentions=p.needs_attentions,
+        )
+    else:
+        first = Transformer(source, max_seq_length=encoder.max_length, config_kwargs=config_kwargs)
     if p.needs_hidden_states:
         first.model.config.output_hidden_states = True
-    pooling = __getattr__("IsotropyPooling")(p.name, embedding_dimension=encoder.dim, pooler=p.kind == "pooler")
+    state = encoder.pooling_state(p)
+    spec = {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in state.items()}
+    pooling = __getattr__("IsotropyPooling")(p.name, embedding_dimension=encoder.dim, pooler=p.kind == "pooler", state=spec)
+    for k, v in state.items():
+        getattr(pooling, f"state_{k}").copy_(torch.from_numpy(v))
     if p.kind == "pooler":
         pooling.dense.load_state_dict(_pooler_weights(encoder).state_dict())
     modules = [first, pooling]
@@ -335,30 +408,58 @@ def save_sentence_transformer(model, path: str | os.PathLike, *, force: bool = F
     """
     path = Path(path)
     with output_dir(path, ST_KIND, force=force) as tmp, quiet_transformers():
-        model.save(str(tmp), create_model_card=False)
-        uses_isotropy = any(type(m).__module__ == __name__ for m in model._modules.values())
-        cfg_path = tmp / "config_sentence_transformers.json"
-        cfg = json.loads(cfg_path.read_text(encoding="utf-8")) if cfg_path.is_file() else {}
-        if uses_isotropy:
-            cfg["requirements"] = {**cfg.get("requirements", {}), **_requirement()}
-            (tmp / "README.md").write_text(_readme(path), encoding="utf-8")
-        cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        (tmp / MARKER_NAME).write_text(json.dumps(header(ST_KIND), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        write_model_files(model, tmp, path.name)
     return path
 
 
+def uses_isotropy_modules(model) -> bool:
+    """Whether ``model`` holds a module class of isotropy's (loading it then needs isotropy and trust_remote_code)."""
+    return any(type(m).__module__ == __name__ for m in model._modules.values())
+
+
+def write_model_files(model, folder: Path, name: str, marker: dict[str, Any] | None = None) -> bool:
+    """Save ``model`` into the (temporary) ``folder``: the modules, the isotropy requirement when it holds
+    isotropy's modules (else configs every reader understands: :func:`.st_stock.make_portable`), a
+    README and the ``isotropy.json`` marker (+ ``marker``). Returns whether it uses isotropy's modules."""
+    model.save(str(folder), create_model_card=False)
+    uses_isotropy = uses_isotropy_modules(model)
+    cfg_path = folder / "config_sentence_transformers.json"
+    cfg = json.loads(cfg_path.read_text(encoding="utf-8")) if cfg_path.is_file() else {}
+    if uses_isotropy:
+        cfg["requirements"] = {**cfg.get("requirements", {}), **_requirement()}
+        (folder / "README.md").write_text(_readme(Path(name)), encoding="utf-8")
+    else:
+        make_portable(folder, model.max_seq_length)
+        (folder / "README.md").write_text(_stock_readme(name), encoding="utf-8")
+    cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    meta = {**header(ST_KIND), **(marker or {})}
+    (folder / MARKER_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return uses_isotropy
+
+
 def to_sentence_transformer(
-    encoder, transform: Any, path: str | os.PathLike, *, normalize: bool = False, force: bool = False
+    encoder,
+    transform: Any,
+    path: str | os.PathLike,
+    *,
+    normalize: bool = False,
+    force: bool = False,
+    stock: bool | None = None,
 ) -> Path:
     """Write a sentence-transformers model folder computing ``transform.transform(encoder.encode(s))``.
 
     ``encoder`` is a torch :class:`isotropy.encoders.Encoder` (any model and pooling),
     ``transform`` a fitted transform (or its folder; ``None`` for the raw pooled vectors).
-    Load the result with ``SentenceTransformer(path, trust_remote_code=True)`` or
-    :func:`load_sentence_transformer`. ``normalize=True`` appends a Normalize module.
+    By default (``stock=None``) an affine transform with a stock-expressible pooling (cls,
+    last-avg, pooler, layer averages) is written with sentence-transformers' own modules only
+    (:mod:`.st_stock`): load it with plain ``SentenceTransformer(path)``, isotropy not needed.
+    Otherwise (a flow, a prompt or attention pooling; or ``stock=False``) the folder uses
+    isotropy's modules: load it with ``SentenceTransformer(path, trust_remote_code=True)`` or
+    :func:`load_sentence_transformer`. ``stock=True`` refuses anything but stock modules.
+    ``normalize=True`` appends a Normalize module.
     """
     check_output(path, ST_KIND, force=force, inputs=[transform if isinstance(transform, (str, os.PathLike)) else None])
-    model = build_sentence_transformer(encoder, transform, normalize=normalize)
+    model = build_sentence_transformer(encoder, transform, normalize=normalize, stock=stock)
     return save_sentence_transformer(model, path, force=force)
 
 

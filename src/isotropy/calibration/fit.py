@@ -1,0 +1,204 @@
+"""Which transform a method name builds, and the streamed encode-and-fit.
+
+Every affine method (whitening and every ``AffineTransform`` the registry holds: center,
+abtt, common-component, the soft presets...) is solved from the corpus's
+:class:`~isotropy.transforms.moments.Moments` alone: the corpus is encoded a chunk at a
+time and each chunk is added to the moments, so memory does not grow with the corpus
+(d x d float64 for the moments, one chunk of vectors, and the samples below). The moments
+merge exactly, so ``--engine dask`` computes them on a cluster instead
+(:func:`isotropy.distributed.fit_moments`) and the same ``from_moments`` solves them.
+
+A flow is trained by gradient steps on the vectors themselves: it is fitted on a seeded
+uniform sample of at most :data:`FLOW_SAMPLE_BYTES` of float32 vectors (87,381 sentences
+at 384 dimensions, 43,690 at 768), drawn while streaming; a larger corpus is sampled, not
+refused, and the model card says how many sentences the flow saw.
+
+The before/after figures of the model card: IsoScore from the covariance of every fitted
+vector (exact, from the moments: the covariance after ``y = x A + b`` is ``A^T C A``), for a
+flow from its sample; the average cosine of 10,000 random pairs of a seeded sample of at most
+:data:`ANALYSIS_ROWS` sentences.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .._progress import ProgressBar
+from ..errors import IsotropyError
+from ..transforms.base import AffineTransform
+from ..transforms.moments import Moments
+from .corpus import Corpus, Reservoir
+
+__all__ = ["CHUNK_SENTENCES", "FLOW_SAMPLE_BYTES", "ANALYSIS_ROWS", "Fitted", "resolve_method", "check_size", "fit_local"]
+
+CHUNK_SENTENCES = 4096  # sentences encoded at a time: 6 MiB of float32 vectors at 384 dimensions
+FLOW_SAMPLE_BYTES = 128 * 2**20
+ANALYSIS_ROWS = 5000
+OPTIONS = {"n_components": "--n-components", "power": "--power", "shrinkage": "--shrinkage"}
+
+
+@dataclass
+class Fitted:
+    """A fitted calibration and what the model card reports about its fit."""
+
+    transform: Any
+    n_sentences: int  # sentences of the corpus (encoded)
+    n_fit: int  # sentences the transform was fitted on (a flow: its sample)
+    sample: np.ndarray  # raw vectors of up to ANALYSIS_ROWS sentences, for the average cosine
+    moments: Moments | None = None  # every vector's statistics (affine methods)
+    warnings: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def resolve_method(method: str, **options: Any):
+    """An unfitted transform for ``method`` (a registry kind, a preset, or an ``isotropy eval`` method
+    name such as ``whitening-256``) with the options given (None: the method's default)."""
+    from ..transforms import make_transform, resolve_transform
+
+    given = {k: v for k, v in options.items() if v is not None}
+    try:
+        cls, _ = resolve_transform(method)
+    except IsotropyError as first:
+        from ..evaluation.methods import parse_method
+
+        try:
+            m = parse_method(method)
+        except IsotropyError:
+            raise first from None
+        if m.kind == "raw":
+            raise IsotropyError("method 'raw' calibrates nothing; choose a calibration such as whitening") from None
+        est = m.build()
+        _check_options(method, type(est), given)
+        return est.set_params(**given)
+    _check_options(method, cls, given)
+    return make_transform(method, **given)
+
+
+def _check_options(method: str, cls: type, given: dict[str, Any]) -> None:
+    accepted = cls._get_param_names()
+    for key in given:
+        if key not in accepted:
+            takes = ", ".join(OPTIONS[k] for k in OPTIONS if k in accepted)
+            takes = f"it takes {takes}" if takes else f"it takes none of {', '.join(OPTIONS.values())}"
+            raise IsotropyError(f"{OPTIONS.get(key, key)} does not apply to method {method!r} ({takes})")
+
+
+def check_size(est: Any, n: int, dim: int, where: str) -> None:
+    """Too few sentences for the method is one error naming how many it needs."""
+    need = int(est.min_fit_rows(dim))
+    if n < need:
+        if n == 0:
+            raise IsotropyError(f"{where} holds no sentence (every line is blank): there is nothing to fit on")
+        raise IsotropyError(
+            f"{where} has {n} sentence{'s' if n != 1 else ''}; {est.kind} of {dim}-dimensional vectors needs at least "
+            f"{need}: add sentences{_hint(est)}"
+        )
+
+
+def _hint(est: Any) -> str:
+    params = est.get_params()
+    hints = []
+    if "n_components" in params:
+        hints.append("a smaller --n-components")
+    if "shrinkage" in params:
+        hints.append("--shrinkage auto")
+    return f", or use {' or '.join(hints)}" if hints else ""
+
+
+def fit_local(encoder: Any, corpus: Corpus, est: Any, *, total: int | None, show_progress: bool | None) -> Fitted:
+    """Encode ``corpus`` a chunk at a time on this machine and fit ``est`` (module docstring)."""
+    affine = isinstance(est, AffineTransform)
+    dim = int(encoder.dim)
+    moments = Moments() if affine else None
+    flow_sample = None if affine else Reservoir(max(1, FLOW_SAMPLE_BYTES // (4 * dim)), seed=0)
+    analysis = Reservoir(ANALYSIS_ROWS, seed=1)
+    t0 = time.perf_counter()
+    n = 0
+    with ProgressBar(total or 0, show_progress, "encoding", min_total=4 * encoder.batch_size, unit="sentences") as bar:
+        for chunk in corpus.chunks(CHUNK_SENTENCES):
+            X = encoder.encode(chunk, show_progress=False)
+            if moments is not None:
+                moments.update(X, name=corpus.where, row_offset=n)
+            else:
+                flow_sample.add(X)
+            analysis.add(X)
+            n += len(chunk)
+            bar.advance(len(chunk))
+    seconds = {"encode_s": time.perf_counter() - t0}
+    check_size(est, n, dim, corpus.where)
+    t1 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if affine:
+            t = type(est).from_moments(moments, **est.get_params())
+            n_fit = n
+        else:
+            X = flow_sample.sample()
+            t = est.fit(X, show_progress=show_progress)
+            n_fit = X.shape[0]
+    seconds["fit_s"] = time.perf_counter() - t1
+    notes = list(dict.fromkeys(str(w.message) for w in caught))
+    return Fitted(t, n, n_fit, analysis.sample(), moments, notes, seconds)
+
+
+def fit_dask(encoder: Any, corpus: Corpus, est: Any, *, address: Any, show_progress: bool | None) -> Fitted:
+    """The moments computed on a Dask cluster (each worker encodes its shards), solved here.
+
+    The analysis sample is encoded here: a seeded sample of the corpus's sentences (read once)."""
+    from ..distributed import EncoderSpec, fit_moments
+
+    if not isinstance(est, AffineTransform):
+        raise IsotropyError(
+            f"--engine dask fits the affine methods (from statistics merged across workers); the {est.kind} "
+            "trains on the vectors themselves: run it without --engine"
+        )
+    if not corpus.files:
+        raise IsotropyError("--engine dask needs the corpus as files (a glob of shards such as 'shards/*.txt'), not '-'")
+    spec = EncoderSpec(
+        model=str(encoder.folder) if encoder.folder is not None else encoder.model_name,
+        pooling=encoder.pooling,
+        max_length=encoder.max_length,
+        batch_size=encoder.batch_size,
+    )
+    t0 = time.perf_counter()
+    moments = fit_moments(
+        corpus.inputs,
+        spec,
+        address=address,
+        show_progress=show_progress,
+        skip_blank=True,
+        check=lambda width: est._check_params(width),
+    )
+    seconds = {"encode_s": time.perf_counter() - t0}
+    check_size(est, moments.n, int(encoder.dim), corpus.where)
+    t1 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t = type(est).from_moments(moments, **est.get_params())
+    seconds["fit_s"] = time.perf_counter() - t1
+    sentences = _sample_sentences(corpus, ANALYSIS_ROWS)
+    sample = encoder.encode(sentences, show_progress=False)
+    notes = list(dict.fromkeys(str(w.message) for w in caught))
+    return Fitted(t, moments.n, moments.n, sample, moments, notes, seconds)
+
+
+def _sample_sentences(corpus: Corpus, k: int) -> list[str]:
+    """A seeded uniform sample of ``k`` sentences (algorithm R over the text: memory k sentences)."""
+    rng = np.random.default_rng(1)
+    kept: list[str] = []
+    seen = 0
+    for chunk in corpus.chunks(CHUNK_SENTENCES):
+        for s in chunk:
+            if seen < k:
+                kept.append(s)
+            else:
+                j = int(rng.integers(0, seen + 1))
+                if j < k:
+                    kept[j] = s
+            seen += 1
+    return kept

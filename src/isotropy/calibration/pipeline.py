@@ -1,0 +1,245 @@
+"""``isotropy calibrate``: a corpus in, a calibrated sentence-transformers model folder out.
+
+The steps, every check before the model runs:
+
+1. options, output (:func:`isotropy.storage.artifacts.check_output`: an existing folder
+   that is not an isotropy model folder is refused unless ``force``), the ONNX extra, the
+   corpus (read once: its size against what the method needs, every line valid), ``--eval``
+   data; with ``stock_only``, that the pooling and method can be stock modules;
+2. encode the corpus a chunk at a time and fit (:mod:`.fit`; ``engine="dask"``: on a cluster);
+3. the model in memory (:func:`isotropy.integrations.build_sentence_transformer`: stock
+   modules where the math allows), the card's figures, ``--eval``;
+4. the folder, atomically (one rename; an interrupted run leaves the old folder or none):
+   the model's files, ``README.md`` (the card), ``isotropy.json`` (the marker and what was
+   fitted), and with ``onnx`` ``onnx/model.onnx`` (+ int8) for sentence-transformers' ONNX
+   backend and ``isotropy-onnx/`` (pooling + calibration in one graph) for
+   ``Encoder(folder, backend="onnx")``;
+5. the folder loaded back, as a user would load it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..encoders import Encoder
+from ..encoders.backends.onnx import SUBFOLDER
+from ..encoders.models import quiet_transformers
+from ..errors import IsotropyError
+from ..integrations.onnx_export import QUANTIZATIONS, export_onnx
+from ..integrations.sentence_transformers import (
+    ST_KIND,
+    build_sentence_transformer,
+    load_sentence_transformer,
+    uses_isotropy_modules,
+    write_model_files,
+)
+from ..integrations.st_onnx import ST_ONNX_DIR, ST_ONNX_INT8_NAME, ST_ONNX_NAME, export_token_states, st_onnx_supported
+from ..integrations.st_stock import custom_parts
+from ..storage.artifacts import check_output, output_dir
+from ..transforms.base import AffineTransform
+from .card import base_model_id, model_card
+from .corpus import Corpus
+from .fit import Fitted, check_size, fit_dask, fit_local, resolve_method
+from .scoring import anisotropy, evaluate_both, float32_gap, float32_warning
+
+__all__ = ["Calibration", "run_calibration", "ONNX_MODULES"]
+
+ONNX_MODULES = ("onnx", "onnxruntime", "onnxscript")  # the [onnx] extra: graphs, runtime, torch's dynamo exporter
+
+
+@dataclass
+class Calibration:
+    """What :func:`run_calibration` made: the folder loaded back, the fitted transform, the encoder it
+    calibrates, and ``info`` (what ``isotropy.json`` records under ``calibration``)."""
+
+    path: Path
+    model: Any
+    transform: Any
+    encoder: Any
+    info: dict[str, Any]
+
+
+def _check_onnx(onnx: bool, quantize: str | None) -> bool:
+    if quantize is not None and quantize not in QUANTIZATIONS:
+        raise IsotropyError(f"--quantize {quantize!r} is not a quantization; valid: {', '.join(QUANTIZATIONS)}")
+    if not (onnx or quantize):
+        return False
+    import importlib
+
+    missing = []
+    for name in ONNX_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    if missing:
+        raise IsotropyError(
+            f"--onnx needs the onnx extra, which is not installed (missing: {', '.join(missing)}): pip install 'isotropy[onnx]'"
+        )
+    return True
+
+
+def _check_engine(engine: str | None) -> None:
+    if engine is None:
+        return
+    from ..distributed import ENGINES
+
+    if engine.lower() not in ENGINES:
+        raise IsotropyError(f"unknown engine {engine!r}; the supported engine is dask (docs/DISTRIBUTED.md says why not Ray)")
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise IsotropyError("--engine dask needs the distributed extra: pip install 'isotropy[distributed]'") from None
+
+
+def _check_eval(eval_data: Any) -> None:
+    if eval_data is None:
+        return
+    from ..evaluation import load_tasks
+
+    try:
+        load_tasks(eval_data)  # a missing or malformed DATA is named before the corpus is encoded
+    except IsotropyError as exc:
+        raise IsotropyError(f"--eval: {exc}") from None
+
+
+def _prepare(corpus, output, method, options, eval_data, engine, onnx, quantize, force):
+    """Everything checkable before a model loads; returns the corpus, its size (None: standard
+    input, counted while encoding), the output, the unfitted transform and whether to write ONNX."""
+    from ..integrations.sentence_transformers import _require_st
+
+    want_onnx = _check_onnx(onnx, quantize)
+    _check_engine(engine)
+    src = Corpus(corpus)
+    out = check_output(output, ST_KIND, force=force, inputs=[*src.inputs, eval_data])
+    est = resolve_method(method, **options)
+    _require_st()
+    _check_eval(eval_data)
+    n = src.count()  # reads the files once: a bad line, or no sentence at all, is said now
+    if n == 0:
+        raise IsotropyError(f"{src.where} holds no sentence (it is empty or every line is blank): there is nothing to fit on")
+    return src, n, out, est, want_onnx
+
+
+def _check_against_model(est: Any, encoder: Any, src: Corpus, n: int | None, stock_only: bool) -> None:
+    """What needs the model's width and pooling, the corpus's size included."""
+    if getattr(encoder, "backend", "torch") != "torch":
+        raise IsotropyError("calibrate needs a torch model (a Hugging Face folder or id), not an ONNX export")
+    if isinstance(est, AffineTransform):
+        est._check_params(int(encoder.dim))
+    else:
+        est._check_params()
+    if stock_only:
+        parts = custom_parts(encoder.pooling, est)
+        if parts:
+            raise IsotropyError(
+                f"--stock-only: {' and '.join(parts)} cannot be written with stock sentence-transformers modules; "
+                "drop --stock-only (the folder then needs isotropy and trust_remote_code=True), or use an affine "
+                "method (whitening, center, abtt, ...) with pooling cls, last-avg, pooler or a layers average"
+            )
+    if n is not None:
+        check_size(est, n, int(encoder.dim), src.where)
+
+
+def _info(out: Path, encoder: Any, fitted: Fitted, method: str, model: Any, src: Corpus, extra: dict[str, Any]) -> dict[str, Any]:
+    from .. import __version__
+
+    t = fitted.transform
+    stock = not uses_isotropy_modules(model)
+    return {
+        "name": out.name,
+        "method": method,
+        "kind": t.kind,
+        "params": {k: v for k, v in t.get_params().items() if isinstance(v, (int, float, str, bool, type(None)))},
+        "describe": t.describe(),
+        "base_model": base_model_id(encoder),
+        "base_name": Path(str(encoder.model_name)).name,
+        "pooling": encoder.pooling,
+        "max_length": int(encoder.max_length),
+        "dim_in": int(encoder.dim),
+        "dim_out": int(t.n_features_out_),
+        "corpus": src.describe(),
+        "fit": {"n_sentences": fitted.n_sentences, "n_fit": fitted.n_fit, "seconds": fitted.seconds},
+        "stock": stock,
+        "custom": [] if stock else custom_parts(encoder.pooling, t),
+        "modules": [type(m).__name__ for m in model],
+        "warnings": fitted.warnings,
+        "isotropy_version": __version__,
+        **extra,
+    }
+
+
+def _onnx_files(encoder: Any, quantize: str | None) -> dict[str, Any]:
+    st = [f"{ST_ONNX_DIR}/{ST_ONNX_NAME}"] + ([f"{ST_ONNX_DIR}/{ST_ONNX_INT8_NAME}"] if quantize else [])
+    return {"st": st if st_onnx_supported(encoder.pooling) else [], "isotropy": SUBFOLDER, "quantize": quantize}
+
+
+def _write(out: Path, model: Any, info: dict[str, Any], encoder: Any, transform: Any, quantize: str | None, force: bool) -> None:
+    with output_dir(out, ST_KIND, force=force) as tmp, quiet_transformers():
+        write_model_files(model, tmp, out.name, marker={"calibration": info})
+        (tmp / "README.md").write_text(model_card(info), encoding="utf-8")
+        if info.get("onnx"):
+            if info["onnx"]["st"]:
+                export_token_states(encoder, tmp, quantize=quantize)
+            export_onnx(tmp / SUBFOLDER, encoder=encoder, transform=transform, quantize=quantize, show_progress=False)
+
+
+def run_calibration(
+    corpus: Any,
+    output: str | os.PathLike,
+    *,
+    model: str | os.PathLike | None = None,
+    pooling: str | None = None,
+    method: str = "whitening",
+    n_components: int | None = None,
+    power: float | None = None,
+    shrinkage: float | str | None = None,
+    max_length: int | None = None,
+    batch_size: int = 64,
+    device: str | None = None,
+    onnx: bool = False,
+    quantize: str | None = None,
+    eval_data: str | os.PathLike | None = None,
+    pooling_stats: Any = None,
+    stock_only: bool = False,
+    normalize: bool = False,
+    engine: str | None = None,
+    address: Any = None,
+    show_progress: bool | None = None,
+    force: bool = False,
+) -> Calibration:
+    """The whole job (module docstring)."""
+    options = {"n_components": n_components, "power": power, "shrinkage": shrinkage}
+    src, total, out, est, want_onnx = _prepare(corpus, output, method, options, eval_data, engine, onnx, quantize, force)
+    t0 = time.perf_counter()
+    stats = {} if pooling_stats is None else {"pooling_stats": pooling_stats}  # the sif and idf poolings' token counts
+    encoder = Encoder(model, pooling=pooling, max_length=max_length, batch_size=batch_size, device=device, **stats)
+    _check_against_model(est, encoder, src, total, stock_only)
+    if engine is not None:
+        fitted = fit_dask(encoder, src, est, address=address, show_progress=show_progress)
+    else:
+        fitted = fit_local(encoder, src, est, total=total, show_progress=show_progress)
+    st_model = build_sentence_transformer(encoder, fitted.transform, normalize=normalize, stock=True if stock_only else None)
+    extra: dict[str, Any] = {"anisotropy": anisotropy(fitted), "float32": float32_gap(fitted)}
+    note = float32_warning(extra["float32"]) if not uses_isotropy_modules(st_model) else None
+    if note:
+        fitted.warnings.append(note)
+    if eval_data is not None:
+        extra["eval"] = {"data": Path(str(eval_data)).name, **evaluate_both(encoder, fitted.transform, eval_data, show_progress)}
+    if want_onnx:
+        extra["onnx"] = _onnx_files(encoder, quantize)
+    info = _info(out, encoder, fitted, method, st_model, src, extra)
+    _write(out, st_model, info, encoder, fitted.transform, quantize if want_onnx else None, force)
+    info["seconds"] = time.perf_counter() - t0
+    with quiet_transformers():
+        if info["stock"]:
+            from sentence_transformers import SentenceTransformer
+
+            loaded = SentenceTransformer(str(out), device=device)
+        else:
+            loaded = load_sentence_transformer(out, device=device)
+    return Calibration(out, loaded, fitted.transform, encoder, info)

@@ -1,0 +1,107 @@
+"""``isotropy calibrate``: a corpus in, a calibrated sentence-transformers model folder out (the command line)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from .pooling_commands import PoolingStatsOpt
+
+__all__ = ["register_calibrate_command"]
+
+CorpusArg = typer.Argument(
+    ...,
+    help="UTF-8 text, one sentence a line (blank lines are skipped): a file, a glob of shards ('shards/*.txt', quoted), or '-' for standard input. Streamed: memory does not grow with its length.",
+)
+OutputOpt = typer.Option(
+    ...,
+    "--output",
+    "-o",
+    help="The model folder to write (sentence-transformers layout, README.md model card); an existing folder is replaced only when isotropy wrote it.",
+)
+MethodOpt = typer.Option(
+    "whitening",
+    "--method",
+    help="The calibration: whitening, center, abtt, common-component, a preset (soft-0.5, ...), or flow (which needs isotropy to load). Affine methods give a folder of stock sentence-transformers modules.",
+)
+ComponentsOpt = typer.Option(
+    None, "--n-components", "-k", help="Components the method keeps (whitening) or removes (abtt, common-component)."
+)
+PowerOpt = typer.Option(None, "--power", help="Whitening's power: 1 full, 0.5 soft, 0 PCA only.")
+ShrinkageOpt = typer.Option(
+    None, "--shrinkage", help="Whitening's covariance shrinkage: a number in [0, 1] or 'auto' (Ledoit-Wolf)."
+)
+OnnxOpt = typer.Option(
+    False,
+    "--onnx",
+    help="Also write onnx/model.onnx (sentence-transformers' ONNX backend) and isotropy-onnx/ (pooling and calibration in one graph); needs pip install 'isotropy\\[onnx]'.",
+)
+QuantizeOpt = typer.Option(
+    None, "--quantize", help="int8: also the int8 graphs (onnxruntime dynamic quantization); implies --onnx."
+)
+EvalOpt = typer.Option(
+    None,
+    "--eval",
+    help="Score the base and the calibrated model on these pairs (what 'isotropy eval --data' takes) and write both into the model card.",
+)
+StockOnlyOpt = typer.Option(
+    False,
+    "--stock-only",
+    help="Refuse a method or pooling that needs isotropy's own modules: the folder must load without isotropy or trust_remote_code.",
+)
+EngineOpt = typer.Option(
+    None,
+    "--engine",
+    help="dask: encode the shards and compute the statistics on a cluster (affine methods); pip install 'isotropy\\[distributed]'.",
+)
+ProgressOpt = typer.Option(None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal).")
+
+
+def _report(output: str, info: dict[str, Any]) -> None:
+    for note in info["warnings"]:
+        typer.echo(f"warning: {note}", err=True)
+    fit = info["fit"]
+    typer.echo(
+        f"wrote {output} ({' -> '.join(info['modules'])}): {info['method']} fitted on {fit['n_fit']:,} sentences "
+        f"of {info['corpus']}, {info['dim_in']} -> {info['dim_out']} dims",
+        err=True,
+    )
+    for name, row in (info.get("eval") or {}).get("tasks", {}).items():
+        typer.echo(f"{name}: {row['base']:.2f} base model -> {row['calibrated']:.2f} calibrated", err=True)
+    flag = "" if info["stock"] else ", trust_remote_code=True"
+    typer.echo(f'use it: SentenceTransformer("{output}"{flag})  (README.md in the folder says more)', err=True)
+
+
+def register_calibrate_command(app: typer.Typer) -> None:
+    """Add ``calibrate`` to ``app`` (called by :mod:`.app` once the options it shares are defined)."""
+    from .app import AddressOpt, BatchOpt, ForceOpt, MaxLenOpt, ModelOpt, PoolingOpt
+
+    @app.command("calibrate")
+    def calibrate_cmd(
+        corpus: str = CorpusArg,
+        output: str = OutputOpt,
+        model: str | None = ModelOpt,
+        pooling: str | None = PoolingOpt,
+        method: str = MethodOpt,
+        n_components: int | None = ComponentsOpt,
+        power: float | None = PowerOpt,
+        shrinkage: str | None = ShrinkageOpt,
+        max_length: int | None = MaxLenOpt,
+        batch_size: int = BatchOpt,
+        onnx: bool = OnnxOpt,
+        quantize: str | None = QuantizeOpt,
+        eval_data: str | None = EvalOpt,
+        pooling_stats: str | None = PoolingStatsOpt,
+        stock_only: bool = StockOnlyOpt,
+        engine: str | None = EngineOpt,
+        address: str | None = AddressOpt,
+        progress: bool | None = ProgressOpt,
+        force: bool = ForceOpt,
+    ) -> None:
+        """Fit a calibration on a corpus and write a calibrated model that sentence-transformers, MTEB, faiss and inference servers load."""
+        options = dict(locals())  # every option above, by its name in run_calibration
+        options.update(show_progress=options.pop("progress"))
+        from ..calibration import run_calibration
+
+        _report(output, run_calibration(options.pop("corpus"), options.pop("output"), **options).info)
