@@ -1,0 +1,200 @@
+"""What a selection found: the choice, every candidate's score, the criterion, the confidence.
+
+A :class:`Selection` is the evidence an artefact keeps beside the calibration it chose:
+``to_dict`` / ``from_dict`` (plain JSON, with isotropy's artefact header, kind ``selection``),
+``save`` / ``load`` (``selection.json``, atomic, never over a file isotropy did not write),
+``table()`` (the text printed by the commands) and ``markdown()`` (for model cards and reports).
+The fitted transform of the choice is held in ``transform`` (None for raw) but not serialised:
+the artefact that embeds a selection saves the transform itself.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import IsotropyError
+from ..storage.artifacts import check_header, header
+from ..storage.atomic import atomic_file
+
+__all__ = ["Selection", "CandidateScore", "SELECTION_KIND", "SELECTION_FILE"]
+
+SELECTION_KIND = "selection"
+SELECTION_FILE = "selection.json"
+
+
+def _num(x: Any) -> float | None:
+    """JSON has no NaN: a missing figure is None."""
+    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else float(x)
+
+
+@dataclass
+class CandidateScore:
+    """One candidate's evidence: its score by the deciding criterion, the bootstrap probability that
+    it beats raw, the other criteria's scores (``extra``), and a note (skipped, warned)."""
+
+    name: str
+    score: float | None = None
+    beats_raw: float | None = None
+    extra: dict[str, float | None] = field(default_factory=dict)
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "score": _num(self.score),
+            "beats_raw": _num(self.beats_raw),
+            "extra": {k: _num(v) for k, v in self.extra.items()},
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CandidateScore:
+        return cls(d["name"], d.get("score"), d.get("beats_raw"), dict(d.get("extra") or {}), d.get("note", ""))
+
+
+@dataclass
+class Selection:
+    """The outcome of :func:`~isotropy.selection.select_calibration`.
+
+    ``choice`` is a candidate name (``raw``: no calibration); ``mode`` ``label-free`` or
+    ``few-label``; ``criterion`` the figure that decided (``dev-spearman`` / ``dev-auc`` in
+    few-label mode); ``confidence`` the bootstrap probability that the choice beats raw (when it
+    is not raw) or that no candidate does (when it is); ``rule`` says the decision in words.
+    """
+
+    choice: str
+    mode: str
+    criterion: str
+    confidence: float
+    rule: str
+    candidates: list[CandidateScore]
+    settings: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    transform: Any = field(default=None, repr=False, compare=False)
+
+    # ---------------------------------------------------------------- access
+
+    def candidate(self, name: str) -> CandidateScore:
+        for c in self.candidates:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    @property
+    def scores(self) -> dict[str, float | None]:
+        return {c.name: c.score for c in self.candidates}
+
+    # ---------------------------------------------------------------- (de)serialise
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **header(SELECTION_KIND),
+            "choice": self.choice,
+            "mode": self.mode,
+            "criterion": self.criterion,
+            "confidence": _num(self.confidence),
+            "rule": self.rule,
+            "candidates": [c.to_dict() for c in self.candidates],
+            "settings": self.settings,
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "selection") -> Selection:
+        if not isinstance(d, dict):
+            raise IsotropyError(f"{where} does not hold a selection (expected a JSON object)")
+        check_header(d, Path(where), SELECTION_KIND)
+        try:
+            cands = [CandidateScore.from_dict(c) for c in d["candidates"]]
+            sel = cls(d["choice"], d["mode"], d["criterion"], d["confidence"], d["rule"], cands, d.get("settings") or {})
+            sel.notes = list(d.get("notes") or [])
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise IsotropyError(f"{where} is an incomplete selection record ({exc!r}); run the selection again") from None
+        if sel.choice not in [c.name for c in cands]:
+            raise IsotropyError(f"{where}: the choice {sel.choice!r} is not among its candidates; the file was edited")
+        return sel
+
+    def save(self, path: str | os.PathLike, *, force: bool = False) -> Path:
+        """Write ``selection.json`` (``path`` a folder, or the file itself), atomically; an existing file is
+        replaced only when it is a selection record, unless ``force``."""
+        path = Path(path)
+        if path.is_dir():
+            path = path / SELECTION_FILE
+
+        def check() -> None:
+            if force or not path.exists():
+                return
+            try:
+                old = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                old = None
+            if not (isinstance(old, dict) and old.get("library") == "isotropy" and old.get("kind") == SELECTION_KIND):
+                raise IsotropyError(
+                    f"{path} exists and is not a selection record written by isotropy; choose another path or pass force"
+                )
+
+        check()
+        with atomic_file(path, "w", check=check) as fh:
+            json.dump(self.to_dict(), fh, indent=2, sort_keys=True)
+            fh.write("\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Selection:
+        path = Path(path)
+        if path.is_dir():
+            path = path / SELECTION_FILE
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise IsotropyError(f"{path} does not exist; it holds no selection record") from None
+        except (OSError, ValueError) as exc:
+            raise IsotropyError(f"{path} is not a readable selection record: {exc}") from None
+        return cls.from_dict(data, str(path))
+
+    # ---------------------------------------------------------------- show
+
+    def _rows(self) -> tuple[list[str], list[list[str]]]:
+        extra = list(dict.fromkeys(k for c in self.candidates for k in c.extra))
+        head = ["candidate", self.criterion, "beats raw", *extra, "note"]
+        rows = []
+        for c in self.candidates:
+            mark = " <- chosen" if c.name == self.choice else ""
+            rows.append(
+                [
+                    c.name + mark,
+                    "-" if c.score is None else f"{c.score:.4g}",
+                    "-" if c.beats_raw is None else f"{100 * c.beats_raw:.0f}%",
+                    *("-" if c.extra.get(k) is None else f"{c.extra[k]:.4g}" for k in extra),
+                    c.note,
+                ]
+            )
+        return head, rows
+
+    def summary(self) -> str:
+        """One line: what was chosen, how, how sure."""
+        return f"auto ({self.mode}, {self.criterion}) chose {self.choice} (confidence {100 * self.confidence:.0f}%): {self.rule}"
+
+    def table(self) -> str:
+        """A plain-text table of the evidence, the summary line first."""
+        head, rows = self._rows()
+        widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+        fmt = lambda r: "  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip()
+        lines = [self.summary(), fmt(head), fmt(["-" * w for w in widths])]
+        lines += [fmt(r) for r in rows]
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def markdown(self) -> str:
+        """The evidence as a Markdown table (model cards, reports)."""
+        head, rows = self._rows()
+        esc = lambda x: x.replace("|", "\\|")
+        out = [self.summary(), "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        out += ["| " + " | ".join(esc(x) for x in r) + " |" for r in rows]
+        out += [f"\nNote: {n}" for n in self.notes]
+        return "\n".join(out)

@@ -1,0 +1,474 @@
+"""``select_calibration``: score every candidate calibration on the user's corpus and choose one.
+
+1. The corpus vectors are summed ONCE into :class:`~isotropy.transforms.moments.Moments` (as two
+   halves, merged: the halves serve ``knn-stability``); every candidate is solved from them
+   (:mod:`.candidates`), and one the corpus is too small for is skipped with a note.
+2. Few-label mode (``dev_pairs``): each candidate's figure on the dev pairs and a paired
+   bootstrap over the pairs (:mod:`.dev`); raw is kept unless a candidate beats it in at least
+   90 % of the resamples.
+3. Label-free mode: a seeded sample of the corpus's distinct sentences, word-deleted copies of
+   them encoded by the same encoder (:mod:`.perturb`), and the label-free criteria
+   (:mod:`.criteria`) on every candidate, bootstrapped over the sampled sentences. The
+   deciding criterion and its rule are :data:`LABEL_FREE_RULE`, chosen from the measurements
+   in docs/AUTO.md; the other criteria are reported beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .._checks import check_matrix
+from ..errors import IsotropyError
+from ..transforms.moments import Moments
+from .candidates import Candidate, Fitted, fit_candidates, parse_candidates
+from .criteria import CRITERIA, Applied, Views, centred_ranks, criterion
+from .dev import DevPairs, check_dev_pairs, dev_statistics, pairs_sentences
+from .perturb import perturbed_copies
+from .result import CandidateScore, Selection
+
+__all__ = ["select_calibration", "Selector", "LABEL_FREE_RULE", "DEV_LEVEL", "SAMPLE", "RESAMPLES"]
+
+DEV_LEVEL = 0.9  # few-label: a candidate must beat raw in this share of bootstrap resamples
+SAMPLE = 1000  # label-free: distinct sentences sampled for the criteria
+RESAMPLES = 1000  # bootstrap resamples (pairs in few-label mode, sentences in label-free mode)
+PARTNERS = 10  # random other sentences per sampled sentence (uniformity, random pairs)
+
+# The label-free decision (docs/AUTO.md, "label-free rule"): the criterion that decides, and the
+# bootstrap probability with which a candidate must beat raw by it to replace raw.
+LABEL_FREE_RULE: dict[str, Any] = {"criterion": "agreement", "level": 0.9, "pick": "best"}
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def _is_encoder(x: Any) -> bool:
+    return hasattr(x, "encode") and not isinstance(x, np.ndarray)
+
+
+def _encode(encoder: Any, sentences: Sequence[str], cache: Any, show_progress: bool | None) -> np.ndarray:
+    if cache is not None:
+        from ..encoders.cache import encode_cached
+
+        pooling = encoder.pooling
+        return np.asarray(encode_cached(encoder, sentences, [pooling], cache, show_progress)[pooling], dtype=np.float64)
+    return np.asarray(encoder.encode(list(sentences), show_progress=show_progress), dtype=np.float64)
+
+
+def _inputs(data: Any, corpus: Any, encoder: Any, cache: Any, show_progress: bool | None, source: str):
+    """``(encoder or None, corpus vectors, the sentences of their rows or None)``."""
+    if _is_encoder(data):
+        if corpus is None:
+            raise IsotropyError("select_calibration(encoder, corpus): give the corpus sentences to encode")
+        encoder, sentences = data, [str(s) for s in corpus]
+        if not sentences:
+            raise IsotropyError(f"{source} is empty: there is nothing to fit a calibration on")
+        return encoder, _encode(encoder, sentences, cache, show_progress), sentences
+    X = check_matrix(data, f"vectors of {source}", min_rows=1)
+    sentences = None if corpus is None else [str(s) for s in corpus]
+    if sentences is not None and len(sentences) != len(X):
+        raise IsotropyError(f"{source}: {len(X)} vectors but {len(sentences)} sentences; give one sentence per row")
+    return encoder, X, sentences
+
+
+# ---------------------------------------------------------------- the steps
+
+
+def _halves(X: np.ndarray, seed: int) -> tuple[Moments, Moments, Moments]:
+    """Moments of two seeded halves of the rows and of all of them (merged: the rows are summed once)."""
+    perm = np.random.default_rng([seed, 1]).permutation(len(X))
+    half = len(X) // 2
+    a = Moments(X.shape[1]).update(X[np.sort(perm[:half])]) if half else Moments(X.shape[1])
+    b = Moments(X.shape[1]).update(X[np.sort(perm[half:])])
+    return a, b, a.copy().merge(b)
+
+
+def _sample(sentences: Sequence[str] | None, n_rows: int, size: int, seed: int) -> np.ndarray:
+    """Row indices of a seeded sample of distinct sentences (rows, when there are no sentences)."""
+    if sentences is None:
+        rows = np.arange(n_rows)
+    else:
+        first: dict[str, int] = {}
+        for i, s in enumerate(sentences):
+            first.setdefault(s, i)
+        rows = np.fromiter(first.values(), dtype=np.int64)
+    if len(rows) > size:
+        rows = np.sort(np.random.default_rng([seed, 2]).choice(rows, size=size, replace=False))
+    return rows
+
+
+def _partners(m: int, r: int, seed: int) -> np.ndarray:
+    """``m x r`` random indices of other rows (never the row itself)."""
+    rng = np.random.default_rng([seed, 3])
+    p = rng.integers(0, m - 1, size=(m, r))
+    return p + (p >= np.arange(m)[:, None])
+
+
+def _resamples(n: int, size: int, seed: int, salt: int) -> np.ndarray:
+    return np.random.default_rng([seed, salt]).integers(0, n, size=(size, n))
+
+
+def _apply(t: Any, X: np.ndarray) -> np.ndarray:
+    """``t`` applied as ``X @ A + b`` (every candidate is affine; skipping the per-call input checks of
+    ``transform`` matters for the thousands of small products of a bootstrap); raw: X itself."""
+    if t is None:
+        return X
+    A, b = t.affine_()
+    return np.asarray(X, dtype=np.float64) @ A + b
+
+
+def _decide(
+    scores: dict[str, float], beats: dict[str, float], level: float, change: dict[str, float] | None = None
+) -> tuple[str, float]:
+    """Raw unless a candidate beats it with probability >= level; then, among those that do, the best score
+    (or, given ``change``, the one that changes raw's similarities least)."""
+    sure = [c for c in scores if c != "raw" and np.isfinite(scores[c]) and beats.get(c, 0.0) >= level]
+    if sure:
+        choice = max(sure, key=lambda c: scores[c]) if change is None else min(sure, key=lambda c: change[c])
+        return choice, float(beats[choice])
+    others = [beats[c] for c in beats if c != "raw" and np.isfinite(beats[c])]
+    return "raw", float(1.0 - max(others)) if others else 1.0
+
+
+def _few_label(
+    fitted: Fitted, dev: DevPairs, encoder: Any, cache: Any, show_progress: bool | None, seed: int, resamples: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Dev figure and P(beats raw) of every fitted candidate."""
+    if isinstance(dev.left, np.ndarray):
+        L, R = dev.left, dev.right
+    else:
+        if encoder is None:
+            raise IsotropyError(f"{dev.source}: dev pairs given as sentences need the encoder; pass encoder= (or vectors)")
+        distinct = pairs_sentences(dev)
+        V = _encode(encoder, distinct, cache, show_progress)
+        at = {s: i for i, s in enumerate(distinct)}
+        L, R = V[[at[s] for s in dev.left]], V[[at[s] for s in dev.right]]
+    idx = _resamples(len(dev), resamples, seed, 4)
+    gold_ranks = None if dev.binary else centred_ranks(dev.gold[idx])
+    points, boots = {}, {}
+    for name, t in fitted.transforms.items():
+        points[name], boots[name] = dev_statistics(_apply(t, L), _apply(t, R), dev, idx, gold_ranks)
+    beats = {c: float(np.mean(boots[c] > boots["raw"])) for c in boots if c != "raw"}
+    return points, beats
+
+
+def _views(
+    encoder: Any,
+    X: np.ndarray,
+    sentences: Sequence[str] | None,
+    rates: Sequence[float],
+    seed: int,
+    size: int,
+    cache: Any,
+    sp: Any,
+) -> Views:
+    rows = _sample(sentences, len(X), size, seed)
+    if len(rows) < 4:
+        raise IsotropyError(f"the corpus has {len(rows)} distinct sentences; the label-free criteria need at least 4")
+    views = Views(X[rows], partners=_partners(len(rows), PARTNERS, seed))
+    if rates:
+        if encoder is None or sentences is None:
+            raise IsotropyError(
+                "the label-free selection perturbs sentences and encodes the copies: give the encoder and the corpus "
+                "sentences (select_calibration(encoder, sentences)), or dev pairs for the few-label mode"
+            )
+        base = [sentences[i] for i in rows]
+        for r in rates:
+            views.perturbed[float(r)] = _encode(encoder, perturbed_copies(base, r, seed), cache, sp)
+    return views
+
+
+def criterion_scores(
+    fitted: Fitted,
+    halves: dict[str, tuple[Any, Any]],
+    views: Views,
+    names: Sequence[str],
+    settings: dict[str, dict],
+    seed: int,
+    resamples: int,
+) -> dict[str, tuple[dict[str, float], dict[str, np.ndarray]]]:
+    """``{criterion: ({candidate: score}, {candidate: bootstrap scores})}`` for every fitted candidate."""
+    m = len(views.base)
+    idx = _resamples(m, resamples, seed, 5)
+    W = np.stack([np.bincount(row, minlength=m) for row in idx]).astype(np.float64)
+    ones = np.ones((1, m))
+    out: dict[str, tuple[dict[str, float], dict[str, np.ndarray]]] = {n: ({}, {}) for n in names}
+    for name, t in fitted.transforms.items():
+        applied = Applied(_apply(t, views.base), {r: _apply(t, V) for r, V in views.perturbed.items()})
+        if name in halves:
+            ta, tb = halves[name]
+            applied.halves = (_apply(ta, views.base), _apply(tb, views.base))
+        for n in names:
+            crit, s = CRITERIA[n], settings[n]
+            if crit.needs_halves and t is not None and name not in halves:
+                out[n][0][name], out[n][1][name] = float("nan"), np.full(len(idx), np.nan)
+                continue
+            stats = crit.stats(applied, views, s)
+            out[n][0][name] = float(crit.reduce(stats, ones, s)[0])
+            out[n][1][name] = crit.reduce(stats, W, s)
+    return out
+
+
+def planned_copies(
+    sentences: Sequence[str],
+    *,
+    seed: int = 0,
+    criteria: Sequence[str] | None = None,
+    settings: dict[str, dict] | None = None,
+    sample: int = SAMPLE,
+) -> dict[float, list[str]]:
+    """``{deletion rate: perturbed copies}`` that the label-free criteria of a corpus will encode (the same sample
+    :meth:`Selector.evidence` draws), to encode them ahead for several poolings in one pass."""
+    conf = _criterion_settings(criteria, settings, None)
+    rows = _sample(sentences, len(sentences), sample, seed)
+    base = [sentences[i] for i in rows]
+    return {r: perturbed_copies(base, r, seed) for r in _rates(conf)}
+
+
+def _criterion_settings(criteria: Sequence[str] | None, settings: dict[str, dict] | None, first: str | None) -> dict[str, dict]:
+    names = list(dict.fromkeys([*([first] if first else []), *(criteria if criteria is not None else CRITERIA)]))
+    return {n: {**criterion(n).defaults, **((settings or {}).get(n) or {})} for n in names}
+
+
+def _rates(conf: dict[str, dict]) -> list[float]:
+    return sorted({r for n, s in conf.items() for r in CRITERIA[n].rates(s)})
+
+
+def _changes(fitted: Fitted, views: Views) -> dict[str, float]:
+    """1 - Spearman(raw cosines, candidate cosines) over the random pairs of the sample, per candidate."""
+    from .criteria import normalize, spearman_rows
+
+    i = np.repeat(np.arange(len(views.base)), views.partners.shape[1])
+    j = views.partners.reshape(-1)
+    out = {}
+    raw = None
+    for name, t in fitted.transforms.items():
+        u = normalize(_apply(t, views.base))
+        cos = np.einsum("id,id->i", u[i], u[j])
+        if raw is None:
+            raw = cos if t is None else np.einsum("id,id->i", normalize(views.base)[i], normalize(views.base)[j])
+        out[name] = float(1.0 - spearman_rows(cos[None], raw)[0])
+    return out
+
+
+def _half_fits(cands: Sequence[Candidate], fitted: Fitted, a: Moments, b: Moments) -> dict[str, tuple[Any, Any]]:
+    out = {}
+    for c in cands:
+        if c.kind is None or c.name not in fitted.transforms:
+            continue
+        fa, fb = fit_candidates([c], a), fit_candidates([c], b)
+        if c.name in fa.transforms and c.name in fb.transforms:
+            out[c.name] = (fa.transforms[c.name], fb.transforms[c.name])
+    return out
+
+
+def _outcome(
+    sel_cands: Sequence[Candidate],
+    fitted: Fitted,
+    decision: tuple[str, float],
+    crit: str,
+    points: dict,
+    extra_of: dict,
+    beats: dict,
+    rule: str,
+    settings: dict,
+) -> Selection:
+    choice, confidence = decision
+    scores = []
+    for c in sel_cands:
+        note = fitted.skipped.get(c.name, "") or ("warning: " + fitted.warned[c.name] if c.name in fitted.warned else "")
+        extra = {n: v.get(c.name) for n, v in extra_of.items()}
+        scores.append(CandidateScore(c.name, points.get(c.name), beats.get(c.name), extra, note))
+    sel = Selection(choice, settings["mode"], crit, confidence, rule, scores, settings)
+    sel.notes = [f"{k}: {v}" for k, v in fitted.skipped.items()]
+    sel.transform = fitted.transforms.get(choice)
+    return sel
+
+
+class Selector:
+    """The candidates of one corpus, solved once from one set of moments; choose among them by dev pairs
+    (:meth:`few_label`) or label-free (:meth:`label_free`) as often as needed (the benchmark draws many dev sets)."""
+
+    def __init__(self, X: Any, candidates: Any = None, *, seed: int = 0, source: str = "the corpus"):
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise IsotropyError(f"seed must be a non-negative integer, got {seed!r}")
+        self.X = check_matrix(X, f"vectors of {source}", min_rows=1)
+        self.seed, self.source = int(seed), source
+        self.candidates = parse_candidates(candidates, self.X.shape[1])
+        a, b, full = _halves(self.X, self.seed)
+        self.halves = (a, b)
+        self.fitted = fit_candidates(self.candidates, full, source)
+        if len(self.fitted.transforms) < 2 and len(self.candidates) > 1:
+            raise IsotropyError(
+                f"{source} has {len(self.X)} sentences: too few for every candidate ("
+                + "; ".join(f"{k} {v.removeprefix('skipped: ')}" for k, v in self.fitted.skipped.items())
+                + "); add sentences"
+            )
+
+    @property
+    def transforms(self) -> dict[str, Any]:
+        """``{candidate: fitted transform}`` (None for raw) of every candidate that could be fitted."""
+        return dict(self.fitted.transforms)
+
+    def _settings(self, **more: Any) -> dict[str, Any]:
+        return {"seed": self.seed, "corpus_rows": int(len(self.X)), "dim": int(self.X.shape[1]), **more}
+
+    def few_label(
+        self,
+        dev: Any,
+        encoder: Any = None,
+        *,
+        cache: Any = None,
+        level: float | None = None,
+        resamples: int = RESAMPLES,
+        dev_source: str = "the dev pairs",
+        show_progress: bool | None = None,
+    ) -> Selection:
+        """Choose by dev pairs (checked :class:`~.dev.DevPairs`, or raw pairs) under the do-no-harm rule."""
+        dev = dev if isinstance(dev, DevPairs) else check_dev_pairs(dev, dev_source)
+        lvl = DEV_LEVEL if level is None else float(level)
+        points, beats = _few_label(self.fitted, dev, encoder, cache, show_progress, self.seed, resamples)
+        rule = (
+            f"raw unless a candidate beats raw's dev {dev.metric} in at least {100 * lvl:.0f}% of {resamples} "
+            f"bootstrap resamples of the {len(dev)} pairs; then the best dev {dev.metric} among those that do"
+        )
+        settings = self._settings(mode="few-label", dev_pairs=len(dev), metric=dev.metric, level=lvl, resamples=resamples)
+        return _outcome(
+            self.candidates, self.fitted, _decide(points, beats, lvl), f"dev-{dev.metric}", points, {}, beats, rule, settings
+        )
+
+    def evidence(
+        self,
+        encoder: Any = None,
+        sentences: Sequence[str] | None = None,
+        *,
+        criteria: Sequence[str] | None = None,
+        settings: dict[str, dict] | None = None,
+        sample: int = SAMPLE,
+        resamples: int = RESAMPLES,
+        cache: Any = None,
+        show_progress: bool | None = None,
+    ) -> dict[str, Any]:
+        """Every label-free criterion's score of every candidate and the bootstrap probability that it beats raw:
+        ``{"points": {criterion: {candidate: score}}, "beats": {criterion: {candidate: p}}, "change": {candidate: c},
+        "sample": m, "settings": {criterion: settings}}``; ``change`` is 1 - the Spearman correlation of the
+        candidate's cosines with raw's over random pairs of the sample (0: the same similarity ranking)."""
+        conf = _criterion_settings(criteria, settings, None)
+        if sentences is not None and len(sentences) != len(self.X):
+            raise IsotropyError(f"{self.source}: {len(self.X)} vectors but {len(sentences)} sentences; give one sentence per row")
+        views = _views(encoder, self.X, sentences, _rates(conf), self.seed, sample, cache, show_progress)
+        names = list(conf)
+        halves = _half_fits(self.candidates, self.fitted, *self.halves) if any(CRITERIA[n].needs_halves for n in names) else {}
+        res = criterion_scores(self.fitted, halves, views, names, conf, self.seed, resamples)
+        beats = {
+            n: {c: float(np.mean(b[c] > b["raw"])) for c in b if c != "raw" and np.isfinite(b[c]).any()}
+            for n, (_, b) in res.items()
+        }
+        change = _changes(self.fitted, views)
+        return {
+            "points": {n: res[n][0] for n in names},
+            "beats": beats,
+            "change": change,
+            "sample": len(views.base),
+            "settings": conf,
+        }
+
+    def label_free_choice(
+        self, ev: dict[str, Any], criterion_name: str | None = None, level: float | None = None
+    ) -> tuple[str, float]:
+        """``(choice, confidence)`` by :data:`LABEL_FREE_RULE` (its criterion and level unless given) on :meth:`evidence`."""
+        decide_by = criterion_name or LABEL_FREE_RULE["criterion"]
+        lvl = LABEL_FREE_RULE["level"] if level is None else float(level)
+        change = ev["change"] if LABEL_FREE_RULE["pick"] == "closest" else None
+        return _decide(ev["points"][decide_by], ev["beats"][decide_by], lvl, change)
+
+    def label_free(
+        self,
+        encoder: Any = None,
+        sentences: Sequence[str] | None = None,
+        *,
+        criterion_name: str | None = None,
+        criteria: Sequence[str] | None = None,
+        settings: dict[str, dict] | None = None,
+        level: float | None = None,
+        sample: int = SAMPLE,
+        resamples: int = RESAMPLES,
+        cache: Any = None,
+        show_progress: bool | None = None,
+    ) -> Selection:
+        """Choose by a label-free criterion (default :data:`LABEL_FREE_RULE`); every other criterion is reported beside it."""
+        decide_by = criterion_name or LABEL_FREE_RULE["criterion"]
+        criterion(decide_by)
+        names = list(dict.fromkeys([decide_by, *(criteria if criteria is not None else CRITERIA)]))
+        ev = self.evidence(
+            encoder,
+            sentences,
+            criteria=names,
+            settings=settings,
+            sample=sample,
+            resamples=resamples,
+            cache=cache,
+            show_progress=show_progress,
+        )
+        lvl = LABEL_FREE_RULE["level"] if level is None else float(level)
+        choice, confidence = self.label_free_choice(ev, decide_by, lvl)
+        pick = (
+            "the one that changes raw's similarities least" if LABEL_FREE_RULE["pick"] == "closest" else f"the best {decide_by}"
+        )
+        rule = (
+            f"raw unless a candidate beats raw's {decide_by} in at least {100 * lvl:.0f}% of {resamples} bootstrap "
+            f"resamples of the {ev['sample']} sampled sentences; then, among those that do, {pick}"
+        )
+        st = self._settings(mode="label-free", sample=int(ev["sample"]), level=lvl, resamples=resamples, criteria=ev["settings"])
+        extra = {n: ev["points"][n] for n in names if n != decide_by}
+        extra["change"] = ev["change"]
+        return _outcome(
+            self.candidates,
+            self.fitted,
+            (choice, confidence),
+            decide_by,
+            ev["points"][decide_by],
+            extra,
+            ev["beats"][decide_by],
+            rule,
+            st,
+        )
+
+
+def select_calibration(
+    data: Any,
+    corpus: Sequence[str] | None = None,
+    *,
+    candidates: Sequence[str | Candidate] | str | None = None,
+    dev_pairs: Any = None,
+    seed: int = 0,
+    encoder: Any = None,
+    cache: Any = None,
+    source: str = "the corpus",
+    dev_source: str = "the dev pairs",
+    show_progress: bool | None = None,
+    **options: Any,
+) -> Selection:
+    """Choose the calibration for a corpus: every candidate's score, the criterion, the choice, a confidence.
+
+    ``data`` is an encoder (with ``corpus``, the sentences to fit on) or the corpus vectors
+    (``corpus`` then optional: the sentence of each row, which with ``encoder=`` lets the
+    label-free criteria encode perturbed copies). ``dev_pairs`` -- ``[(s1, s2, score), ...]``
+    (0/1 labels too) or ``(A, B, scores)`` vectors, at least 20 pairs -- switches to the
+    few-label mode. ``candidates`` defaults to :func:`~.candidates.default_candidates`.
+    ``options`` go to :meth:`Selector.label_free` / :meth:`Selector.few_label` (``level``,
+    ``resamples``, ``criterion_name``, ``sample``...). The same ``seed`` gives the same
+    selection; ``Selection.transform`` is the fitted transform of the choice (None for raw).
+    """
+    dev = None if dev_pairs is None else check_dev_pairs(dev_pairs, dev_source)  # before any encoding
+    if candidates is not None and not isinstance(candidates, str):
+        candidates = list(candidates)
+    if dev is None and options.get("criterion_name") is not None:
+        criterion(options["criterion_name"])
+    encoder, X, sentences = _inputs(data, corpus, encoder, cache, show_progress, source)
+    selector = Selector(X, candidates, seed=seed, source=source)
+    if dev is not None:
+        return selector.few_label(dev, encoder, cache=cache, show_progress=show_progress, **options)
+    return selector.label_free(encoder, sentences, cache=cache, show_progress=show_progress, **options)

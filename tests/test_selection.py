@@ -1,0 +1,303 @@
+"""``--method auto``: the selection of a calibration (isotropy.selection).
+
+Synthetic encoders whose right answer is known: a bag-of-words encoder with isotropic word
+vectors (auto must keep raw or center) and the same encoder with a dominant, sentence-specific
+nuisance along one common direction (auto must remove it). Plus determinism, speed on a
+10,000-sentence corpus (one set of moments for every candidate), the evidence's round trip,
+and the bad inputs of the issue.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from isotropy.errors import IsotropyError
+from isotropy.selection import (
+    Selection,
+    Selector,
+    default_candidates,
+    parse_candidate,
+    parse_candidates,
+    select_calibration,
+)
+from isotropy.selection.criteria import weighted_rank_correlation
+from isotropy.selection.dev import auc_rows
+from isotropy.selection.perturb import perturbed_copies
+
+
+def _unit(seed: int, d: int) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal(d)
+    return v / np.linalg.norm(v)
+
+
+class BagOfWords:
+    """A synthetic encoder: a sentence is the mean of fixed random word vectors (seeded by the word's
+    crc32, so every process agrees), plus ``nuisance x (3 + 2 z)`` along one common direction, where
+    ``z`` is drawn from the WHOLE sentence's crc32: a component that dominates every vector, that no
+    word carries, and that a copy with one word less does not share."""
+
+    pooling = "bow"
+    max_length = 64
+
+    def __init__(self, d: int = 16, nuisance: float = 0.0):
+        self.dim, self.nuisance = d, nuisance
+        self.direction = _unit(12345, d)
+        self._words: dict[str, np.ndarray] = {}
+
+    def _word(self, w: str) -> np.ndarray:
+        if w not in self._words:
+            self._words[w] = np.random.default_rng(zlib.crc32(w.encode())).standard_normal(self.dim)
+        return self._words[w]
+
+    def clean(self, sentences) -> np.ndarray:
+        return np.array([np.mean([self._word(w) for w in s.split()], axis=0) for s in sentences])
+
+    def encode(self, sentences, show_progress=None) -> np.ndarray:
+        X = self.clean(sentences)
+        if self.nuisance:
+            z = np.array([np.random.default_rng(zlib.crc32(s.encode()) + 7).standard_normal() for s in sentences])
+            X = X + self.nuisance * (3.0 + 2.0 * z)[:, None] * self.direction
+        return X.astype(np.float32)
+
+
+def _corpus(n: int, vocab: int = 4000, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(vocab)]
+    return [" ".join(rng.choice(words, size=int(rng.integers(6, 14)))) for _ in range(n)]
+
+
+def _dev_pairs(enc: BagOfWords, n: int, seed: int = 1) -> list[tuple[str, str, float]]:
+    """Pairs (sentence, the sentence with some words swapped); gold = the cosine of the clean vectors."""
+    rng = np.random.default_rng(seed)
+    left = _corpus(n, seed=seed + 10)
+    right = []
+    for s in left:
+        w = s.split()
+        k = int(rng.integers(0, len(w)))
+        idx = rng.choice(len(w), size=k, replace=False)
+        for i in idx:
+            w[i] = f"w{int(rng.integers(0, 4000))}"
+        right.append(" ".join(w))
+    a, b = enc.clean(left), enc.clean(right)
+    gold = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    return list(zip(left, right, np.round(gold * 5, 2)))
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[str]:
+    return _corpus(3000)
+
+
+# ---------------------------------------------------------------- the right answer, where it is known
+
+
+def test_isotropic_vectors_keep_raw_or_center(corpus):
+    sel = select_calibration(BagOfWords(16), corpus, seed=0)
+    assert sel.mode == "label-free"
+    assert sel.choice in ("raw", "center"), sel.table()
+    assert sel.transform is None or sel.transform.kind == "center"
+
+
+def _share_along(X: np.ndarray, direction: np.ndarray) -> float:
+    Xc = X - X.mean(0)
+    return float(((Xc @ direction) ** 2).sum() / (Xc**2).sum())
+
+
+def test_a_dominant_common_direction_is_removed(corpus):
+    enc = BagOfWords(16, nuisance=1.0)
+    X = enc.encode(corpus).astype(np.float64)
+    assert _share_along(X, enc.direction) > 0.6  # the nuisance holds more variance than all other directions together
+    sel = select_calibration(enc, corpus, seed=0)
+    assert sel.choice != "raw" and sel.confidence >= 0.9, sel.table()
+    Y = sel.transform.transform(X)
+    v = enc.direction @ sel.transform.affine_()[0]  # where the common direction goes
+    assert _share_along(Y, v / np.linalg.norm(v)) < 0.2, sel.table()
+
+
+def test_few_label_mode_keeps_raw_on_isotropic_vectors_and_removes_the_direction(corpus):
+    iso = BagOfWords(16)
+    sel = select_calibration(iso, corpus, dev_pairs=_dev_pairs(iso, 100), seed=0)
+    assert sel.mode == "few-label" and sel.criterion == "dev-spearman"
+    assert sel.choice in ("raw", "center"), sel.table()
+    noisy = BagOfWords(16, nuisance=1.0)
+    sel = select_calibration(noisy, corpus, dev_pairs=_dev_pairs(noisy, 100), seed=0)
+    assert sel.choice != "raw" and sel.candidate(sel.choice).beats_raw >= 0.9, sel.table()
+    assert sel.candidate(sel.choice).score > sel.candidate("raw").score + 5
+
+
+def test_binary_dev_labels_are_scored_by_auc(corpus):
+    enc = BagOfWords(16, nuisance=1.0)
+    pairs = [(a, b, float(g > 2.5)) for a, b, g in _dev_pairs(enc, 200)]
+    sel = select_calibration(enc, corpus, dev_pairs=pairs, seed=0)
+    assert sel.criterion == "dev-auc"
+    assert all(c.score is None or 0 <= c.score <= 100 for c in sel.candidates)
+
+
+# ---------------------------------------------------------------- determinism, speed, one set of moments
+
+
+def test_deterministic_under_a_seed(corpus):
+    enc = BagOfWords(16, nuisance=0.5)
+    one = select_calibration(enc, corpus, seed=3).to_dict()
+    two = select_calibration(BagOfWords(16, nuisance=0.5), list(corpus), seed=3).to_dict()
+    assert json.dumps(one, sort_keys=True) == json.dumps(two, sort_keys=True)
+    other = select_calibration(enc, corpus, seed=4).to_dict()
+    assert other["settings"]["seed"] == 4 and [c["name"] for c in other["candidates"]] == [c["name"] for c in one["candidates"]]
+
+
+def test_ten_thousand_sentences_within_a_minute_on_one_set_of_moments():
+    from isotropy.transforms.moments import Moments
+
+    enc = BagOfWords(384)
+    sentences = _corpus(10_000, vocab=20_000, seed=5)
+    calls = []
+    original = Moments.update
+
+    def counting(self, X, *args, **kwargs):
+        calls.append(len(X))
+        return original(self, X, *args, **kwargs)
+
+    t0 = time.perf_counter()
+    Moments.update = counting
+    try:
+        selector = Selector(enc.encode(sentences), seed=0)
+        sel = selector.label_free(enc, sentences)
+    finally:
+        Moments.update = original
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 60, f"selection took {elapsed:.1f} s"
+    assert sorted(calls) == [5000, 5000]  # the rows are summed once (two halves, merged), never per candidate
+    fitted = [t for t in selector.transforms.values() if t is not None]
+    assert len(fitted) == len(default_candidates(384)) - 1
+    assert len({id(t.moments_) for t in fitted}) == 1  # every candidate solved from the same statistics
+    assert sel.choice in selector.transforms
+
+
+# ---------------------------------------------------------------- the evidence
+
+
+def test_evidence_round_trips_through_a_saved_record(corpus, tmp_path):
+    sel = select_calibration(BagOfWords(16, nuisance=1.0), corpus, seed=0)
+    path = sel.save(tmp_path)
+    assert path.name == "selection.json"
+    back = Selection.load(tmp_path)
+    assert back.to_dict() == sel.to_dict()
+    assert back.choice == sel.choice and back.scores == pytest.approx(sel.scores)
+    text = sel.table()
+    assert sel.choice in text and "<- chosen" in text and f"{100 * sel.confidence:.0f}%" in text
+    assert sel.markdown().count("\n|") == len(sel.candidates) + 2  # header, rule, one row per candidate
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["library"] == "isotropy" and data["kind"] == "selection"
+    data["choice"] = "flow"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(IsotropyError, match="not among its candidates"):
+        Selection.load(path)
+
+
+def test_save_never_replaces_a_users_file(corpus, tmp_path):
+    sel = select_calibration(BagOfWords(16), corpus[:400], seed=0)
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"mine": true}\n', encoding="utf-8")
+    with pytest.raises(IsotropyError, match="not a selection record"):
+        sel.save(mine)
+    assert mine.read_text(encoding="utf-8") == '{"mine": true}\n'
+    sel.save(mine, force=True)
+    assert Selection.load(mine).choice == sel.choice
+
+
+# ---------------------------------------------------------------- candidates and bad input
+
+
+def test_default_candidates_scale_with_the_width():
+    names = [c.name for c in default_candidates(768)]
+    assert names[:2] == ["raw", "center"]
+    assert {"abtt-8", "whitening", "whitening-384", "whitening-256", "whitening-shrunk", "soft-0.5"} <= set(names)
+    assert "whitening-192" in [c.name for c in default_candidates(384)]
+
+
+@pytest.mark.parametrize("name", ["flow", "bogus", "whitening-0", "soft-whitening-2"])
+def test_unknown_candidates_are_one_clear_error(name):
+    with pytest.raises(IsotropyError, match=name.split("-")[0]):
+        parse_candidate(name)
+
+
+def test_a_candidate_list_always_holds_raw_and_checks_sizes():
+    assert [c.name for c in parse_candidates("center,abtt-2", 16)] == ["raw", "center", "abtt-2"]
+    with pytest.raises(IsotropyError, match="abtt-16"):
+        parse_candidates(["abtt-16"], 16)
+
+
+def test_too_small_a_corpus_skips_candidates_with_a_note():
+    enc = BagOfWords(16)
+    small = _corpus(12, seed=9)
+    sel = select_calibration(enc, small, seed=0)
+    skipped = [c for c in sel.candidates if c.note.startswith("skipped")]
+    assert {c.name for c in skipped} >= {"whitening", "soft-0.5"}
+    assert all("needs at least 17 sentences" in c.note and "12" in c.note for c in skipped if c.name == "whitening")
+    assert sel.choice not in {c.name for c in skipped}
+    with pytest.raises(IsotropyError, match="too few for every candidate"):
+        select_calibration(enc, small, candidates=["whitening"], seed=0)
+
+
+def test_dev_pairs_are_checked(corpus):
+    enc = BagOfWords(16)
+    pairs = _dev_pairs(enc, 40)
+    with pytest.raises(IsotropyError, match="dev.tsv has 19 pairs"):
+        select_calibration(enc, corpus, dev_pairs=pairs[:19], dev_source="dev.tsv")
+    with pytest.raises(IsotropyError, match="every gold score is 3"):
+        select_calibration(enc, corpus, dev_pairs=[(a, b, 3) for a, b, _ in pairs])
+    with pytest.raises(IsotropyError, match="with itself"):
+        select_calibration(enc, corpus, dev_pairs=[(a, a, g) for a, _, g in pairs])
+
+
+def test_label_free_without_an_encoder_says_what_to_give(corpus):
+    X = BagOfWords(16).encode(corpus)
+    with pytest.raises(IsotropyError, match="encoder"):
+        select_calibration(X, seed=0)
+    sel = select_calibration(X, seed=0, criterion_name="knn-stability", criteria=["knn-stability"])
+    assert sel.choice in ("raw", "center")
+
+
+# ---------------------------------------------------------------- the statistics
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 6), min_size=3, max_size=40), st.integers(0, 2**16))
+def test_weighted_rank_correlation_with_unit_weights_is_spearman(gold, seed):
+    from scipy.stats import spearmanr
+
+    gold = np.array(gold, dtype=float)
+    scores = np.random.default_rng(seed).standard_normal(len(gold)).round(1)
+    got = weighted_rank_correlation(scores, gold, np.ones((1, len(gold))))[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # scipy warns on a constant column, and answers NaN
+        want = spearmanr(scores, gold).statistic
+    if np.isnan(want):
+        assert np.isnan(got)
+    else:
+        assert got == pytest.approx(want, abs=1e-12)
+
+
+def test_auc_matches_scikit_learn():
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 300)
+    s = (y + rng.standard_normal(300)).round(1)
+    assert auc_rows(s[None], y)[0] == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+
+
+def test_perturbed_copies_delete_words_deterministically():
+    sents = ["one two three four five six seven eight nine ten", "single", "a b"]
+    one = perturbed_copies(sents, 0.3, seed=1)
+    assert one == perturbed_copies(sents, 0.3, seed=1)
+    assert len(one[0].split()) == 7 and one[1] == "single" and len(one[2].split()) == 1
+    assert set(one[0].split()) <= set(sents[0].split())
