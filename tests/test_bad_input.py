@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +94,7 @@ class Case:
     stdin: bytes | None = None
     may_change: tuple[str, ...] = ()  # workspace paths a successful row writes
     absent: tuple[str, ...] = ()  # words the line must not hold (a misleading hint)
+    blocked: tuple[str, ...] = ()  # modules made unimportable for the row (a missing optional extra)
 
 
 def _edit_json(rel: str, **changes) -> Callable[[Path], None]:
@@ -594,7 +596,162 @@ LOAD_CASES: list[Case] = [
     ),
 ]
 
-CASES = OUTPUT_CASES + INPUT_CASES + OPTION_CASES + ARTEFACT_CASES + LOAD_CASES
+# --------------------------------------------------------------------------- the toolbox (#14): transforms and eval settings
+TOOLBOX_CASES = [
+    Case(
+        "fit abtt with D >= d",
+        ("fit", "abtt", "{w}/vecs.npy", "-o", OUT, "--n-components", "32"),
+        ("{w}/vecs.npy", "n_components=32", "32 dimensions"),
+    ),
+    Case("fit abtt with D < 0", ("fit", "abtt", "{w}/vecs.npy", "-o", OUT, "--n-components", "-1"), ("n_components",)),
+    Case("eval --method abtt-K beyond the model", ("eval", "--data", "{w}/pairs.tsv", "--method", "abtt-384"), ("abtt-384",)),
+    Case("eval --aggregate bogus", ("eval", "--data", "{w}/pairs.tsv", "--aggregate", "median"), ("median", "aggregate")),
+    Case(
+        "eval --fit-on others on a single task",
+        ("eval", "--data", "{w}/pairs.tsv", "--fit-on", "others"),
+        ("others", "only one task", "pairs"),
+    ),
+    Case(
+        "fit a preset over a user's folder", ("fit", "soft-0.5", "{w}/vecs.npy", "-o", "{w}/userdir"), ("{w}/userdir", "--force")
+    ),
+]
+
+
+# --------------------------------------------------------------------------- the poolings of #14: sif, idf, prompt, ditto
+def _nomask_model(rel: str) -> Callable[[Path], None]:
+    """Setup: a tiny BERT whose own small tokenizer has no mask token."""
+    from helpers import tiny_bert
+
+    return lambda w: tiny_bert(w / rel, mask_token=False)
+
+
+def _token_table(rel: str, model_rel: str | None = None) -> Callable[[Path], None]:
+    """Setup: token frequencies of CORPUS at ``rel``, counted with the default model's tokenizer (or ``model_rel``'s)."""
+
+    def setup(w: Path) -> None:
+        from transformers import AutoTokenizer
+
+        from isotropy.encoders import default_model_path
+        from isotropy.encoders.token_stats import TokenFrequencies
+
+        if model_rel is not None:
+            _nomask_model(model_rel)(w)
+        tok = AutoTokenizer.from_pretrained(str(w / model_rel if model_rel else default_model_path()))
+        TokenFrequencies.fit(tok, CORPUS, model_name=model_rel or "default").save(w / rel)
+
+    return setup
+
+
+def _then(*setups: Callable[[Path], None]) -> Callable[[Path], None]:
+    return lambda w: [s(w) for s in setups]
+
+
+ENCODE = ("encode", "{w}/corpus.txt", "-o", OUT + ".npy")
+
+POOLING_CASES = [
+    Case("sif without a frequency table", (*ENCODE, "--pooling", "sif"), ("'sif'", "--pooling-stats")),
+    Case(
+        "eval idf without a frequency table",
+        ("eval", "--data", "{w}/pairs.tsv", "--pooling", "idf", "--method", "raw"),
+        ("'idf'", "--pooling-stats"),
+    ),
+    Case(
+        "token frequencies of another tokenizer",
+        (*ENCODE, "--pooling", "sif", "--pooling-stats", "{w}/tf-other"),
+        ("{w}/tf-other", "tokenizer of", "fit them again"),
+        setup=_token_table("tf-other", "nomask"),
+    ),
+    Case("pooling stats that do not exist", (*ENCODE, "-p", "sif", "--pooling-stats", "{w}/missing"), ("{w}/missing",)),
+    Case(
+        "pooling stats of another kind",
+        (*ENCODE, "-p", "sif", "--pooling-stats", "{w}/white"),
+        ("{w}/white", "'whitening'", "token-frequencies"),
+    ),
+    Case(
+        "token frequencies edited",
+        (*ENCODE, "-p", "idf", "--pooling-stats", "{w}/tf"),
+        ("{w}/tf", "n_tokens"),
+        setup=_then(_token_table("tf"), _edit_json("tf/config.json", n_tokens=5)),
+    ),
+    Case(
+        "fit token-frequencies over a user's folder",
+        ("fit", "token-frequencies", "{w}/corpus.txt", "-o", "{w}/userdir"),
+        ("{w}/userdir", "--force"),
+    ),
+    Case(
+        "fit token-frequencies on blank lines",
+        ("fit", "token-frequencies", "{w}/blank.txt", "-o", OUT),
+        ("blank.txt", "no sentence"),
+    ),
+    Case("prompt template without [X]", (*ENCODE, "--pooling", "prompt:This sentence means [MASK] ."), ("[X]", "template")),
+    Case("prompt template without a mask", (*ENCODE, "--pooling", 'prompt:This sentence : "[X]" .'), ("[MASK]", "template")),
+    Case(
+        "prompt on a model without a mask token",
+        (*ENCODE, "-m", "{w}/nomask", "--pooling", "prompt"),
+        ("{w}/nomask", "no mask token"),
+        setup=_nomask_model("nomask"),
+    ),
+    Case(
+        "prompt template longer than max_length",
+        (*ENCODE, "-p", "prompt-denoised", "--max-length", "10"),
+        ("max_length 10", "no room"),
+    ),
+    Case("ditto head out of range", (*ENCODE, "--pooling", "ditto:layer=0,head=12"), ("head 12", "12 heads")),
+    Case("ditto layer out of range", (*ENCODE, "--pooling", "ditto:layer=6"), ("layer 6", "6 transformer layers")),
+]
+
+# --------------------------------------------------------------------------- isotropy calibrate (#15)
+CALIBRATE = ("calibrate", "{w}/corpus.txt", "-o", OUT)
+CALIBRATE_CASES = [
+    Case("calibrate an empty corpus", ("calibrate", "{w}/empty.txt", "-o", OUT), ("{w}/empty.txt", "no sentence")),
+    Case("calibrate a blank-only corpus", ("calibrate", "{w}/blank.txt", "-o", OUT), ("{w}/blank.txt", "no sentence")),
+    Case("calibrate an empty standard input", ("calibrate", "-", "-o", OUT), ("standard input", "no sentence"), stdin=b""),
+    Case(
+        "calibrate a corpus smaller than whitening needs",
+        CALIBRATE,
+        ("{w}/corpus.txt", "has 40 sentences", "needs at least 385", "--shrinkage auto"),
+    ),
+    Case(
+        "calibrate --onnx without the onnx extra",
+        (*CALIBRATE, "--method", "center", "--onnx"),
+        ("--onnx", "onnx extra", "pip install 'isotropy[onnx]'", "onnxruntime"),
+        blocked=("onnxruntime",),
+    ),
+    Case("calibrate over a user's folder", ("calibrate", "{w}/corpus.txt", "-o", "{w}/userdir"), ("{w}/userdir", "--force")),
+    Case("calibrate over a fitted whitening", ("calibrate", "{w}/corpus.txt", "-o", "{w}/white"), ("{w}/white", "--force")),
+    Case("calibrate onto its corpus", ("calibrate", "{w}/corpus.txt", "-o", "{w}/corpus.txt"), ("{w}/corpus.txt", "input")),
+    Case(
+        "calibrate --stock-only a flow",
+        (*CALIBRATE, "--method", "flow", "--stock-only"),
+        ("--stock-only", "flow", "trust_remote_code"),
+    ),
+    Case(
+        "calibrate --stock-only a prompt pooling",
+        (*CALIBRATE, "--method", "center", "--pooling", "prompt", "--stock-only"),
+        ("--stock-only", "pooling 'prompt'"),
+    ),
+    Case("calibrate --method unknown", (*CALIBRATE, "--method", "whitenning"), ("whitenning", "transforms are")),
+    Case("calibrate --n-components for center", (*CALIBRATE, "--method", "center", "-k", "8"), ("--n-components", "center")),
+    Case("calibrate --quantize int4", (*CALIBRATE, "--quantize", "int4"), ("int4", "int8")),
+    Case("calibrate a missing corpus", ("calibrate", "{w}/nothere.txt", "-o", OUT), ("{w}/nothere.txt", "does not exist")),
+    Case("calibrate a glob matching nothing", ("calibrate", "{w}/none-*.txt", "-o", OUT), ("{w}/none-*.txt", "no file")),
+    Case("calibrate a non-UTF-8 corpus", ("calibrate", "{w}/nonutf8.txt", "-o", OUT), ("{w}/nonutf8.txt", "line 2", "UTF-8")),
+    Case("calibrate --eval of a missing file", (*CALIBRATE, "--eval", "{w}/nope.tsv"), ("{w}/nope.tsv",)),
+    Case("calibrate --engine ray", (*CALIBRATE, "--engine", "ray"), ("ray", "dask")),
+]
+
+# --------------------------------------------------------------------------- encoding precision (#17)
+PRECISION_CASES = [
+    Case("encode --precision fp16", ("encode", "{w}/corpus.txt", "-o", OUT + ".npy", "--precision", "fp16"), ("fp16", "bf16")),
+    Case(
+        "encode --precision bf16 with --engine",
+        ("encode", "--engine", "dask", "--input", "{w}/*.txt", "-o", OUT, "--precision", "bf16"),
+        ("--precision", "--engine"),
+    ),
+]
+
+CASES = OUTPUT_CASES + INPUT_CASES + OPTION_CASES + ARTEFACT_CASES + LOAD_CASES + TOOLBOX_CASES + POOLING_CASES + CALIBRATE_CASES
+CASES += PRECISION_CASES
 
 
 def _expand(text: str, w: Path) -> str:
@@ -602,11 +759,13 @@ def _expand(text: str, w: Path) -> str:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_bad_input(case: Case, base: Path, tmp_path: Path):
+def test_bad_input(case: Case, base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     w = tmp_path / "w"
     shutil.copytree(base, w, symlinks=True)
     if case.setup is not None:
         case.setup(w)
+    for module in case.blocked:  # `import module` raises ImportError, as when the extra is not installed
+        monkeypatch.setitem(sys.modules, module, None)
     before = snapshot(w)
     code, out, err = run_cli([_expand(a, w) for a in case.args], case.stdin)
     after = snapshot(w)

@@ -101,3 +101,6 @@ def test_demo_runs_and_shows_the_cone(tmp_path):
     assert (tmp_path / "demo" / "index" / "config.json").is_file()
     report = tmp_path / "demo" / "analysis"
     assert (report / "report.md").is_file() and (report / "cosine_histogram.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    cal = res["calibrated"]  # the demo ends with a calibrated model that plain sentence-transformers loads
+    assert cal["stock"] and cal["modules"].endswith("Dense") and cal["max_abs_diff"] < 1e-3
+    assert (tmp_path / "demo" / "calibrated" / "modules.json").is_file()

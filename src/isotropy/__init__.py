@@ -22,7 +22,7 @@ _EXPORTS = {
     "load_transform": "isotropy.transforms",
     "evaluate": "isotropy.evaluation",
     "to_sentence_transformer": "isotropy.integrations",
-    "calibrate": "isotropy.integrations",
+    "calibrate": "isotropy.calibration",
 }
 
 __all__ = ["__version__", *_EXPORTS]

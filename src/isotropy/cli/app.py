@@ -10,6 +10,10 @@ from pathlib import Path
 
 import typer
 
+from .calibrate_command import register_calibrate_command
+from .fit_commands import register_fit_commands
+from .pooling_commands import PoolingStatsOpt, eval_encoder, register_pooling_commands
+
 app = typer.Typer(
     name="isotropy",
     help="Calibrate transformer sentence embeddings (BERT-whitening, BERT-flow), evaluate, analyse and search them.",
@@ -27,7 +31,7 @@ PoolingOpt = typer.Option(
     None,
     "--pooling",
     "-p",
-    help="Pooling: cls, pooler, last-avg, first-last-avg, embed-last-avg, last2-avg, layers-avg:I,J,... (default: the model's own).",
+    help="Pooling: cls, pooler, last-avg, first-last-avg, embed-last-avg, last2-avg, layers-avg:I,J,..., sif[:a=A], idf (these two need --pooling-stats), prompt[:TEMPLATE], prompt-denoised[:TEMPLATE], ditto[:layer=L,head=H] (default: the model's own).",
 )
 MaxLenOpt = typer.Option(
     None,
@@ -46,6 +50,7 @@ InputsOpt = typer.Option(
 ForceOpt = typer.Option(
     False, "--force", help="Replace an existing output even when it is not an isotropy output of the same kind (never an input)."
 )
+CacheDirOpt = typer.Option(None, "--cache-dir", help="Vector cache folder (default: $ISOTROPY_CACHE or ~/.cache/isotropy).")
 AddressOpt = typer.Option(
     None,
     "--address",
@@ -75,7 +80,11 @@ def encode(
     transform: Path | None = typer.Option(
         None, "--transform", "-t", help="With --engine: a fitted transform folder to apply to each shard's vectors."
     ),
+    pooling_stats: str | None = PoolingStatsOpt,
     force: bool = ForceOpt,
+    precision: str = typer.Option(
+        "fp32", "--precision", help="fp32, or bf16: ~3x faster on CPUs with AMX/avx512_bf16 (docs/BENCHMARKS.md)."
+    ),
 ) -> None:
     """Encode sentences into vectors. Empty lines are encoded too, so row numbers match line numbers.
 
@@ -87,6 +96,10 @@ def encode(
         from .jobs import check_engine
 
         check_engine(engine, inputs, input)
+        if precision != "fp32":
+            from ..errors import IsotropyError
+
+            raise IsotropyError(f"--precision {precision} is not available with --engine yet; drop one of them")
         spec = EncoderSpec(model=model, pooling=pooling, max_length=max_length, batch_size=batch_size)
         report = encode_shards(inputs, output, spec, transform=transform, address=address, show_progress=progress, force=force)
         typer.echo(f"wrote {report.describe()}", err=True)
@@ -104,8 +117,14 @@ def encode(
         batch_size=batch_size,
         show_progress=progress,
         force=force,
+        pooling_stats=pooling_stats,
+        precision=precision,
     )
     typer.echo(f"wrote {rows} x {dims} vectors ({enc.describe()}) to {output}", err=True)
+
+
+# `isotropy calibrate`: a corpus in, a calibrated model folder out (cli/calibrate_command.py)
+register_calibrate_command(app)
 
 
 @app.command()
@@ -208,6 +227,12 @@ def fit_flow(
     typer.echo(f"wrote {f.describe()} to {output}", err=True)
 
 
+# every other registered transform and preset (center, abtt, common-component, soft-0.5, ...):
+# `fit NAME`, its options generated from the class's __init__ (cli/fit_commands.py)
+register_fit_commands(fit_app)
+register_pooling_commands(fit_app)  # fit token-frequencies (the sif and idf poolings' statistics)
+
+
 @app.command()
 def transform(
     model_dir: Path = typer.Argument(..., help="Folder of a fitted transform (whitening or flow)."),
@@ -248,12 +273,17 @@ def eval_(
     method: list[str] | None = typer.Option(
         None,
         "--method",
-        help="Calibration, repeatable: raw, whitening, whitening-K, soft-whitening-BETA, flow (default: raw and whitening).",
+        help="Calibration, repeatable: raw, whitening, whitening-K, soft-whitening-BETA, flow, center, abtt, abtt-K, common-component, soft-0.25, soft-0.5, soft-0.75 (every transform of 'isotropy fit'; default: raw and whitening).",
     ),
     fit_on: str = typer.Option(
         "target",
         "--fit-on",
-        help="'target' (every pair of the task, as the papers do), 'train' (the task's train split), or a text file of sentences (one a line) to fit on instead.",
+        help="'target' (every pair of the task, as the papers do), 'train' (the task's train split), 'others' (the other tasks' sentences, never the test task's; overlapping sentences removed and counted), or a text file of sentences (one a line) to fit on instead.",
+    ),
+    aggregate: str = typer.Option(
+        "all",
+        "--aggregate",
+        help="STS-12..16, tasks of several datasets: 'all' (one correlation over the pooled pairs; SBERT, SimCSE), 'mean' or 'wmean' (plain or pair-weighted mean of the subset correlations; wmean is BERT-flow's and BERT-whitening's setting).",
     ),
     max_length: int = typer.Option(64, "--max-length", help="Tokens per sentence (the papers use 64)."),
     batch_size: int = BatchOpt,
@@ -266,15 +296,14 @@ def eval_(
         None, "--out", "-o", help="Write the results as JSON here, and the markdown table beside it (.md)."
     ),
     no_cache: bool = typer.Option(False, "--no-cache", help="Encode everything afresh and store nothing."),
-    cache_dir: Path | None = typer.Option(
-        None, "--cache-dir", help="Vector cache folder (default: $ISOTROPY_CACHE or ~/.cache/isotropy)."
-    ),
+    cache_dir: Path | None = CacheDirOpt,
     keep_going: bool = typer.Option(
         False, "--keep-going", help="A transform that cannot be fitted leaves its cells empty instead of stopping the run."
     ),
     progress: bool | None = typer.Option(
         None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."
     ),
+    pooling_stats: str | None = PoolingStatsOpt,
     force: bool = ForceOpt,
 ) -> None:
     """Spearman x 100 on STS tasks for every pooling x calibration (the papers' table layout)."""
@@ -291,12 +320,14 @@ def eval_(
         poolings=pooling or None,
         methods=method or ("raw", "whitening"),
         fit_on=fit_on,
+        aggregate=aggregate,
         max_length=max_length,
         batch_size=batch_size,
         shrinkage=shrinkage,
         cache=False if no_cache else (cache_dir if cache_dir is not None else True),
         show_progress=progress,
         errors="record" if keep_going else "raise",
+        encoder=eval_encoder(model, pooling, max_length, batch_size, pooling_stats),
     )
     Console().print(results.rich_table())
     if out is not None:
@@ -339,6 +370,7 @@ def index_build(
     progress: bool | None = typer.Option(
         None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."
     ),
+    pooling_stats: str | None = PoolingStatsOpt,
     force: bool = ForceOpt,
 ) -> None:
     """Index a sentence file for semantic search."""
@@ -363,6 +395,7 @@ def index_build(
         nlist=nlist,
         nprobe=nprobe,
         force=force,
+        pooling_stats=pooling_stats,
     )
     for warning in index.warnings:
         typer.echo(f"warning: {warning}", err=True)
@@ -501,6 +534,7 @@ def export_onnx_cmd(
     progress: bool | None = typer.Option(
         None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."
     ),
+    pooling_stats: str | None = PoolingStatsOpt,
     force: bool = ForceOpt,
 ) -> None:
     """Export encoder + pooling (+ transform) as one ONNX graph, with its tokenizer beside it."""
@@ -515,5 +549,6 @@ def export_onnx_cmd(
         quantize=quantize,
         show_progress=progress,
         force=force,
+        pooling_stats=pooling_stats,
     )
     typer.echo(f"wrote {out}/model.onnx (+ tokenizer, isotropy_onnx.json)", err=True)

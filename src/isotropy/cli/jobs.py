@@ -25,7 +25,7 @@ from ..storage.artifacts import check_output, read_config
 from ..storage.atomic import artefact_lock
 from ..storage.text import read_sentences
 from ..storage.vectors import VECTORS_KIND, iter_vector_chunks, list_vector_files, load_vectors, open_vector_file, write_vectors
-from ..transforms import load_transform, transform_class
+from ..transforms import load_transform, make_transform, resolve_transform, transform_class
 from ..transforms.base import AffineTransform
 from ..transforms.moments import Moments
 
@@ -48,6 +48,11 @@ CHUNK_BYTES = 64 * 2**20  # float64 bytes of vectors read from disk at a time
 # --------------------------------------------------------------------------- encode
 
 
+def _path_or_none(value: Any) -> Any:
+    """``value`` when it names a file or folder (an input the output must not replace), else None."""
+    return value if isinstance(value, (str, os.PathLike)) else None
+
+
 def encode_file(
     input: str | os.PathLike,
     output: str | os.PathLike,
@@ -59,15 +64,25 @@ def encode_file(
     backend: str = "torch",
     show_progress: bool | None = None,
     force: bool = False,
+    pooling_stats: Any = None,
+    precision: str = "fp32",
 ) -> tuple[tuple[int, int], Encoder]:
     """``isotropy encode``: one sentence a line (or ``-``) to a float32 ``.npy``, row i = line i + 1.
 
     Vectors are written chunk by chunk (:data:`ENCODE_CHUNK` sentences), so memory does
     not grow with the number of lines. Returns the shape written and the encoder.
     """
-    check_output(output, VECTORS_KIND, force=force, inputs=[input])
+    check_output(output, VECTORS_KIND, force=force, inputs=[input, _path_or_none(pooling_stats)])
     sentences = read_sentences(input)
-    enc = Encoder(model, pooling=pooling, max_length=max_length, batch_size=batch_size, backend=backend)
+    enc = Encoder(
+        model,
+        pooling=pooling,
+        max_length=max_length,
+        batch_size=batch_size,
+        backend=backend,
+        pooling_stats=pooling_stats,
+        precision=precision,
+    )
     n = len(sentences)
     with (
         write_vectors(output, (n, enc.dim), np.float32, force=force) as out,
@@ -102,7 +117,8 @@ def fit_file(
     show_progress: bool | None = None,
     force: bool = False,
 ):
-    """``isotropy fit KIND``: fit a registered transform on a .npy file or a folder of shards.
+    """``isotropy fit KIND``: fit a registered transform (or a preset such as ``soft-0.5``) on a
+    .npy file or a folder of shards.
 
     A transform solved from moments (whitening and its relatives) streams the vectors
     chunk by chunk, so memory stays bounded whatever the number of rows; any other (the
@@ -111,19 +127,22 @@ def fit_file(
     is written there (checked first: an existing folder that is not a transform of this
     kind is refused unless ``force``).
     """
-    cls = transform_class(kind)
+    cls, _ = resolve_transform(kind)
     if output is not None:
-        check_output(output, kind, force=force, inputs=[vectors])
-    est = cls(**(params or {}))
+        check_output(output, cls.kind, force=force, inputs=[vectors])
+    est = make_transform(kind, **(params or {}))
     affine = isinstance(est, AffineTransform)
     if not affine:
         est._check_params()  # a bad option is named as such, before any loading
     rows, width = _vector_shape(vectors)
     if affine:
-        est._check_params(width)
+        try:
+            est._check_params(width)
+        except IsotropyError as exc:
+            raise IsotropyError(f"{vectors} holds {width}-dimensional vectors: {exc}") from None
     try:
         if affine:
-            est = cls.from_moments(_stream_moments(vectors, rows, width, kind, show_progress), **est.get_params())
+            est = cls.from_moments(_stream_moments(vectors, rows, width, cls.kind, show_progress), **est.get_params())
         else:
             est.fit(load_vectors(vectors), show_progress=show_progress)
     except IsotropyError as exc:
@@ -237,6 +256,7 @@ def build_index(
     backend: str = "torch",
     show_progress: bool | None = None,
     force: bool = False,
+    pooling_stats: Any = None,
     **params: Any,
 ):
     """``isotropy index build``: index a sentence file (one a line; id = line number - 1) into ``output``.
@@ -260,11 +280,13 @@ def build_index(
     ]
     if len(chosen) > 1:
         raise IsotropyError(f"choose one of {', '.join(chosen)}")
-    check_output(output, "index", force=force, inputs=[corpus, transform])
+    check_output(output, "index", force=force, inputs=[corpus, transform, _path_or_none(pooling_stats)])
     sentences = read_sentences(corpus)
     if not any(s.strip() for s in sentences):
         raise IsotropyError(f"{corpus} holds no sentence (every line is empty): there is nothing to index")
-    encoder = Encoder(model, pooling=pooling, max_length=max_length, batch_size=batch_size, backend=backend)
+    encoder = Encoder(
+        model, pooling=pooling, max_length=max_length, batch_size=batch_size, backend=backend, pooling_stats=pooling_stats
+    )
     t, warning = _index_transform(corpus, len(sentences), encoder, transform, whiten, power, no_whiten)
     index = Index(encoder, t, kind, **params)
     if warning:
