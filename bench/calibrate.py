@@ -100,44 +100,11 @@ def parity(train: list[str], test: list[str], tmp: Path) -> list[str]:
 
 
 def mteb_spearman(folder: Path, pairs) -> float:
-    import datasets
-    import mteb
-    from mteb.abstasks.sts import AbsTaskSTS
-    from mteb.abstasks.task_metadata import TaskMetadata
     from sentence_transformers import SentenceTransformer
 
-    class LocalSTSBenchmark(AbsTaskSTS):
-        min_score, max_score = 0, 5
-        metadata = TaskMetadata(
-            name="LocalSTSBenchmark",
-            dataset={"path": "local/stsbenchmark", "revision": "shared-data"},
-            description="STS-B test pairs from ../shared/data (no hub).",
-            reference=None,
-            type="STS",
-            category="t2t",
-            modalities=["text"],
-            eval_splits=["test"],
-            eval_langs=["eng-Latn"],
-            main_score="cosine_spearman",
-            date=None,
-            domains=None,
-            task_subtypes=None,
-            license=None,
-            annotations_creators=None,
-            dialect=None,
-            sample_creation=None,
-            bibtex_citation=None,
-        )
+    from isotropy.integrations.mteb import mteb_sts_spearman
 
-        def load_data(self, num_proc=None, **kwargs):
-            cols = {"sentence1": [p.s1 for p in pairs], "sentence2": [p.s2 for p in pairs], "score": [p.score for p in pairs]}
-            self.dataset = {"test": datasets.Dataset.from_dict(cols)}
-            self.data_loaded = True
-
-    result = mteb.evaluate(
-        SentenceTransformer(str(folder), device="cpu"), LocalSTSBenchmark(), cache=None, show_progress_bar=False
-    )
-    return 100 * result.task_results[0].scores["test"][0]["cosine_spearman"]
+    return mteb_sts_spearman(SentenceTransformer(str(folder), device="cpu"), pairs, "LocalSTSBenchmark")
 
 
 def st_onnx_int8_spearman(folder: Path, pairs) -> float:

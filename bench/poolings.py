@@ -9,7 +9,7 @@ template ``This sentence : "[X]" means [MASK] .``; ``ditto`` layer 0, head 9, wh
 Ditto authors chose for bert-base-uncased, not for this model).
 
 Speed: sentences per second encoding the first 1,000 test sentences (batch 64, the torch
-backend on this machine's CPU; the median of 3), each pooling alone, and all of them in one
+backend on this machine's CPU; the median of interleaved rounds), each pooling alone, and all of them in one
 ``encode_multi`` call (one pass per input: plain, prompt template, eager attention). With
 ``--baseline SRC`` (a ``src`` folder of another checkout, e.g. ``git archive HEAD src | tar
 -x -C /tmp/head``) the plain ``last-avg`` path of this code and of that one are timed in
@@ -77,7 +77,7 @@ def spearman(a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", help="src folder of another checkout: measure its plain last-avg speed too")
-    parser.add_argument("--rounds", type=int, default=5, help="alternating timing rounds of each code (with --baseline)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (poolings; each code with --baseline)")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from isotropy.encoders import Encoder
@@ -94,13 +94,18 @@ def main() -> None:
     vectors = enc.encode_multi(sents, POOLINGS, show_progress=False)
     scores = {p: round(spearman(v[:n], v[n:], gold), 2) for p, v in vectors.items()}
 
-    speed = {}
     sample = sents[:SPEED_ROWS]
-    for p in POOLINGS:
-        t, _ = median_time(lambda p=p: enc.encode_multi(sample, [p], show_progress=False))
-        speed[p] = round(len(sample) / t, 1)
-    t, _ = median_time(lambda: enc.encode_multi(sample, POOLINGS, show_progress=False))
-    speed["all in one encode_multi"] = round(len(sample) / t, 1)
+    # interleaved rounds (every pooling once per round, then the next round), medians: a busy shared machine
+    # slows every pooling of a round alike, so the ratios to last-avg are what to read
+    runs = {p: [p] for p in POOLINGS} | {"all in one encode_multi": POOLINGS}
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    enc.encode_multi(sample[:64], POOLINGS, show_progress=False)  # warm-up
+    for _ in range(args.rounds):
+        for key, which in runs.items():
+            t, _ = median_time(lambda which=which: enc.encode_multi(sample, which, show_progress=False), repeats=1)
+            times[key].append(t)
+    speed = {k: round(len(sample) / statistics.median(v), 1) for k, v in times.items()}
+    relative = {k: round(v / speed["last-avg"], 2) for k, v in speed.items()}
     if args.baseline:
         speed.update(plain_speeds(sample, {"this code": ROOT / "src", "baseline": Path(args.baseline)}, args.rounds))
     result = {
@@ -108,24 +113,28 @@ def main() -> None:
         f"token frequencies counted on all {len(every)} STS-B sentences",
         "spearman": scores,
         "sentences_per_second": speed,
+        "relative_to_last_avg": relative,
+        "rounds": args.rounds,
         "machine": machine(),
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 
-    rows = ["| pooling | Spearman x 100 | sentences / s |", "|---|---:|---:|"]
+    rows = ["| pooling | Spearman x 100 | sentences / s | speed vs last-avg |", "|---|---:|---:|---:|"]
     for p in POOLINGS:
         name = f"**{p}**" if p in NEW else p
-        rows.append(f"| {name} | {scores[p]:.2f} | {speed[p]:.0f} |")
-    rows.append(f"| all {len(POOLINGS)} in one `encode_multi` | | {speed['all in one encode_multi']:.0f} |")
+        rows.append(f"| {name} | {scores[p]:.2f} | {speed[p]:.0f} | {relative[p]:.2f}x |")
+    both = "all in one encode_multi"
+    rows.append(f"| all {len(POOLINGS)} in one `encode_multi` | | {speed[both]:.0f} | {relative[both]:.2f}x |")
     baseline = [f"{k}: {v:.0f} sentences / s" for k, v in speed.items() if k.startswith("last-avg plain path")]
     md = "\n".join(
         [
             "## Poolings (issue #14)",
             "",
             f"`bench/poolings.py`: {result['setting']}. New poolings in bold, each with its paper's defaults, "
-            f"nothing tuned. Speed: each pooling alone, the median of 3 encodings of {SPEED_ROWS} test sentences "
-            f"({machine()}; a shared machine: compare speeds within one run only).",
+            f"nothing tuned. Speed: each pooling alone encoding {SPEED_ROWS} test sentences, the median of "
+            f"{args.rounds} interleaved rounds ({machine()}; a shared machine: read the ratios to last-avg, "
+            "measured in the same rounds).",
             "",
             *rows,
             "",

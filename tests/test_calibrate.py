@@ -528,46 +528,15 @@ def test_real_eval_is_in_the_card(real_folder):
 
 @pytest.mark.slow
 def test_mteb_scores_the_folder_as_isotropy_eval_does(real_folder):
-    """MTEB's STS evaluator, on a task defined here from ../shared/data (no hub), gives isotropy eval's Spearman."""
-    datasets = pytest.importorskip("datasets")
-    mteb = pytest.importorskip("mteb")
-    from mteb.abstasks.sts import AbsTaskSTS
-    from mteb.abstasks.task_metadata import TaskMetadata
+    """MTEB's STS evaluator, on a task built from ../shared/data pairs (isotropy.integrations.mteb: no hub), gives
+    isotropy eval's Spearman."""
+    pytest.importorskip("mteb")
     from sentence_transformers import SentenceTransformer
 
+    from isotropy.integrations.mteb import mteb_sts_spearman
+
     c, pairs = real_folder
-
-    class LocalSTSBenchmark(AbsTaskSTS):
-        min_score, max_score = 0, 5
-        metadata = TaskMetadata(
-            name="LocalSTSBenchmark",
-            dataset={"path": "local/stsbenchmark", "revision": "shared-data"},
-            description="STS-B test pairs read from ../shared/data/sts/STSBenchmark (no hub).",
-            reference=None,
-            type="STS",
-            category="t2t",
-            modalities=["text"],
-            eval_splits=["test"],
-            eval_langs=["eng-Latn"],
-            main_score="cosine_spearman",
-            date=None,
-            domains=None,
-            task_subtypes=None,
-            license=None,
-            annotations_creators=None,
-            dialect=None,
-            sample_creation=None,
-            bibtex_citation=None,
-        )
-
-        def load_data(self, num_proc=None, **kwargs):
-            columns = {"sentence1": [p.s1 for p in pairs], "sentence2": [p.s2 for p in pairs], "score": [p.score for p in pairs]}
-            self.dataset = {"test": datasets.Dataset.from_dict(columns)}
-            self.data_loaded = True
-
-    model = SentenceTransformer(str(c.path), device="cpu")
-    result = mteb.evaluate(model, LocalSTSBenchmark(), cache=None, show_progress_bar=False)
-    mteb_spearman = 100 * result.task_results[0].scores["test"][0]["cosine_spearman"]
+    mteb_spearman = mteb_sts_spearman(SentenceTransformer(str(c.path), device="cpu"), pairs, "LocalSTSBenchmark")
     ours = c.info["eval"]["tasks"]["STS-B"]["calibrated"]
     print(f"MTEB {mteb_spearman:.4f}, isotropy eval {ours:.4f}")
     assert abs(mteb_spearman - ours) <= 0.01
@@ -633,3 +602,68 @@ def test_semantic_search_and_a_faiss_index_built_outside_isotropy(real_folder):
     scores, ids = index.search(np.ascontiguousarray(Qn, dtype=np.float32), 5)
     assert [list(r) for r in ids] == [[h["corpus_id"] for h in hit] for hit in hits]
     np.testing.assert_allclose(scores, [[h["score"] for h in hit] for hit in hits], atol=1e-5)
+
+
+# --------------------------------------------------------------------------- --method auto (#16)
+
+
+def test_auto_choice_and_evidence_round_trip_through_the_folder(tiny_model_dir, tiny_corpus, tmp_path):
+    from isotropy.selection import Selection
+
+    out = tmp_path / "auto"
+    args = ["calibrate", tiny_corpus, "-o", out, "--model", tiny_model_dir, "-p", "cls", "--max-length", "32", "--method", "auto"]
+    code, _, err = run_cli([*args, "--candidates", "raw,center,abtt-1,whitening-shrunk"])
+    assert code == 0, err
+    marker = json.loads((out / "isotropy.json").read_text())["calibration"]
+    sel = Selection.from_dict(marker["selection"])
+    assert sel.mode == "label-free" and [c.name for c in sel.candidates] == ["raw", "center", "abtt-1", "whitening-shrunk"]
+    assert sel.table().splitlines()[0] in err and "<- chosen" in err  # the evidence table is printed
+    assert marker["method"] == f"auto -> {sel.choice}"
+    card = (out / "README.md").read_text()
+    assert "Choice of calibration (`--method auto`)" in card and "- auto" in card.split("---")[1]
+    assert "whitening-shrunk" in card and sel.choice in card
+    dense = sorted(p.name for p in out.glob("*_Dense"))
+    assert (dense == []) == (sel.choice == "raw")  # raw: the base model as it is, no Dense module
+    # the folder loads with plain sentence-transformers and computes the chosen calibration
+    from sentence_transformers import SentenceTransformer
+
+    enc = Encoder(tiny_model_dir, pooling="cls", max_length=32, device="cpu")
+    lines = ["a first sentence", "and another one entirely"]
+    want = enc.encode(lines) if sel.choice == "raw" else None
+    got = SentenceTransformer(str(out), device="cpu").encode(lines)
+    if want is not None:
+        np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_auto_few_label_mode_chooses_by_the_dev_pairs(tiny_model_dir, tiny_corpus, tmp_path):
+    from isotropy.selection import Selection
+
+    lines = corpus(60)
+    dev = tmp_path / "dev.tsv"
+    dev.write_text(
+        "sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t{i % 5}\n" for i, (a, b) in enumerate(zip(lines, lines[1:]))),
+        encoding="utf-8",
+    )
+    c = run_calibration(
+        tiny_corpus,
+        tmp_path / "m",
+        model=tiny_model_dir,
+        pooling="last-avg",
+        max_length=32,
+        method="auto",
+        dev=dev,
+        candidates="center,soft-0.5",
+    )
+    sel = Selection.from_dict(c.info["selection"])
+    assert sel.mode == "few-label" and sel.criterion == "dev-spearman" and sel.settings["dev_pairs"] == 59
+    assert sel.choice in ("raw", "center", "soft-0.5")
+    assert (c.transform is None) == (sel.choice == "raw")
+
+
+def test_auto_refuses_options_it_does_not_take():
+    with pytest.raises(IsotropyError, match="--n-components does not apply to method 'auto'"):
+        resolve_method("auto", n_components=8)
+    with pytest.raises(IsotropyError, match="--candidates applies to --method auto only"):
+        resolve_method("whitening", candidates="raw,center")
+    with pytest.raises(IsotropyError, match="unknown candidate 'whitenning'"):
+        resolve_method("auto", candidates="raw,whitenning")
