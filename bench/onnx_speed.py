@@ -1,8 +1,8 @@
 """ONNX backend vs PyTorch vs sentence-transformers: throughput and STS-B Spearman, in one run.
 
-    .venv/bin/python bench/onnx.py              # writes docs/BENCHMARKS.md, section "onnx"
-    .venv/bin/python bench/onnx.py --no-write   # print only
-    .venv/bin/python bench/onnx.py --repeats 1 --limit 300 --no-write   # a smoke run
+    .venv/bin/python bench/onnx_speed.py              # writes docs/BENCHMARKS.md, section "onnx"
+    .venv/bin/python bench/onnx_speed.py --no-write   # print only
+    .venv/bin/python bench/onnx_speed.py --repeats 1 --limit 300 --no-write   # a smoke run
 
 Workload: the 2,758 sentences of the STS-B test pairs (1,379 pairs, both sides),
 default model (all-MiniLM-L6-v2), last-avg pooling, max_length 64, batch 64, CPU.
@@ -35,11 +35,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from _report import DATA, ROOT, machine, update_section  # noqa: E402
-
-# This file is named onnx.py: with its folder first on sys.path, `import onnx` (inside onnxruntime's
-# quantizer) would import this script. Drop the folder now that _report is loaded.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
-
 
 CHUNK = 256
 
@@ -192,7 +187,7 @@ def main() -> None:
             "## onnx",
             "",
             'ONNX export (`isotropy export onnx`, `Encoder(backend="onnx")`) against the PyTorch backend and against '
-            "sentence-transformers, measured in one run by `bench/onnx.py` (rerun it to regenerate this section).",
+            "sentence-transformers, measured in one run by `bench/onnx_speed.py` (rerun it to regenerate this section).",
             "",
             f"Workload: the {n:,} sentences of the STS-B test pairs, default model (all-MiniLM-L6-v2), last-avg pooling, "
             f"max_length 64, batch 64, CPU. Each time is the median of {args.repeats} rounds of encoding all sentences; "
