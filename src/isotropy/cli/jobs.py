@@ -10,6 +10,7 @@ encoding anything, streams what can be streamed, and raises one-line
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,7 +24,7 @@ from ..encoders import Encoder
 from ..errors import IsotropyError
 from ..storage.artifacts import check_output, read_config
 from ..storage.atomic import artefact_lock
-from ..storage.text import read_sentences
+from ..storage.text import iter_sentences, read_sentences
 from ..storage.vectors import VECTORS_KIND, iter_vector_chunks, list_vector_files, load_vectors, open_vector_file, write_vectors
 from ..transforms import load_transform, make_transform, resolve_transform, transform_class
 from ..transforms.base import AffineTransform
@@ -69,11 +70,22 @@ def encode_file(
 ) -> tuple[tuple[int, int], Encoder]:
     """``isotropy encode``: one sentence a line (or ``-``) to a float32 ``.npy``, row i = line i + 1.
 
-    Vectors are written chunk by chunk (:data:`ENCODE_CHUNK` sentences), so memory does
-    not grow with the number of lines. Returns the shape written and the encoder.
+    The file is read a line at a time and vectors are written chunk by chunk
+    (:data:`ENCODE_CHUNK` sentences), so memory does not grow with the number of lines
+    (standard input is held: its rows must be counted before the header is written). Returns the shape written and the encoder.
     """
     check_output(output, VECTORS_KIND, force=force, inputs=[input, _path_or_none(pooling_stats)])
-    sentences = read_sentences(input)
+    if str(input) == "-":  # standard input cannot be read twice: it is held (the rows must be counted first)
+        held = read_sentences(input)
+        n, stream = len(held), lambda: iter(held)
+    else:  # a file is read twice, one line at a time: counted (and every line checked) before the model loads
+        n = sum(1 for _ in iter_sentences(input))
+        if n == 0:
+            raise IsotropyError(f"{input} is empty: there is nothing to encode")
+
+        def stream():
+            return (text for _, text in iter_sentences(input))
+
     enc = Encoder(
         model,
         pooling=pooling,
@@ -83,15 +95,14 @@ def encode_file(
         pooling_stats=pooling_stats,
         precision=precision,
     )
-    n = len(sentences)
+    lines = stream()
     with (
         write_vectors(output, (n, enc.dim), np.float32, force=force) as out,
         ProgressBar(n, show_progress, "encoding", min_total=4 * enc.batch_size, unit="sentences") as bar,
     ):
-        for start in range(0, n, ENCODE_CHUNK):
-            chunk = sentences[start : start + ENCODE_CHUNK]
-            out.write(enc.encode(chunk, show_progress=False))
-            bar.advance(len(chunk))
+        for _ in range(0, n, ENCODE_CHUNK):
+            chunk = list(itertools.islice(lines, ENCODE_CHUNK))
+            out.write(enc.encode(chunk, progress=bar))  # the bar advances batch by batch
     return (n, enc.dim), enc
 
 

@@ -16,6 +16,7 @@ eager attention path. The token frequencies ``sif``/``idf`` weight by are the en
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -72,8 +73,8 @@ class Encoder:
         :meth:`fit_pooling` later.
     precision:
         ``"fp32"`` (default) or ``"bf16"`` (torch backend): the forward pass under
-        ``torch.autocast`` with bfloat16 matrix products, pooled in float32. About 3x faster
-        on CPUs with AMX / avx512_bf16 (Sapphire Rapids and later), slower elsewhere; see
+        ``torch.autocast`` with bfloat16 matrix products, pooled in float32. About 2x faster
+        on CPUs with AMX / avx512_bf16 (Sapphire Rapids, Zen 4 and later); elsewhere emulated, see
         docs/BENCHMARKS.md. Part of :meth:`fingerprint`, so fp32 and bf16 vectors never mix.
     """
 
@@ -247,12 +248,19 @@ class Encoder:
 
     # ------------------------------------------------------------------ encoding
 
-    def encode(self, sentences: Sequence[str] | str, show_progress: bool | None = None) -> np.ndarray:
-        """Encode sentences into a float32 array (n x dim); row i belongs to sentence i."""
-        return self.encode_multi(sentences, [self.pooling], show_progress=show_progress)[self.pooling]
+    def encode(self, sentences: Sequence[str] | str, show_progress: bool | None = None, progress: Any = None) -> np.ndarray:
+        """Encode sentences into a float32 array (n x dim); row i belongs to sentence i.
+
+        ``progress``: a caller's :class:`~isotropy._progress.ProgressBar` to advance batch by
+        batch (a job encoding a stream chunk by chunk keeps one bar for the whole stream)."""
+        return self.encode_multi(sentences, [self.pooling], show_progress=show_progress, progress=progress)[self.pooling]
 
     def encode_multi(
-        self, sentences: Sequence[str] | str, poolings: Iterable[str], show_progress: bool | None = None
+        self,
+        sentences: Sequence[str] | str,
+        poolings: Iterable[str],
+        show_progress: bool | None = None,
+        progress: Any = None,
     ) -> dict[str, np.ndarray]:
         """Encode once and read several poolings off the same forward passes.
 
@@ -275,7 +283,10 @@ class Encoder:
             return out
         label = "encoding" if self.backend == "torch" else f"encoding ({self.backend})"
         total = n * len(groups)
-        with ProgressBar(total, show_progress, label, min_total=4 * self.batch_size, unit="sentences") as bar:
+        bars = contextlib.nullcontext(progress)
+        if progress is None:
+            bars = ProgressBar(total, show_progress, label, min_total=4 * self.batch_size, unit="sentences")
+        with bars as bar:
             for (template, attentions), group in groups.items():
                 layout = None if template is None else group[0].layout(self.tokenizer, self.model_name)
                 _, batches = length_sorted_batches(

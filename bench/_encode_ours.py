@@ -1,0 +1,179 @@
+"""bench/encode.py's backends in the project process: isotropy's encoders and sentence-transformers torch.
+
+Every backend is a callable ``encode(texts, max_length)``; :func:`time_rounds` runs them
+interleaved (every round runs every workload on every backend in turn) and keeps wall and
+process CPU time.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+TOKEN_BUDGET = 2048  # padded tokens a batch for the token-budget rows (see docs/BENCHMARKS.md)
+
+
+def onnx_exports(work: Path, poolings=("last-avg", "cls")) -> dict[tuple[str, str], Path]:
+    """isotropy's ONNX exports (fp32 and dynamic int8) of the default model, one per pooling (made once)."""
+    from isotropy.integrations.onnx_export import export_onnx
+
+    out = {}
+    for pooling in poolings:
+        for q in ("fp32", "int8"):
+            folder = work / f"onnx-{pooling}-{q}"
+            if not (folder / "isotropy_onnx.json").exists():
+                export_onnx(folder, pooling=pooling, quantize=None if q == "fp32" else "int8", force=True)
+            out[(pooling, q)] = folder
+    return out
+
+
+def our_encoders(exports: dict, threads: int, batch_size: int, pooling: str = "last-avg") -> dict[str, dict]:
+    """name -> {kind, make(max_length) -> Encoder}; kind is the matching peak (fp32, bf16, int8)."""
+    from isotropy.encoders import Encoder
+
+    def torch_enc(precision: str, tokens: int | None = None):
+        return lambda ml: Encoder(pooling=pooling, max_length=ml, batch_size=batch_size, precision=precision, batch_tokens=tokens)
+
+    def onnx_enc(q: str, tokens: int | None = None):
+        return lambda ml: Encoder(
+            exports[(pooling, q)], backend="onnx", max_length=ml, batch_size=batch_size, threads=threads, batch_tokens=tokens
+        )
+
+    return {
+        "ours torch fp32": {"kind": "fp32", "make": torch_enc("fp32")},
+        f"ours torch fp32, {TOKEN_BUDGET}-token batches": {"kind": "fp32", "make": torch_enc("fp32", TOKEN_BUDGET)},
+        "ours torch bf16": {"kind": "bf16", "make": torch_enc("bf16")},
+        f"ours torch bf16, {TOKEN_BUDGET}-token batches": {"kind": "bf16", "make": torch_enc("bf16", TOKEN_BUDGET)},
+        "ours onnx fp32": {"kind": "fp32", "make": onnx_enc("fp32")},
+        "ours onnx int8": {"kind": "int8", "make": onnx_enc("int8")},
+        f"ours onnx int8, {TOKEN_BUDGET}-token batches": {"kind": "int8", "make": onnx_enc("int8", TOKEN_BUDGET)},
+    }
+
+
+def st_torch(batch_size: int):
+    """sentence-transformers' default torch backend on the same model folder (as loaded: mean pooling + normalize)."""
+    from sentence_transformers import SentenceTransformer
+
+    from isotropy.encoders import default_model_path
+
+    return SentenceTransformer(str(default_model_path()), device="cpu")
+
+
+def time_rounds(runners: dict[str, Callable], workloads: dict, rounds: int) -> dict:
+    """runners: name -> fn(texts, max_length). Interleaved rounds; medians of wall and CPU seconds."""
+    times: dict = {}
+    for _ in range(rounds):
+        for (wl, ml), texts in workloads.items():
+            for name, fn in runners.items():
+                t0, c0 = time.perf_counter(), time.process_time()
+                fn(texts, ml)
+                rec = times.setdefault(f"{wl}@{ml}", {}).setdefault(name, {"wall": [], "cpu": []})
+                rec["wall"].append(time.perf_counter() - t0)
+                rec["cpu"].append(time.process_time() - c0)
+    for per in times.values():
+        for rec in per.values():
+            rec["median_wall"] = statistics.median(rec["wall"])
+            rec["median_cpu"] = statistics.median(rec["cpu"])
+    return times
+
+
+def make_runners(encoders: dict, st, batch_size: int, max_lengths) -> dict[str, Callable]:
+    """Encoders built once per max_length (outside the timing), then called on the texts."""
+    built = {name: {ml: spec["make"](ml) for ml in max_lengths} for name, spec in encoders.items()}
+    runners: dict[str, Callable] = {}
+
+    def st_run(texts, ml):
+        st.max_seq_length = ml
+        st.encode(texts, batch_size=batch_size, show_progress_bar=False)
+
+    runners["ST torch fp32"] = st_run
+    for name, per_ml in built.items():
+        runners[name] = lambda texts, ml, per_ml=per_ml: per_ml[ml].encode(texts, show_progress=False)
+    return runners
+
+
+def spearman_of(vectors: np.ndarray, gold: np.ndarray) -> float:
+    from isotropy.evaluation import cosine_rows, spearman
+
+    return spearman(cosine_rows(vectors[0::2], vectors[1::2]), gold)
+
+
+def accuracy(exports: dict, st, sentences: list[str], gold: np.ndarray, max_length: int) -> dict[str, dict[str, float]]:
+    """STS-B test Spearman x 100 of cls and last-avg per backend (isotropy's evaluation metrics)."""
+    from isotropy.encoders import Encoder
+
+    out = {}
+    for precision in ("fp32", "bf16"):
+        enc = Encoder(pooling="last-avg", max_length=max_length, precision=precision)
+        vecs = enc.encode_multi(sentences, ["cls", "last-avg"], show_progress=False)
+        out[f"ours torch {precision}"] = {p: spearman_of(v, gold) for p, v in vecs.items()}
+    for q in ("fp32", "int8"):
+        out[f"ours onnx {q}"] = {
+            p: spearman_of(Encoder(exports[(p, q)], backend="onnx", max_length=max_length).encode(sentences), gold)
+            for p in ("cls", "last-avg")
+        }
+    st.max_seq_length = max_length
+    toks = st.encode(sentences, batch_size=64, output_value="token_embeddings", show_progress_bar=False)
+    cls = np.stack([t[0].float().numpy() for t in toks])
+    mean = np.stack([t.float().mean(0).numpy() for t in toks])
+    out["ST torch fp32"] = {"cls": spearman_of(cls, gold), "last-avg": spearman_of(mean, gold)}
+    return out
+
+
+def tokenise_seconds(tokenizer, texts: list[str], max_length: int) -> float:
+    """Tokenising + padding all batches (what a background thread could overlap with the model at best)."""
+    from isotropy.encoders.batching import length_sorted_batches
+
+    t0 = time.perf_counter()
+    _, it = length_sorted_batches(tokenizer, texts, max_length, 64)
+    for _ in it:
+        pass
+    return time.perf_counter() - t0
+
+
+def profile_onnx(folder: Path, texts: list[str], max_length: int, threads: int, work: Path) -> dict:
+    """onnxruntime's own profiler over one pass of ``texts``: time share per operator type, plus the
+    wall time outside ``session.run`` (tokenising, padding, Python) and inside run but outside the nodes."""
+    import onnxruntime as ort
+
+    from isotropy.encoders import Encoder
+
+    enc = Encoder(folder, backend="onnx", max_length=max_length, threads=threads)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.enable_profiling = True
+    so.profile_file_prefix = str(work / "ort_profile")
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(str(enc.runtime.graph_path), so, providers=["CPUExecutionProvider"])
+    from isotropy.encoders.batching import length_sorted_batches
+
+    t0 = time.perf_counter()
+    _, batches = length_sorted_batches(enc.tokenizer, texts, max_length, 64)
+    run_s = 0.0
+    names = [i.name for i in sess.get_inputs()]
+    for _, feeds in batches:
+        t1 = time.perf_counter()
+        sess.run(None, {k: feeds[k] for k in names})
+        run_s += time.perf_counter() - t1
+    total = time.perf_counter() - t0
+    events = json.loads(Path(sess.end_profiling()).read_text())
+    by_op: dict[str, float] = {}
+    for e in events:
+        if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
+            op = e.get("args", {}).get("op_name", "?")
+            by_op[op] = by_op.get(op, 0.0) + e["dur"] / 1e6
+    node_s = sum(by_op.values())
+    return {
+        "wall_s": total,
+        "session_run_s": run_s,
+        "nodes_s": node_s,
+        "outside_run_s": total - run_s,
+        "op_share_of_nodes": {k: v / node_s for k, v in sorted(by_op.items(), key=lambda kv: -kv[1])},
+    }
