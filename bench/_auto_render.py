@@ -83,30 +83,126 @@ def _capture(cells: dict, mode: str, pick=None) -> tuple[bool, str]:
     return len(hit) == len(big), f"{len(hit)} of {len(big)} cells keep at least {100 * share:.0f}% ({parts})"
 
 
-def targets(run: dict, settings: list[str]) -> list[str]:
-    out = [
-        "| target | fit setting | measured | met |",
-        "|---|---|---|---|",
-    ]
+# The label-free rule fixed before the full run (LABEL_FREE_RULE as committed with the criteria, tuned on STS-B
+# train only); the product's rule may since have fallen back (docs/AUTO.md says which, and why).
+DESIGNED_RULE = {"criterion": "agreement", "level": 0.9, "pick": "best"}
+
+
+def label_free_rules() -> list[tuple[str, dict]]:
+    from isotropy.selection import LABEL_FREE_RULE
+
+    same = {k: LABEL_FREE_RULE.get(k) for k in DESIGNED_RULE} == DESIGNED_RULE
+    return (
+        [("label-free", LABEL_FREE_RULE)]
+        if same
+        else [("label-free, rule fixed before the run", DESIGNED_RULE), ("label-free, product rule", LABEL_FREE_RULE)]
+    )
+
+
+def target_status(run: dict, settings: list[str]) -> dict[tuple[str, str, str], tuple[bool, str]]:
+    """``{(target, mode, setting): (met, measured)}`` for both label-free rules and the few-label mode."""
+    out = {}
     for s in settings:
         cells = _cells(run, s)
         if not cells:
             continue
-        rows = [
-            (
-                "do no harm, label-free (every task and pooling: at most 0.5 lost to raw)",
-                _harm_label_free(cells, lambda c: c["label_free"]),
-            ),
-            (f"do no harm, few-label (at most 0.5 lost in at least {MIN_DRAWS_OK} of 20 draws)", _harm_few_label(cells)),
-            (
-                "capture the gain, label-free (at least 50% of an oracle gain of 2 or more)",
-                _capture(cells, "label-free", lambda c: c["label_free"]),
-            ),
-            ("capture the gain, few-label (median draw keeps at least 70%)", _capture(cells, "few-label")),
-        ]
-        for name, (ok, text) in rows:
-            out.append(f"| {name} | {s} | {text} | **{'met' if ok else 'missed'}** |")
+        for mode, rule in label_free_rules():
+            pick = lambda c, rule=rule: rule_choice(c, rule)  # noqa: E731
+            out[("do no harm", mode, s)] = _harm_label_free(cells, pick)
+            out[("capture the gain", mode, s)] = _capture(cells, "label-free", pick)
+        out[("do no harm", "few-label", s)] = _harm_few_label(cells)
+        out[("capture the gain", "few-label", s)] = _capture(cells, "few-label")
     return out
+
+
+def targets(run: dict, settings: list[str]) -> list[str]:
+    what = {
+        "do no harm": "every task and pooling at most 0.5 below raw (few-label: in at least 18 of 20 draws)",
+        "capture the gain": "where the oracle gains 2 or more: at least 50% kept (few-label: the median draw, 70%)",
+    }
+    out = ["| target | mode | fit setting | measured | met |", "|---|---|---|---|---|"]
+    for (target, mode, s), (ok, text) in target_status(run, settings).items():
+        out.append(f"| {target} ({what[target]}) | {mode} | {s} | {text} | **{'met' if ok else 'missed'}** |")
+    return out
+
+
+# ---------------------------------------------------------------- label-free rules, compared leave-one-task-out
+
+LEVELS = (0.9, 0.95, 0.99)
+
+
+def rule_choice(cell: dict, rule: dict) -> str:
+    """The candidate a label-free rule picks in ``cell`` (recomputed from the stored evidence, so the doc
+    always reflects the rule given, e.g. the product's current LABEL_FREE_RULE)."""
+    from isotropy.selection.select import _decide
+
+    crit = rule.get("criterion")
+    if crit is None or crit not in cell["points"]:
+        return "raw"
+    change = cell["change"] if rule.get("pick") == "closest" else None
+    return _decide(cell["points"][crit], cell["beats"][crit], float(rule["level"]), change)[0]
+
+
+def candidate_rules(run: dict) -> dict[str, dict]:
+    crits = list(next(iter(run["cells"].values()))["points"])
+    rules = {"always raw": {"criterion": None, "level": 1.0, "pick": "best"}}
+    for c in crits:
+        for lvl in LEVELS:
+            for pick in ("best", "closest"):
+                rules[f"{c} >= {100 * lvl:.0f}%, {pick}"] = {"criterion": c, "level": lvl, "pick": pick}
+    return rules
+
+
+def _rule_stats(cells: dict, rule: dict) -> tuple[int, int, int, float]:
+    """(cells losing > HARM, big-gain cells keeping >= half, big-gain cells, mean gain) of ``rule`` on ``cells``."""
+    gains = [_gain(c, rule_choice(c, rule)) for c in cells.values()]
+    big = [c for c in cells.values() if _oracle(c)[1] >= BIG_GAIN]
+    kept = sum(_gain(c, rule_choice(c, rule)) >= CAPTURE["label-free"] * _oracle(c)[1] for c in big)
+    return sum(g < -HARM for g in gains), kept, len(big), sum(gains) / max(len(gains), 1)
+
+
+def _best_rule(cells: dict, rules: dict) -> str:
+    """Fewest cells harmed, then most big gains kept, then the highest mean gain (ties: the order of ``rules``)."""
+    scored = {n: _rule_stats(cells, r) for n, r in rules.items()}
+    return max(rules, key=lambda n: (-scored[n][0], scored[n][1], scored[n][3]))
+
+
+def rules_table(run: dict, settings: list[str]) -> list[str]:
+    """Every label-free rule on every cell; then the rule chosen on six tasks applied to the seventh (leave one task out)."""
+    rules = candidate_rules(run)
+    out = ["| rule | fit setting | cells losing > 0.5 | big gains kept >= 50% | mean gain over raw |", "|---|---|---:|---:|---:|"]
+    for s in settings:
+        cells = _cells(run, s)
+        if not cells:
+            continue
+        for name, r in rules.items():
+            harm, kept, big, mean = _rule_stats(cells, r)
+            out.append(f"| {name} | {s} | {harm}/{len(cells)} | {kept}/{big} | {mean:+.2f} |")
+    return out
+
+
+def loto_rules(run: dict, settings: list[str]) -> tuple[list[str], dict]:
+    """For each test task, the rule that is best on the other tasks' cells (all poolings), applied to the test task."""
+    rules = candidate_rules(run)
+    out = ["| fit setting | test task | rule chosen on the other tasks | cells losing > 0.5 | big gains kept | mean gain |"]
+    out.append("|---|---|---|---:|---:|---:|")
+    summary = {}
+    for s in settings:
+        cells = _cells(run, s)
+        if not cells:
+            continue
+        tasks = list(dict.fromkeys(t for _, t in cells))
+        tot = [0, 0, 0, 0.0, 0]
+        for t in tasks:
+            train = {k: c for k, c in cells.items() if k[1] != t}
+            test = {k: c for k, c in cells.items() if k[1] == t}
+            name = _best_rule(train, rules)
+            harm, kept, big, mean = _rule_stats(test, rules[name])
+            tot = [tot[0] + harm, tot[1] + kept, tot[2] + big, tot[3] + mean * len(test), tot[4] + len(test)]
+            out.append(f"| {s} | {t} | {name} | {harm}/{len(test)} | {kept}/{big} | {mean:+.2f} |")
+        summary[s] = {"harmed": tot[0], "cells": tot[4], "kept": tot[1], "big": tot[2], "mean_gain": tot[3] / max(tot[4], 1)}
+        summary[s]["chosen_on_all"] = _best_rule(cells, rules)
+    return out, summary
 
 
 # ---------------------------------------------------------------- criteria
@@ -114,7 +210,7 @@ def targets(run: dict, settings: list[str]) -> list[str]:
 
 def criteria_table(run: dict, settings: list[str]) -> list[str]:
     out = [
-        "| criterion | fit setting | mean Kendall tau | tau > 0 in | worst loss to raw | cells losing > 0.5 | big gains kept >= 50% | mean change vs raw |",
+        "| criterion | fit setting | mean Kendall tau | tau > 0 in | worst gain over raw | cells losing > 0.5 | big gains kept >= 50% | mean gain over raw |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for s in settings:
@@ -181,7 +277,9 @@ def pooling_table(run: dict, setting: str, pooling: str, tasks: list[str]) -> li
         out.append(row(c, [cells[(pooling, t)]["truth"].get(c) for t in have]))
     orc = [_oracle(cells[(pooling, t)]) for t in have]
     out.append(row("**oracle**", [cells[(pooling, t)]["truth"][o[0]] for t, o in zip(have, orc)], [o[0] for o in orc]))
-    lf = [cells[(pooling, t)]["label_free"] for t in have]
+    from isotropy.selection import LABEL_FREE_RULE
+
+    lf = [rule_choice(cells[(pooling, t)], LABEL_FREE_RULE) for t in have]
     out.append(row("**auto, label-free**", [cells[(pooling, t)]["truth"][c] for t, c in zip(have, lf)], lf))
     med = [median(cells[(pooling, t)]["truth"][c] for c in cells[(pooling, t)]["few_label"]) for t in have]
     worst = [min(cells[(pooling, t)]["truth"][c] for c in cells[(pooling, t)]["few_label"]) for t in have]
@@ -201,14 +299,87 @@ def _few_kinds(choices: list[str]) -> str:
 # ---------------------------------------------------------------- the sections
 
 
-def render(run: dict) -> str:
+def _rule_words(rule: dict) -> str:
+    if rule.get("criterion") is None:
+        return "keep raw (no label-free criterion is trusted to replace it)"
+    return (
+        f"`{rule['criterion']}`, raw unless a candidate beats raw in at least {100 * rule['level']:.0f}% of 1000 bootstrap "
+        "resamples of the 1000 sampled sentences, then "
+        + ("the candidate that changes raw's similarities least" if rule.get("pick") == "closest" else "the best score")
+    )
+
+
+def verdict(run: dict, settings: list[str]) -> str:
+    """One paragraph, computed from the targets: which mode meets which target, and the rule the product uses."""
+    from isotropy.selection import LABEL_FREE_RULE
+
+    status = target_status(run, settings)
+    modes = list(dict.fromkeys(m for _, m, _ in status))
+    parts = []
+    for mode in modes:
+        missed = [f"{t} ({s})" for (t, m, s), (ok, _) in status.items() if m == mode and not ok]
+        parts.append(
+            f"`auto` ({mode}) " + ("meets both targets in every fit setting" if not missed else "misses " + ", ".join(missed))
+        )
+    return (
+        "**Verdict** (computed from the table): "
+        + "; ".join(parts)
+        + f". The product's label-free rule (`LABEL_FREE_RULE`): {_rule_words(LABEL_FREE_RULE)}."
+    )
+
+
+def render(run: dict, all_poolings: list[str] | None = None) -> str:
     from isotropy.selection import DEV_LEVEL, LABEL_FREE_RULE
 
     meta = run["meta"]
     settings, poolings, tasks = meta["settings"], meta["poolings"], meta["tasks"]
     load = meta["load_average"]
+    per = len(settings) * len(tasks)
+    have = {p: sum(1 for k in run["cells"] if k.split("|")[1] == p) for p in dict.fromkeys([*poolings, *(all_poolings or [])])}
+    left = [p for p, n in have.items() if n < per and p not in meta["poolings_skipped"]]
+    partial = [f"`{p}` ({have[p]} of {per} cells)" for p in left if have[p]]
+    poolings = [p for p in poolings if have[p]]
+    loto, loto_summary = loto_rules(run, settings)
     out = [
         "## Results",
+        "",
+        "### Targets",
+        "",
+        "Label-free rows: "
+        + (
+            f"the product's rule (`LABEL_FREE_RULE` in src/isotropy/selection/select.py), {_rule_words(LABEL_FREE_RULE)}."
+            if len(label_free_rules()) == 1
+            else f"the rule fixed before this run ({_rule_words(DESIGNED_RULE)}), and the product's rule since "
+            f"(`LABEL_FREE_RULE` in src/isotropy/selection/select.py), set from these measurements: "
+            f"{_rule_words(LABEL_FREE_RULE)}."
+        ),
+        "",
+        *targets(run, settings),
+        "",
+        verdict(run, settings),
+        "",
+        "Label-free rules chosen without the test task's labels (each task's rule picked on the other six tasks, "
+        "section 'Label-free rules' below): "
+        + "; ".join(
+            f"{s}: {v['harmed']} of {v['cells']} cells lose more than {HARM}, {v['kept']} of {v['big']} big gains kept "
+            f"at half or more, mean gain {v['mean_gain']:+.2f} (the rule chosen on all seven tasks: {v['chosen_on_all']})"
+            for s, v in loto_summary.items()
+        )
+        + ".",
+        "",
+        *(
+            [
+                "**Not run in this pass** (the machine's time; 2 cores shared with other benchmarks): poolings "
+                + ", ".join(f"`{p}`" for p in left if not have[p])
+                + (f"; cut short: {', '.join(partial)}, whose finished cells are in the tables" if partial else "")
+                + f". To add them: `.venv/bin/python bench/auto.py --merge --poolings {' '.join(left)}` (a cut-short "
+                "pooling is run again whole).",
+                "",
+            ]
+            if left
+            else []
+        ),
+        "### Setup",
         "",
         f"Model all-MiniLM-L6-v2 (the embedded default, 384 dimensions), max_length 64; poolings {', '.join(f'`{p}`' for p in poolings)}"
         + (f" (left out: {', '.join(meta['poolings_skipped'])})" if meta["poolings_skipped"] else "")
@@ -226,19 +397,15 @@ def render(run: dict) -> str:
         + "; ".join(f"{t}: {src}" for t, src in meta["dev_sources"].items())
         + ".",
         "",
-        f"Rules measured: label-free `auto` = `{LABEL_FREE_RULE['criterion']}`, raw unless a candidate beats raw in at least "
-        f"{100 * LABEL_FREE_RULE['level']:.0f}% of 1000 bootstrap resamples of the 1000 sampled sentences, then "
-        + ("the candidate that changes raw's similarities least" if LABEL_FREE_RULE["pick"] == "closest" else "the best score")
+        f"Rules measured: label-free `auto` = {_rule_words(LABEL_FREE_RULE)}"
         + f"; few-label `auto` = raw unless a candidate beats raw's dev Spearman in at least {100 * DEV_LEVEL:.0f}% of 1000 "
         "bootstrap resamples of the pairs, then the best dev Spearman.",
         "",
-        f"Full run: **{meta['wall_s'] / 60:.1f} min** wall time ({meta['encode_s']:.0f} s encoding and reading the vector "
+        f"Run: {len(run['cells'])} (setting, pooling, task) cells"
+        + (f" (stopped after {meta['cells_done']} of the {meta['cells_planned']} planned)" if meta.get("partial") else "")
+        + f" in **{meta['wall_s'] / 60:.1f} min** wall time ({meta['encode_s']:.0f} s encoding and reading the vector "
         f"cache: {meta['cache_hits']} hits, {meta['cache_misses']} misses) on {meta['machine']}; 1-minute load average "
         f"{load[0]:.1f} at the start and {load[1]:.1f} at the end (2 cores: above 2, the times are upper bounds).",
-        "",
-        "### Targets",
-        "",
-        *targets(run, settings),
         "",
         "### The label-free criteria, each under the same rule",
         "",
@@ -246,6 +413,19 @@ def render(run: dict) -> str:
         "then each criterion deciding alone under the label-free rule (raw unless 90% sure).",
         "",
         *criteria_table(run, settings),
+        "",
+    ]
+    out += [
+        "### Label-free rules",
+        "",
+        "Every rule the stored evidence allows (a criterion, a bootstrap level, and among the candidates sure to beat raw "
+        "the best-scoring one or the one that changes raw's similarities least), on every cell; then, leave one task "
+        "out, the rule that is best on the other six tasks (fewest cells losing more than 0.5, then most big gains kept, "
+        "then the mean gain) applied to the seventh.",
+        "",
+        *rules_table(run, settings),
+        "",
+        *loto,
         "",
     ]
     for s in settings:

@@ -166,7 +166,7 @@ def evaluate_cell(corpora, i: int, setting: str, pooling: str, enc, cache, other
     source, pool = dev_source
     few = []
     t0 = time.perf_counter()
-    for k in range(DRAWS):
+    for k in range(DRAWS if len(pool) >= DEV_PAIRS else 0):  # a smoke run of one task has no other tasks' pairs
         pick = np.random.default_rng([k, i]).choice(len(pool), size=DEV_PAIRS, replace=False)
         L = np.stack([corpora[pool[q][0]].vectors[pooling][pool[q][1]] for q in pick]).astype(np.float64)
         R = np.stack([corpora[pool[q][0]].vectors[pooling][pool[q][2]] for q in pick]).astype(np.float64)
@@ -199,7 +199,7 @@ def pre_encode_copies(enc, poolings, sentences, cache) -> None:
 # ---------------------------------------------------------------- the runs
 
 
-def run(args) -> dict:
+def run(args, checkpoint=None) -> dict:
     import torch
 
     from isotropy.encoders.cache import VectorCache, encode_cached
@@ -221,22 +221,21 @@ def run(args) -> dict:
     print(f"encoded (cache hits {cache.hits}, misses {cache.misses}) in {encode_s:.0f} s", flush=True)
     devs = [dev_pool(corpora, i) for i in range(len(corpora))]
     cells: dict[str, dict] = {}
-    for setting in args.settings:
-        for pooling in poolings:
-            for i, c in enumerate(corpora):
-                t1 = time.perf_counter()
-                cells[f"{setting}|{pooling}|{c.task.name}"] = evaluate_cell(
-                    corpora, i, setting, pooling, enc, cache, others_plan, devs[i]
-                )
-                print(f"{setting} {pooling} {c.task.name}: {time.perf_counter() - t1:.0f} s", flush=True)
-    return {
-        "cells": cells,
-        "meta": {
+
+    def result(partial: bool) -> dict:
+        return {"cells": cells, "meta": meta(partial)}
+
+    def meta(partial: bool) -> dict:
+        return {
+            "partial": partial,
             "tasks": [t.name for t in tasks],
             "poolings": poolings,
             "poolings_skipped": skipped,
             "pooling_stats": stats_note,
             "settings": args.settings,
+            "poolings_done": sorted({k.split("|")[1] for k in cells}, key=poolings.index),
+            "cells_done": len(cells),
+            "cells_planned": len(args.settings) * len(poolings) * len(corpora),
             "draws": DRAWS,
             "dev_pairs": DEV_PAIRS,
             "dev_sources": {c.task.name: devs[i][0] for i, c in enumerate(corpora)},
@@ -247,8 +246,20 @@ def run(args) -> dict:
             "machine": machine(),
             "cache_hits": cache.hits,
             "cache_misses": cache.misses,
-        },
-    }
+        }
+
+    # pooling first (the issue's order), so a run cut short holds whole poolings; the JSON is written after every cell
+    for pooling in poolings:
+        for setting in args.settings:
+            for i, c in enumerate(corpora):
+                t1 = time.perf_counter()
+                cells[f"{setting}|{pooling}|{c.task.name}"] = evaluate_cell(
+                    corpora, i, setting, pooling, enc, cache, others_plan, devs[i]
+                )
+                print(f"{setting} {pooling} {c.task.name}: {time.perf_counter() - t1:.0f} s", flush=True)
+                if checkpoint is not None:
+                    checkpoint(result(True))
+    return result(False)
 
 
 def tune(args) -> dict:
@@ -303,6 +314,23 @@ def tune(args) -> dict:
     }
 
 
+def merge(old: dict, new: dict) -> dict:
+    """``old`` with ``new``'s cells added (a run of further poolings over the same tasks and settings)."""
+    if old["meta"]["tasks"] != new["meta"]["tasks"] or old["meta"]["settings"] != new["meta"]["settings"]:
+        raise SystemExit("--merge needs the same --tasks and --settings as the run it extends")
+    meta = dict(old["meta"])
+    meta["poolings"] = list(dict.fromkeys(old["meta"]["poolings"] + new["meta"]["poolings"]))
+    meta["poolings_skipped"] = {**old["meta"]["poolings_skipped"], **new["meta"]["poolings_skipped"]}
+    for k in ("wall_s", "encode_s", "cache_hits", "cache_misses"):
+        meta[k] = old["meta"][k] + new["meta"][k]
+    meta["runs"] = old["meta"].get("runs", [old["meta"]["poolings"]]) + [new["meta"]["poolings"]]
+    cells = {**old["cells"], **new["cells"]}
+    meta["partial"] = bool(new["meta"].get("partial"))
+    meta["cells_done"] = len(cells)
+    meta["cells_planned"] = len(meta["settings"]) * len(meta["poolings"]) * len(meta["tasks"])
+    return {"cells": cells, "meta": meta}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(DATA))
@@ -314,6 +342,11 @@ def main() -> None:
     ap.add_argument("--tune", action="store_true", help="tune the criteria's settings on the STS-B train split")
     ap.add_argument("--no-write", action="store_true", help="print instead of writing docs/AUTO.md and the JSON")
     ap.add_argument("--render-only", action="store_true", help="rewrite docs/AUTO.md from bench/results/auto.json")
+    ap.add_argument(
+        "--merge",
+        action="store_true",
+        help="add this run's poolings to the cells of bench/results/auto.json (same tasks and settings)",
+    )
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from isotropy.storage.artifacts import write_json
@@ -323,9 +356,18 @@ def main() -> None:
         data["tune"] = tune(args)
         text, name = render_tuning(data["tune"]), "auto-tuning"
     else:
+
+        def checkpoint(partial: dict) -> None:  # what a run cut short leaves (render with --render-only)
+            if not args.no_write:
+                OUT.parent.mkdir(parents=True, exist_ok=True)
+                write_json(OUT, {**data, "run": merge(base, partial) if base else partial})
+
+        base = data.get("run") if args.merge else None
         if not args.render_only:
-            data["run"] = run(args)
-        text, name = render(data["run"]), "auto-results"
+            data["run"] = run(args, checkpoint)
+            if base:
+                data["run"] = merge(base, data["run"])
+        text, name = render(data["run"], POOLINGS), "auto-results"
     if args.no_write:
         print(text)
         return

@@ -740,6 +740,64 @@ CALIBRATE_CASES = [
     Case("calibrate --engine ray", (*CALIBRATE, "--engine", "ray"), ("ray", "dask")),
 ]
 
+# --------------------------------------------------------------------------- --method auto (#16)
+
+
+def _dev_file(rel: str, pairs: list[tuple[str, str, float]]) -> Callable[[Path], None]:
+    def setup(w: Path) -> None:
+        rows = "".join(f"{a}\t{b}\t{g}\n" for a, b, g in pairs)
+        (w / rel).write_text("sentence1\tsentence2\tscore\n" + rows, encoding="utf-8")
+
+    return setup
+
+
+AUTO = (*CALIBRATE, "--method", "auto")
+AUTO_CASES = [
+    Case(
+        "auto --dev with fewer than 20 pairs",
+        (*AUTO, "--dev", "{w}/dev.tsv"),
+        ("{w}/dev.tsv", "has 5 pairs", "at least 20"),
+        setup=_dev_file("dev.tsv", [(CORPUS[i], CORPUS[i + 1], i) for i in range(5)]),
+    ),
+    Case(
+        "auto --dev with constant gold scores",
+        (*AUTO, "--dev", "{w}/dev.tsv"),
+        ("{w}/dev.tsv", "every gold score is 3"),
+        setup=_dev_file("dev.tsv", [(CORPUS[i], CORPUS[i + 1], 3) for i in range(30)]),
+    ),
+    Case(
+        "auto --dev whose pairs are all identical sentences",
+        (*AUTO, "--dev", "{w}/dev.tsv"),
+        ("{w}/dev.tsv", "compares a sentence with itself"),
+        setup=_dev_file("dev.tsv", [(CORPUS[i], CORPUS[i], i % 5) for i in range(30)]),
+    ),
+    Case(
+        "auto --candidates naming an unknown method",
+        (*AUTO, "--candidates", "raw,whitenning"),
+        ("'whitenning'", "candidates are"),
+    ),
+    Case("auto --candidates flow", (*AUTO, "--candidates", "center,flow"), ("flow is not a candidate",)),
+    Case("auto with --n-components", (*AUTO, "-k", "8"), ("--n-components", "'auto'")),
+    Case("auto with --engine dask", (*AUTO, "--engine", "dask"), ("--method auto", "--engine")),
+    Case("--candidates without auto", (*CALIBRATE, "--candidates", "raw,center"), ("--candidates", "--method auto")),
+    Case(
+        "auto on a corpus too small for every candidate",
+        ("calibrate", "{w}/two.txt", "-o", OUT, "--method", "auto", "--candidates", "whitening"),
+        ("{w}/two.txt", "too few for every candidate", "add sentences"),
+    ),
+    Case(
+        "index build --method auto with an unknown candidate",
+        ("index", "build", "{w}/corpus.txt", "-o", OUT, "--method", "auto", "--candidates", "abtt,whitenning"),
+        ("'whitenning'",),
+    ),
+    Case(
+        "index build --method auto and --whiten",
+        ("index", "build", "{w}/corpus.txt", "-o", OUT, "--method", "auto", "--whiten", "8"),
+        ("--method auto", "--whiten"),
+    ),
+    Case("eval --method with a misspelt auto", ("eval", "--data", "{w}/pairs.tsv", "--method", "autoo"), ("'autoo'",)),
+]
+
 # --------------------------------------------------------------------------- encoding precision (#17)
 PRECISION_CASES = [
     Case("encode --precision fp16", ("encode", "{w}/corpus.txt", "-o", OUT + ".npy", "--precision", "fp16"), ("fp16", "bf16")),
@@ -751,7 +809,7 @@ PRECISION_CASES = [
 ]
 
 CASES = OUTPUT_CASES + INPUT_CASES + OPTION_CASES + ARTEFACT_CASES + LOAD_CASES + TOOLBOX_CASES + POOLING_CASES + CALIBRATE_CASES
-CASES += PRECISION_CASES
+CASES += PRECISION_CASES + AUTO_CASES
 
 
 def _expand(text: str, w: Path) -> str:

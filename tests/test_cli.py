@@ -1,5 +1,7 @@
 """The command line: encode, demo, and the one-line error contract."""
 
+import json
+
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -104,3 +106,12 @@ def test_demo_runs_and_shows_the_cone(tmp_path):
     cal = res["calibrated"]  # the demo ends with a calibrated model that plain sentence-transformers loads
     assert cal["stock"] and cal["modules"].endswith("Dense") and cal["max_abs_diff"] < 1e-3
     assert (tmp_path / "demo" / "calibrated" / "modules.json").is_file()
+    assert -1.0 <= cal["cosine"] <= 1.0  # the cosine of two paraphrases, encoded by the loaded folder
+    # --method auto on cls and last-avg: a label-free choice with its evidence, and the report's recommendation
+    assert set(res["auto"]) == {"cls", "last-avg"}
+    for pooling, auto in res["auto"].items():
+        assert auto["mode"] == "label-free" and 0.0 <= auto["confidence"] <= 1.0, pooling
+        if auto["choice"] == "raw":
+            assert auto["auto"] == pytest.approx(auto["raw"]), pooling  # raw kept: the same figure
+    rec = json.loads((report / "report.json").read_text())["recommendation"]
+    assert rec["choice"] == res["auto"]["last-avg"]["choice"] and "Recommendation" in (report / "report.md").read_text()

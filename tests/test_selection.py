@@ -115,11 +115,22 @@ def test_a_dominant_common_direction_is_removed(corpus):
     enc = BagOfWords(16, nuisance=1.0)
     X = enc.encode(corpus).astype(np.float64)
     assert _share_along(X, enc.direction) > 0.6  # the nuisance holds more variance than all other directions together
-    sel = select_calibration(enc, corpus, seed=0)
+    sel = select_calibration(enc, corpus, seed=0, criterion_name="agreement")  # the criterion decides
     assert sel.choice != "raw" and sel.confidence >= 0.9, sel.table()
     Y = sel.transform.transform(X)
     v = enc.direction @ sel.transform.affine_()[0]  # where the common direction goes
     assert _share_along(Y, v / np.linalg.norm(v)) < 0.2, sel.table()
+
+
+def test_the_default_label_free_rule_keeps_raw_and_shows_the_evidence(corpus):
+    """docs/AUTO.md: no label-free criterion was safe on held-out tasks, so the product's label-free rule keeps raw."""
+    from isotropy.selection import LABEL_FREE_RULE
+
+    assert LABEL_FREE_RULE["criterion"] is None
+    sel = select_calibration(BagOfWords(16, nuisance=1.0), corpus, seed=0)
+    assert sel.choice == "raw" and sel.transform is None and "keep raw" in sel.rule and "docs/AUTO.md" in sel.rule
+    assert sel.criterion == LABEL_FREE_RULE["shown"] and sel.candidate("center").beats_raw is not None  # evidence shown
+    assert {"align-uniform", "graded-deletion", "knn-stability"} <= set(sel.candidate("center").extra)
 
 
 def test_few_label_mode_keeps_raw_on_isotropic_vectors_and_removes_the_direction(corpus):
@@ -301,3 +312,74 @@ def test_perturbed_copies_delete_words_deterministically():
     assert one == perturbed_copies(sents, 0.3, seed=1)
     assert len(one[0].split()) == 7 and one[1] == "single" and len(one[2].split()) == 1
     assert set(one[0].split()) <= set(sents[0].split())
+
+
+# --------------------------------------------------------------------------- the hooks: index build and eval (#16)
+
+WORDS = "cat dog bird river stone cloud music train bread chess rain light paper green quick slow old new".split()
+
+
+def _sentences(n: int, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, size=int(rng.integers(3, 9)))) for _ in range(n)]
+
+
+def test_index_build_auto_saves_the_choice_and_evidence(tiny_model_dir, tmp_path):
+    from helpers import run_cli
+    from isotropy import Index
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(_sentences(120)) + "\n", encoding="utf-8")
+    out = tmp_path / "index"
+    args = ["index", "build", corpus, "-o", out, "--model", tiny_model_dir, "--max-length", "32", "--method", "auto"]
+    code, _, err = run_cli([*args, "--candidates", "raw,center,abtt-1"])
+    assert code == 0, err
+    assert "<- chosen" in err and "auto (label-free" in err
+    index = Index.load(out)
+    sel = Selection.from_dict(index.selection)
+    assert [c.name for c in sel.candidates] == ["raw", "center", "abtt-1"] and len(index) == 120
+    assert (index.transform is None) == (sel.choice == "raw")
+    assert sel.choice in err.split("chose ", 1)[1].split(" ", 1)[0]
+    # the choice is what queries go through: the first sentence finds itself
+    first = corpus.read_text(encoding="utf-8").splitlines()[0]
+    assert index.search(first, k=1).ids[0][0] == 0
+    code, _, err = run_cli([*args, "--no-whiten", "--force"])
+    assert code == 2 and "--method auto chooses the calibration itself: drop --no-whiten" in err
+
+
+def test_eval_auto_is_a_column_with_its_evidence_in_the_json(tiny_model_dir, tmp_path):
+    from isotropy.evaluation import evaluate
+
+    left, right = _sentences(80, 1), _sentences(80, 2)
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text(
+        "sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t{i % 5}\n" for i, (a, b) in enumerate(zip(left, right))),
+        encoding="utf-8",
+    )
+    res = evaluate(data=pairs, model=tiny_model_dir, methods=["raw", "center", "auto"], max_length=32, cache=False)
+    assert [r.method for r in res.rows] == ["raw", "center", "auto"]
+    raw, center, auto = (next(iter(r.scores.values())) for r in res.rows)
+    ev = auto.extra["auto"]
+    sel = Selection.from_dict(json.loads(json.dumps(res.to_dict()))["rows"][2]["scores"][auto.task]["extra"]["auto"]["selection"])
+    assert sel.choice == ev["choice"] and sel.mode == "label-free"
+    if ev["choice"] == "raw":
+        assert auto.score == pytest.approx(raw.score)
+    elif ev["choice"] == "center":
+        assert auto.score == pytest.approx(center.score)
+
+
+def test_analyze_recommends_with_its_confidence(tiny_model_dir, tmp_path):
+    from isotropy.analysis import analyze
+    from isotropy.encoders import Encoder
+
+    enc = Encoder(tiny_model_dir, max_length=32, device="cpu")
+    report = analyze(_sentences(150, 3), enc, None, tmp_path / "report", quiet=True, word_level=False)
+    rec = json.loads((tmp_path / "report" / "report.json").read_text())["recommendation"]
+    assert rec == report["recommendation"] and rec["mode"] == "label-free" and 0 <= rec["confidence"] <= 1
+    assert Selection.from_dict(rec["selection"]).choice == rec["choice"]
+    assert f"{100 * rec['confidence']:.0f}%" in rec["paragraph"] and "Recommendation" in rec["paragraph"]
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "## Recommendation" in md and rec["paragraph"] in md
+    three = _sentences(3, 4) * 4  # 3 distinct sentences: too few to compare candidates; said, not an error
+    tiny = analyze(three, enc, None, quiet=True, word_level=False)
+    assert tiny["recommendation"]["choice"] is None and "No recommendation" in tiny["recommendation"]["paragraph"]

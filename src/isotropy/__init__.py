@@ -23,6 +23,7 @@ _EXPORTS = {
     "evaluate": "isotropy.evaluation",
     "to_sentence_transformer": "isotropy.integrations",
     "calibrate": "isotropy.calibration",
+    "select_calibration": "isotropy.selection",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -115,7 +115,9 @@ def run_demo(output: str | Path = "demo-output", seed: int = 0, *, force: bool =
     whitenings["cls"]["whitening"].save(output / "whitening-cls")
     results["whitening_dir"] = str(output / "whitening-cls")
     console.print(f"fitted whitening (cls pooling) saved to {output / 'whitening-cls'}")
-    results["report"] = _report(console, data, encoder, whitenings[encoder.pooling]["whitening"], output)
+    results["auto"], selections = _auto(console, data, encoder, vectors, ["cls", "last-avg"], seed)
+    sel = selections.get(encoder.pooling, True)  # the report's recommendation: the selection just shown
+    results["report"] = _report(console, data, encoder, whitenings[encoder.pooling]["whitening"], output, sel)
     results["search"] = _search(console, data, encoder, vectors[encoder.pooling][: len(data.corpus)], output)
     results["calibrated"] = _calibrated_model(console, data, output)
     results["seconds"] = time.perf_counter() - t0
@@ -190,13 +192,47 @@ def _score_poolings(console, data: DemoData, vectors: dict, poolings: list[str],
     return results, whitenings
 
 
-def _report(console, data: DemoData, encoder, whitening, output: Path) -> str:
+def _auto(console, data: DemoData, encoder, vectors: dict, poolings: list[str], seed: int) -> tuple[dict, dict]:
+    """``--method auto`` (label-free) on the corpus for each pooling: the evidence table, and what its choice scores."""
+    import copy
+
+    from ._math import cosine_rows
+    from .evaluation.metrics import spearman
+    from .selection import select_calibration
+
+    n, m = len(data.corpus), len(data.pairs)
+    gold = np.array([g for _, _, g in data.pairs])
+    out, selections = {}, {}
+    for pooling in poolings:
+        t0 = time.perf_counter()
+        enc = copy.copy(encoder)
+        enc.pooling = pooling  # the same model read with this pooling (the criteria encode perturbed copies)
+        X = vectors[pooling]
+        sel = select_calibration(X[:n], data.corpus, encoder=enc, seed=seed, source="the demo corpus", show_progress=False)
+        t = sel.transform
+        a, b = (X[n : n + m], X[n + m :]) if t is None else (t.transform(X[n : n + m]), t.transform(X[n + m :]))
+        raw = spearman(cosine_rows(X[n : n + m], X[n + m :]), gold)
+        got = spearman(cosine_rows(a, b), gold)
+        console.print(f"\n[bold]--method auto[/bold] on {pooling} pooling (no labels used):")
+        console.print(sel.table(), markup=False, highlight=False)
+        console.print(
+            f"{pooling}: auto chose {sel.choice} in {time.perf_counter() - t0:.1f} s; on the scored pairs (which auto did "
+            f"not see) {raw:.2f} raw -> {got:.2f}"
+        )
+        out[pooling] = {"choice": sel.choice, "confidence": sel.confidence, "raw": raw, "auto": got, "mode": sel.mode}
+        selections[pooling] = sel
+    return out, selections
+
+
+def _report(console, data: DemoData, encoder, whitening, output: Path, recommend=True) -> str:
     from .analysis import analyze
 
-    report = analyze(data.corpus, encoder, {"whitening": whitening}, output / "analysis", quiet=True)
+    report = analyze(data.corpus, encoder, {"whitening": whitening}, output / "analysis", quiet=True, recommend=recommend)
     console.print(
         f"anisotropy report ({encoder.pooling} pooling, before and after whitening): {Path(report['path']) / 'report.md'}"
     )
+    if report.get("recommendation"):
+        console.print(f"its recommendation: {report['recommendation']['paragraph']}", markup=False, highlight=False)
     return report["path"]
 
 
@@ -230,10 +266,14 @@ def _calibrated_model(console, data: DemoData, output: Path) -> dict:
         model = SentenceTransformer(str(c.path), device="cpu")  # what any sentence-transformers user runs
     got = model.encode(DEMO_QUERIES)
     diff = float(np.abs(got - c.transform.transform(c.encoder.encode(DEMO_QUERIES))).max())
+    pair = ["A man is playing the guitar in the park.", "A guy plays the guitar at the park."]
+    u = model.encode(pair)
+    cosine = float(u[0] @ u[1] / (np.linalg.norm(u[0]) * np.linalg.norm(u[1])))
     chain = " -> ".join(type(m).__name__ for m in model)
     console.print(
         f"calibrated model ({c.info['method']}, fitted on {c.info['fit']['n_sentences']} sentences) written to "
         f"{c.path}: {chain}; plain SentenceTransformer({str(c.path)!r}) loads it, no isotropy or trust_remote_code "
         f"needed, and matches isotropy's vectors to {diff:.1e}; yours: isotropy calibrate corpus.txt -o my-model"
     )
-    return {"path": str(c.path), "modules": chain, "max_abs_diff": diff, "stock": c.info["stock"]}
+    console.print(f"SentenceTransformer({str(c.path)!r}).encode({pair!r}): cosine {cosine:.3f}", markup=False, highlight=False)
+    return {"path": str(c.path), "modules": chain, "max_abs_diff": diff, "stock": c.info["stock"], "cosine": cosine}

@@ -27,6 +27,7 @@ from ..errors import IsotropyError
 from ..storage.artifacts import check_output, header, output_dir
 from .figures import FIGURES
 from .metrics import DEFAULT_PAIRS, DEFAULT_SEED, MIN_SENTENCES, RAW, sentence_report
+from .recommend import recommendation, recommendation_markdown
 from .words import MAX_QUERIES, WordLevelUnavailable, word_report
 
 __all__ = [
@@ -228,6 +229,7 @@ def _markdown_report(report: Mapping[str, Any]) -> str:
     word = report.get("word")
     if word:
         out += _markdown_word(word)
+    out += recommendation_markdown(report.get("recommendation"))
     figs = report.get("figures") or []
     if figs:
         out += ["## Figures", ""]
@@ -404,6 +406,7 @@ def analyze(
     corpus_name: str | None = None,
     quiet: bool = False,
     force: bool = False,
+    recommend: Any = True,
 ) -> dict[str, Any]:
     """Encode ``sentences``, compute the sentence- and word-level reports and write the folder.
 
@@ -414,7 +417,8 @@ def analyze(
     calibration. ``max_sentences`` encodes a seeded sample of that many lines (token
     frequencies still use every line). Notes (a skipped word-level part, few distinct
     tokens) go to the report and, unless ``quiet``, to stderr. Returns the report dict
-    (as written to ``report.json``, plus ``"path"`` when ``out_dir`` is given).
+    (as written to ``report.json``, plus ``"path"`` when ``out_dir`` is given). ``recommend``: the
+    recommendation of ``--method auto`` (:mod:`.recommend`; False: none; a ``Selection``: that one).
     """
     if out_dir is not None:
         check_report_dir(out_dir, force=force)
@@ -427,6 +431,7 @@ def analyze(
         encoder = Encoder()
     timings: dict[str, float] = {}
     notes: list[str] = []
+    rec = None
     t0 = time.perf_counter()
     vectors = encoder.encode(sample, show_progress=show_progress)
     timings["encode_s"] = time.perf_counter() - t0
@@ -441,23 +446,21 @@ def analyze(
     if word_level:
         t0 = time.perf_counter()
         word = _word_part(
-            encoder,
-            kept,
-            notes,
-            quiet,
-            unseen=unseen_tokens,
-            max_queries=max_queries,
-            n_pairs=int(n_pairs),
-            seed=seed,
+            encoder, kept, notes, quiet, unseen=unseen_tokens, max_queries=max_queries, n_pairs=int(n_pairs), seed=seed,
             show_progress=show_progress,
-        )
+        )  # fmt: skip
         timings["word_s"] = time.perf_counter() - t0
+    if recommend is not False:
+        t0 = time.perf_counter()
+        rec = recommendation(vectors, sample, encoder, seed=seed, selection=None if recommend is True else recommend)
+        timings["recommend_s"] = time.perf_counter() - t0
 
     report: dict[str, Any] = {
         "meta": _meta(encoder, corpus_name, sample, kept, loaded, transforms, seed, timings),
         "notes": notes,
         "sentence": sentence,
         "word": word,
+        "recommendation": rec,
     }
     if out_dir is not None:
         t0 = time.perf_counter()

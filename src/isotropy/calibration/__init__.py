@@ -28,7 +28,8 @@ def calibrate(corpus: Any, output: Any = None, **options: Any):
     ``corpus`` is a text file (one sentence a line), a glob of shards, ``"-"`` (standard
     input) or a list of sentences; ``output`` the model folder. Options (all keyword):
     ``model``, ``pooling``, ``method`` (default ``"whitening"``; any registered transform or
-    preset), ``n_components``, ``power``, ``shrinkage``, ``max_length``, ``batch_size``,
+    preset, or ``"auto"``: :func:`isotropy.selection.select_calibration` chooses among
+    ``candidates``, by the scored pairs of ``dev`` when given), ``n_components``, ``power``, ``shrinkage``, ``max_length``, ``batch_size``,
     ``device``, ``onnx``, ``quantize`` (``"int8"``), ``eval_data`` (what ``isotropy eval --data``
     takes), ``pooling_stats`` (the sif and idf poolings' token frequencies), ``stock_only``, ``normalize``,
     ``engine`` (``"dask"``) and ``address``,

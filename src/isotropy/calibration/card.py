@@ -23,7 +23,8 @@ def _fmt(x: Any, digits: int = 3) -> str:
 
 
 def _header(info: dict[str, Any]) -> list[str]:
-    tags = ["sentence-transformers", "sentence-similarity", "feature-extraction", "isotropy", info["method"]]
+    method = "auto" if info.get("selection") else info["method"]
+    tags = ["sentence-transformers", "sentence-similarity", "feature-extraction", "isotropy", method]
     lines = ["---", "library_name: sentence-transformers", "pipeline_tag: sentence-similarity", "tags:"]
     lines += [f"- {t}" for t in dict.fromkeys(tags)]
     if info.get("base_model"):
@@ -47,8 +48,13 @@ def _usage(info: dict[str, Any]) -> list[str]:
             "",
             "The folder holds sentence-transformers' own modules only ("
             + " -> ".join(info["modules"])
-            + "): no `isotropy` and no `trust_remote_code` needed. The calibration is the `Dense` modules after the "
-            "pooling, `y = (x - mean) W` (identity activation): one subtracts the mean, the next multiplies by `W`.",
+            + "): no `isotropy` and no `trust_remote_code` needed. "
+            + (
+                "`--method auto` kept the base model's vectors as they are: no `Dense` module."
+                if info["kind"] == "raw"
+                else "The calibration is the `Dense` modules after the pooling, `y = (x - mean) W` (identity activation): "
+                "one subtracts the mean, the next multiplies by `W`."
+            ),
         ]
     else:
         lines = [
@@ -142,8 +148,26 @@ def _evaluation(info: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def _selection(info: dict[str, Any]) -> list[str]:
+    """``--method auto``: what was compared, what decided, and every candidate's evidence."""
+    if not info.get("selection"):
+        return []
+    from ..selection import Selection
+
+    sel = Selection.from_dict(info["selection"], "isotropy.json")
+    return [
+        "## Choice of calibration (`--method auto`)",
+        "",
+        f"Compared on {sel.settings.get('corpus_rows', '?'):,} sentences of the corpus. The evidence (docs/AUTO.md in "
+        "isotropy says how reliable each criterion was on held-out tasks):",
+        "",
+        sel.markdown(),
+        "",
+    ]
+
+
 def model_card(info: dict[str, Any]) -> str:
     """The README.md text for ``info`` (what :func:`isotropy.calibration.calibrate` records in isotropy.json)."""
     base = info["base_model"] or info["base_name"]
     title = [f"# {info['name']}", "", f"{base}, calibrated with {info['method']} by isotropy (no labels, no training).", ""]
-    return "\n".join(_header(info) + title + _usage(info) + _calibration(info) + _evaluation(info))
+    return "\n".join(_header(info) + title + _usage(info) + _calibration(info) + _selection(info) + _evaluation(info))

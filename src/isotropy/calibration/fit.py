@@ -34,11 +34,24 @@ from ..transforms.base import AffineTransform
 from ..transforms.moments import Moments
 from .corpus import Corpus, Reservoir
 
-__all__ = ["CHUNK_SENTENCES", "FLOW_SAMPLE_BYTES", "ANALYSIS_ROWS", "Fitted", "resolve_method", "check_size", "fit_local"]
+__all__ = [
+    "CHUNK_SENTENCES",
+    "FLOW_SAMPLE_BYTES",
+    "ANALYSIS_ROWS",
+    "SELECT_ROWS",
+    "Fitted",
+    "AutoMethod",
+    "resolve_method",
+    "check_size",
+    "fit_local",
+    "fit_auto",
+    "read_dev_pairs",
+]
 
 CHUNK_SENTENCES = 4096  # sentences encoded at a time: 6 MiB of float32 vectors at 384 dimensions
 FLOW_SAMPLE_BYTES = 128 * 2**20
 ANALYSIS_ROWS = 5000
+SELECT_ROWS = 20000  # --method auto: the candidates are compared on a seeded sample of at most this many sentences
 OPTIONS = {"n_components": "--n-components", "power": "--power", "shrinkage": "--shrinkage"}
 
 
@@ -53,6 +66,28 @@ class Fitted:
     moments: Moments | None = None  # every vector's statistics (affine methods)
     warnings: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
+    selection: Any = None  # --method auto: the Selection (choice and evidence)
+
+
+@dataclass
+class AutoMethod:
+    """``--method auto``: the candidates to compare (None: the default set) and the dev pairs (None: label-free)."""
+
+    candidates: Any = None
+    dev: Any = None
+    dev_source: str = "the dev pairs"
+    kind: str = "auto"
+
+
+def read_dev_pairs(path: Any) -> list[tuple[str, str, float]]:
+    """``--dev pairs.tsv`` (any pairs file ``isotropy eval --data`` reads) as ``(s1, s2, score)`` triples."""
+    from ..evaluation import load_tasks
+
+    try:
+        tasks = load_tasks(path)
+    except IsotropyError as exc:
+        raise IsotropyError(f"--dev: {exc}") from None
+    return [(p.s1, p.s2, float(p.score)) for t in tasks for p in t.pairs()]
 
 
 def resolve_method(method: str, **options: Any):
@@ -61,6 +96,25 @@ def resolve_method(method: str, **options: Any):
     from ..transforms import make_transform, resolve_transform
 
     given = {k: v for k, v in options.items() if v is not None}
+    if method == "auto":
+        from ..selection import check_dev_pairs, parse_candidates
+
+        for key in given:
+            if key not in ("candidates", "dev"):
+                raise IsotropyError(
+                    f"{OPTIONS.get(key, key)} does not apply to method 'auto' (it compares candidates; name them with --candidates)"
+                )
+        cands = given.get("candidates")
+        if cands is not None:
+            parse_candidates(cands, 10**6)  # an unknown name is said before the model loads
+        dev = given.get("dev")
+        src = f"--dev {dev}"
+        pairs = None if dev is None else check_dev_pairs(read_dev_pairs(dev), src)
+        return AutoMethod(cands, pairs, src)
+    for key in ("candidates", "dev"):
+        if given.get(key) is not None:
+            raise IsotropyError(f"--{key} applies to --method auto only (method {method!r} was given)")
+    given = {k: v for k, v in given.items() if k not in ("candidates", "dev")}
     try:
         cls, _ = resolve_transform(method)
     except IsotropyError as first:
@@ -144,6 +198,50 @@ def fit_local(encoder: Any, corpus: Corpus, est: Any, *, total: int | None, show
     seconds["fit_s"] = time.perf_counter() - t1
     notes = list(dict.fromkeys(str(w.message) for w in caught))
     return Fitted(t, n, n_fit, analysis.sample(), moments, notes, seconds)
+
+
+def fit_auto(encoder: Any, corpus: Corpus, auto: AutoMethod, *, total: int | None, show_progress: bool | None) -> Fitted:
+    """``--method auto``: compare the candidates on a seeded sample of at most :data:`SELECT_ROWS` sentences
+    (:func:`isotropy.selection.select_calibration`), then fit the choice on the whole corpus (streamed again
+    only when the sample is not the whole corpus)."""
+    from ..selection import select_calibration
+    from ..selection.candidates import parse_candidate
+    from ..transforms import transform_class
+
+    t0 = time.perf_counter()
+    if corpus.stdin and corpus.sentences is None:  # read once; the fit of the choice may stream it again
+        corpus.sentences = [s for chunk in corpus.chunks(CHUNK_SENTENCES) for s in chunk]
+        total = len(corpus.sentences)
+    sentences = _sample_sentences(corpus, SELECT_ROWS)
+    if not sentences:
+        raise IsotropyError(f"{corpus.where} holds no sentence (every line is blank): there is nothing to fit on")
+    X = np.asarray(encoder.encode(sentences, show_progress=show_progress), dtype=np.float64)
+    seconds = {"encode_s": time.perf_counter() - t0}
+    t1 = time.perf_counter()
+    sel = select_calibration(
+        X,
+        sentences,
+        encoder=encoder,
+        candidates=auto.candidates,
+        dev_pairs=auto.dev,
+        source=corpus.where,
+        dev_source=auto.dev_source,
+        show_progress=False,
+    )
+    seconds["select_s"] = time.perf_counter() - t1
+    n = len(sentences) if total is None or total <= len(sentences) else int(total)
+    moments = Moments().update(X)
+    analysis = X[: min(len(X), ANALYSIS_ROWS)]
+    if sel.choice == "raw" or n == len(sentences):
+        fitted = Fitted(sel.transform, n, len(sentences), analysis, moments, [], seconds, sel)
+    else:  # a sample of a larger corpus chose: fit the choice on every sentence
+        cand = parse_candidate(sel.choice)
+        fitted = fit_local(
+            encoder, corpus, transform_class(cand.kind)(**dict(cand.params)), total=total, show_progress=show_progress
+        )
+        fitted.seconds.update(select_s=seconds["select_s"], select_encode_s=seconds["encode_s"])
+        fitted.selection = sel
+    return fitted
 
 
 def fit_dask(encoder: Any, corpus: Corpus, est: Any, *, address: Any, show_progress: bool | None) -> Fitted:

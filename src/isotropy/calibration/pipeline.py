@@ -43,7 +43,7 @@ from ..storage.artifacts import check_output, output_dir
 from ..transforms.base import AffineTransform
 from .card import base_model_id, model_card
 from .corpus import Corpus
-from .fit import Fitted, check_size, fit_dask, fit_local, resolve_method
+from .fit import AutoMethod, Fitted, check_size, fit_auto, fit_dask, fit_local, resolve_method
 from .scoring import anisotropy, evaluate_both, float32_gap, float32_warning
 
 __all__ = ["Calibration", "run_calibration", "ONNX_MODULES"]
@@ -129,6 +129,14 @@ def _check_against_model(est: Any, encoder: Any, src: Corpus, n: int | None, sto
     """What needs the model's width and pooling, the corpus's size included."""
     if getattr(encoder, "backend", "torch") != "torch":
         raise IsotropyError("calibrate needs a torch model (a Hugging Face folder or id), not an ONNX export")
+    if isinstance(est, AutoMethod):  # every candidate is affine; a corpus too small for one skips it (the evidence says)
+        parts = custom_parts(encoder.pooling) if stock_only else []
+        if parts:
+            raise IsotropyError(
+                f"--stock-only: {' and '.join(parts)} cannot be written with stock sentence-transformers modules; "
+                "drop --stock-only or use pooling cls, last-avg, pooler or a layers average"
+            )
+        return
     if isinstance(est, AffineTransform):
         est._check_params(int(encoder.dim))
     else:
@@ -145,11 +153,32 @@ def _check_against_model(est: Any, encoder: Any, src: Corpus, n: int | None, sto
         check_size(est, n, int(encoder.dim), src.where)
 
 
+class _Raw:
+    """What the card and the figures read of a calibration when ``--method auto`` kept the base model as it is."""
+
+    kind = "raw"
+
+    def __init__(self, dim: int) -> None:
+        self.n_features_out_ = int(dim)
+
+    def transform(self, X: Any) -> Any:
+        return X
+
+    def get_params(self) -> dict[str, Any]:
+        return {}
+
+    def describe(self) -> str:
+        return "no calibration: auto kept the base model's vectors as they are"
+
+
 def _info(out: Path, encoder: Any, fitted: Fitted, method: str, model: Any, src: Corpus, extra: dict[str, Any]) -> dict[str, Any]:
     from .. import __version__
 
     t = fitted.transform
     stock = not uses_isotropy_modules(model)
+    if fitted.selection is not None:
+        extra = {**extra, "selection": fitted.selection.to_dict()}
+        method = f"auto -> {fitted.selection.choice}"
     return {
         "name": out.name,
         "method": method,
@@ -207,23 +236,32 @@ def run_calibration(
     pooling_stats: Any = None,
     stock_only: bool = False,
     normalize: bool = False,
+    candidates: Any = None,
+    dev: str | os.PathLike | None = None,
     engine: str | None = None,
     address: Any = None,
     show_progress: bool | None = None,
     force: bool = False,
 ) -> Calibration:
     """The whole job (module docstring)."""
-    options = {"n_components": n_components, "power": power, "shrinkage": shrinkage}
+    options = {"n_components": n_components, "power": power, "shrinkage": shrinkage, "candidates": candidates, "dev": dev}
     src, total, out, est, want_onnx = _prepare(corpus, output, method, options, eval_data, engine, onnx, quantize, force)
+    if isinstance(est, AutoMethod) and engine is not None:
+        raise IsotropyError("--method auto compares candidates on a sample encoded here: run it without --engine")
     t0 = time.perf_counter()
     stats = {} if pooling_stats is None else {"pooling_stats": pooling_stats}  # the sif and idf poolings' token counts
     encoder = Encoder(model, pooling=pooling, max_length=max_length, batch_size=batch_size, device=device, **stats)
     _check_against_model(est, encoder, src, total, stock_only)
-    if engine is not None:
+    if isinstance(est, AutoMethod):
+        fitted = fit_auto(encoder, src, est, total=total, show_progress=show_progress)
+    elif engine is not None:
         fitted = fit_dask(encoder, src, est, address=address, show_progress=show_progress)
     else:
         fitted = fit_local(encoder, src, est, total=total, show_progress=show_progress)
     st_model = build_sentence_transformer(encoder, fitted.transform, normalize=normalize, stock=True if stock_only else None)
+    written = fitted.transform  # None: auto kept the base model (the folder has no Dense modules)
+    if written is None:
+        fitted.transform = _Raw(encoder.dim)
     extra: dict[str, Any] = {"anisotropy": anisotropy(fitted), "float32": float32_gap(fitted)}
     note = float32_warning(extra["float32"]) if not uses_isotropy_modules(st_model) else None
     if note:
@@ -233,7 +271,7 @@ def run_calibration(
     if want_onnx:
         extra["onnx"] = _onnx_files(encoder, quantize)
     info = _info(out, encoder, fitted, method, st_model, src, extra)
-    _write(out, st_model, info, encoder, fitted.transform, quantize if want_onnx else None, force)
+    _write(out, st_model, info, encoder, written, quantize if want_onnx else None, force)
     info["seconds"] = time.perf_counter() - t0
     with quiet_transformers():
         if info["stock"]:
@@ -242,4 +280,4 @@ def run_calibration(
             loaded = SentenceTransformer(str(out), device=device)
         else:
             loaded = load_sentence_transformer(out, device=device)
-    return Calibration(out, loaded, fitted.transform, encoder, info)
+    return Calibration(out, loaded, written, encoder, info)

@@ -83,7 +83,7 @@ def encode(
     pooling_stats: str | None = PoolingStatsOpt,
     force: bool = ForceOpt,
     precision: str = typer.Option(
-        "fp32", "--precision", help="fp32, or bf16: ~3x faster on CPUs with AMX/avx512_bf16 (docs/BENCHMARKS.md)."
+        "fp32", "--precision", help="fp32, or bf16: ~2x faster on CPUs with AMX/avx512_bf16 (docs/BENCHMARKS.md)."
     ),
 ) -> None:
     """Encode sentences into vectors. Empty lines are encoded too, so row numbers match line numbers.
@@ -273,7 +273,7 @@ def eval_(
     method: list[str] | None = typer.Option(
         None,
         "--method",
-        help="Calibration, repeatable: raw, whitening, whitening-K, soft-whitening-BETA, flow, center, abtt, abtt-K, common-component, soft-0.25, soft-0.5, soft-0.75 (every transform of 'isotropy fit'; default: raw and whitening).",
+        help="Calibration, repeatable: raw, whitening, whitening-K, soft-whitening-BETA, flow, center, abtt, abtt-K, common-component, soft-0.25, soft-0.5, soft-0.75 (every transform of 'isotropy fit'), auto (chosen label-free on each fit corpus; the evidence goes into --json; docs/AUTO.md). Default: raw and whitening.",
     ),
     fit_on: str = typer.Option(
         "target",
@@ -358,6 +358,14 @@ def index_build(
     ),
     power: float | None = typer.Option(None, "--power", help="Power of that whitening: 1 full, 0.5 soft (default), 0 PCA only."),
     no_whiten: bool = typer.Option(False, "--no-whiten", help="Index the raw encoder vectors (L2-normalised)."),
+    method: str | None = typer.Option(
+        None,
+        "--method",
+        help="auto: compare candidate calibrations on the corpus (label-free) and index with the choice, raw unless one is better; the evidence is printed and saved in the index (docs/AUTO.md).",
+    ),
+    candidates: str | None = typer.Option(
+        None, "--candidates", help="--method auto: the candidates, comma-separated (raw,center,abtt-4,soft-0.5,...)."
+    ),
     kind: str = typer.Option("flat", "--kind", help="flat (exact), hnsw or ivf (approximate)."),
     hnsw_m: int = typer.Option(32, "--hnsw-m", help="hnsw: links per node."),
     ef_construction: int = typer.Option(200, "--ef-construction", help="hnsw: build-time beam width."),
@@ -376,16 +384,18 @@ def index_build(
     """Index a sentence file for semantic search."""
     from .jobs import build_index
 
-    index = build_index(
+    auto = _index_method(method, candidates, transform=transform, whiten=whiten, power=power, no_whiten=no_whiten)
+    index = (auto or build_index)(
         corpus,
         output,
         model=model,
         pooling=pooling,
         max_length=max_length,
-        transform=transform,
-        whiten=whiten,
-        power=power,
-        no_whiten=no_whiten,
+        **(
+            {"candidates": candidates}
+            if auto
+            else {"transform": transform, "whiten": whiten, "power": power, "no_whiten": no_whiten}
+        ),
         kind=kind,
         batch_size=batch_size,
         show_progress=progress,
@@ -399,7 +409,29 @@ def index_build(
     )
     for warning in index.warnings:
         typer.echo(f"warning: {warning}", err=True)
+    if index.selection:
+        from ..selection import Selection
+
+        typer.echo(Selection.from_dict(index.selection).table(), err=True)
     typer.echo(f"wrote index of {index.describe()} to {output}", err=True)
+
+
+def _index_method(method: str | None, candidates: str | None, **others: object):
+    """``isotropy.search.build_auto_index`` for ``--method auto`` (None: the other options decide)."""
+    from ..errors import IsotropyError
+
+    if method is None:
+        if candidates is not None:
+            raise IsotropyError("--candidates applies to --method auto only")
+        return None
+    if method != "auto":
+        raise IsotropyError(f"index build --method takes auto only, not {method!r}; use --transform or --whiten for a fixed one")
+    given = [f"--{k.replace('_', '-')}" for k, v in others.items() if v not in (None, False)]
+    if given:
+        raise IsotropyError(f"--method auto chooses the calibration itself: drop {', '.join(given)}")
+    from ..search import build_auto_index
+
+    return build_auto_index
 
 
 @index_app.command("add")
@@ -502,6 +534,8 @@ def analyze_cmd(
     console = Console()
     for table in rich_tables(report):
         console.print(table)
+    if report.get("recommendation"):
+        typer.echo(report["recommendation"]["paragraph"].replace("**", "").replace("`", ""))
     typer.echo(f"wrote {Path(output) / 'report.md'} (+ report.json and {len(report['figures'])} figures)", err=True)
 
 

@@ -23,7 +23,17 @@ OutputOpt = typer.Option(
 MethodOpt = typer.Option(
     "whitening",
     "--method",
-    help="The calibration: whitening, center, abtt, common-component, a preset (soft-0.5, ...), or flow (which needs isotropy to load). Affine methods give a folder of stock sentence-transformers modules.",
+    help="The calibration: whitening, center, abtt, common-component, a preset (soft-0.5, ...), flow (which needs isotropy to load), or auto (compare candidates on the corpus and keep the base model unless one is better: docs/AUTO.md). Affine methods give a folder of stock sentence-transformers modules.",
+)
+CandidatesOpt = typer.Option(
+    None,
+    "--candidates",
+    help="--method auto: the candidates to compare, comma-separated (raw,center,abtt-4,soft-0.5,whitening-192,whitening-shrunk,...); default: the standard set.",
+)
+DevOpt = typer.Option(
+    None,
+    "--dev",
+    help="--method auto: scored pairs (at least 20; a pairs file as 'isotropy eval --data' takes) to choose by, under the do-no-harm rule (raw unless a candidate beats it in 90 percent of bootstrap resamples).",
 )
 ComponentsOpt = typer.Option(
     None, "--n-components", "-k", help="Components the method keeps (whitening) or removes (abtt, common-component)."
@@ -59,6 +69,10 @@ ProgressOpt = typer.Option(None, "--progress/--no-progress", help="Show progress
 
 
 def _report(output: str, info: dict[str, Any]) -> None:
+    if info.get("selection"):
+        from ..selection import Selection
+
+        typer.echo(Selection.from_dict(info["selection"]).table(), err=True)
     for note in info["warnings"]:
         typer.echo(f"warning: {note}", err=True)
     fit = info["fit"]
@@ -94,6 +108,8 @@ def register_calibrate_command(app: typer.Typer) -> None:
         eval_data: str | None = EvalOpt,
         pooling_stats: str | None = PoolingStatsOpt,
         stock_only: bool = StockOnlyOpt,
+        candidates: str | None = CandidatesOpt,
+        dev: str | None = DevOpt,
         engine: str | None = EngineOpt,
         address: str | None = AddressOpt,
         progress: bool | None = ProgressOpt,

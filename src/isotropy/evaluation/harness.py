@@ -258,6 +258,7 @@ class _Run:
     file_transforms: dict[tuple[str, str], Any] = field(default_factory=dict)
     failures: dict[tuple[str, str, str], str] = field(default_factory=dict)
     warned: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    auto: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)  # --method auto: choice, evidence
     timings: dict[str, float] = field(default_factory=lambda: {"encode_s": 0.0, "fit_s": 0.0})
 
     def fit_key(self, task: Task, pooling: str, method: Method) -> tuple[str, str, str]:
@@ -440,6 +441,7 @@ def _score_one_task(
             w = run.warned.get(run.fit_key(task, p, m))
             if w:
                 score.extra["warning"] = w
+            score.extra.update(run.auto.get(run.fit_key(task, p, m), {}))
             row.scores[task.name] = score
 
 
@@ -455,11 +457,20 @@ def _calibrate(
         where = (
             f"{m.name} on {pooling} vectors of {run.fit_on}" if run.fit_mode == "file" else f"{m.name} on {task.name} ({pooling})"
         )
-        transform = fit_one(m.build(run.shrinkage, run.flow_params), data, where, run.failures, key, run.errors, run.warned)
+        if m.kind == "auto":
+            from .auto import select_for_cell
+
+            i = next(k for k, t in enumerate(run.tasks) if t is task)
+            transform, run.auto[key] = select_for_cell(run, i, pooling, data.X, seed=0)
+        else:
+            transform = fit_one(m.build(run.shrinkage, run.flow_params), data, where, run.failures, key, run.errors, run.warned)
         if run.fit_mode == "file":
             run.file_transforms[(pooling, m.name)] = transform
         bar.advance(description=f"fitted {m.name}" + (f" on {task.name}" if run.fit_mode != "file" else "") + f" ({pooling})")
-    Y = None if transform is None else np.asarray(transform.transform(X))
+    if transform is None and m.kind == "auto" and key in run.auto:  # auto kept the raw vectors
+        Y = X
+    else:
+        Y = None if transform is None else np.asarray(transform.transform(X))
     dt = time.perf_counter() - t1
     row.fit_seconds += dt
     run.timings["fit_s"] += dt

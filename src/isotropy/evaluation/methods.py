@@ -30,6 +30,7 @@ METHOD_FORMS = (
     "flow",
     *(k for k in TRANSFORMS if k not in _HAND),
     *PRESETS,
+    "auto",
 )
 
 
@@ -44,8 +45,8 @@ class Method:
     power: float = 1.0  # whitening only
 
     def build(self, shrinkage: float | str = 0.0, flow_params: dict[str, Any] | None = None) -> Any:
-        """An unfitted transform for this method (None for ``raw``)."""
-        if self.kind == "raw":
+        """An unfitted transform for this method (None for ``raw``, and for ``auto``: chosen at fit time)."""
+        if self.kind in ("raw", "auto"):
             return None
         cls = transform_class(self.kind)
         if self.kind == "whitening":
@@ -97,7 +98,7 @@ def method_forms() -> list[str]:
             forms.append(kind)
             if "n_components" in _params(kind):
                 forms.append(f"{kind}-K (n_components=K)")
-    return forms + list(PRESETS)
+    return forms + list(PRESETS) + ["auto (chosen label-free on the fit corpus: docs/AUTO.md)"]
 
 
 def parse_method(name: str) -> Method:
@@ -105,6 +106,8 @@ def parse_method(name: str) -> Method:
     n = name.strip().lower()
     if n in ("raw", "none", "identity"):
         return Method("raw", "raw")
+    if n == "auto":
+        return Method("auto", "auto")
     if n in TRANSFORMS:
         return Method(n, n)
     if n in PRESETS:

@@ -28,7 +28,9 @@ an interrupted build or ``add`` never leaves a half index that a search would lo
 * ``index.faiss`` -- ``faiss.write_index`` output;
 * ``sentences.jsonl`` -- one JSON string per line (a sentence given through the API
   may contain newlines), row ``i`` = id ``i``;
-* ``transform/`` -- the fitted transform's own saved folder (absent for raw vectors).
+* ``transform/`` -- the fitted transform's own saved folder (absent for raw vectors);
+  built with ``--method auto`` (:func:`build_auto_index`), ``config.json`` also holds the
+  ``selection`` evidence (``Index.selection``).
 
 On load the encoder is rebuilt from the recorded settings -- its backend too, so an index
 over an ONNX export reloads on onnxruntime -- and its weights fingerprint, and the recomputed ``encoding_key``, must match the recorded ones:
@@ -38,7 +40,8 @@ refused with one clear error, so queries are always encoded like the corpus.
 
 from __future__ import annotations
 
+from .auto import build_auto_index
 from .index import INDEX_KINDS, Index
 from .results import SearchResults, format_results
 
-__all__ = ["Index", "SearchResults", "INDEX_KINDS", "format_results"]
+__all__ = ["build_auto_index", "Index", "SearchResults", "INDEX_KINDS", "format_results"]

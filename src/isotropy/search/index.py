@@ -124,6 +124,7 @@ class Index:
         }
         self.sentences: list[str] = []
         self.warnings: list[str] = []  # one line each, e.g. a default transform skipped on a tiny corpus
+        self.selection: dict[str, Any] | None = None  # --method auto: the evidence (Selection.to_dict()), saved in config
         self._index = None  # the faiss index, created by the first add
         self._source: tuple[Path, str | None] | None = None  # (folder, config digest) when loaded
 
@@ -387,6 +388,7 @@ class Index:
                 "dim": self.dim,
                 "count": len(self.sentences),
                 "sentences_file": SENTENCES_FILE,
+                **({"selection": self.selection} if self.selection else {}),
                 "generation": uuid.uuid4().hex,  # every save is a new version (see _check_unchanged)
                 "encoding_key": _encoding_key(
                     encoder["fingerprint"],
@@ -459,6 +461,7 @@ class Index:
         if out_dim != rec["dim"]:
             raise IsotropyError(f"{path}: the transform gives {out_dim} dims but the index holds {rec['dim']}; rebuild the index")
         index.set_search_params(ef_search=ef_search, nprobe=nprobe)
+        index.selection = cfg.get("selection")
         index._source = (path.resolve(), _config_digest(path))
         return index
 
@@ -486,6 +489,7 @@ def _read_index_config(path: Path, cfg: dict[str, Any]) -> dict[str, Any]:
             "fingerprint": str(enc["fingerprint"]),
             "pooling": enc["pooling"],
             "pooling_stats": enc.get("pooling_stats"),
+            "precision": str(enc.get("precision", "fp32")),
             "max_length": int(enc["max_length"]),
             "transform": cfg.get("transform"),
             "key": cfg["encoding_key"],
@@ -509,6 +513,7 @@ def _rebuild_encoder(path: Path, rec: dict[str, Any], batch_size: int, device: s
         device=device,
         backend=rec["backend"],
         pooling_stats=stats if rec["pooling_stats"] else None,
+        precision=rec["precision"],
     )
     if encoder.fingerprint() == rec["fingerprint"]:
         return encoder, False

@@ -59,6 +59,8 @@ def check_dev_pairs(pairs: Any, source: str = "dev pairs") -> DevPairs:
     Refused, each with one line naming ``source``: fewer than 20 pairs, a constant gold column,
     and pairs whose two sentences are all identical (no candidate can tell them apart).
     """
+    if isinstance(pairs, DevPairs):  # already checked
+        return pairs
     if isinstance(pairs, tuple) and len(pairs) == 3 and all(hasattr(x, "__len__") for x in pairs) and np.ndim(pairs[0]) == 2:
         from .._checks import check_matrix
 

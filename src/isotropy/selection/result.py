@@ -183,10 +183,15 @@ class Selection:
     def table(self) -> str:
         """A plain-text table of the evidence, the summary line first."""
         head, rows = self._rows()
+        long: dict[str, int] = {}  # a long note (a fit's warning) becomes a footnote: the table stays one line a row
+        for r in rows:
+            if len(r[-1]) > 40:
+                r[-1] = f"[{long.setdefault(r[-1], len(long) + 1)}]"
         widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
         fmt = lambda r: "  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip()
         lines = [self.summary(), fmt(head), fmt(["-" * w for w in widths])]
         lines += [fmt(r) for r in rows]
+        lines += [f"[{k}] {n}" for n, k in long.items()]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
