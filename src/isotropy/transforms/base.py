@@ -147,6 +147,14 @@ class AffineSolution:
         self.key: Any = None
 
 
+def stored_moments(arrays: dict[str, np.ndarray], path: Path) -> Moments:
+    """The ``moments.*`` arrays of a saved state as :class:`Moments`; a corrupt set is one error naming the file."""
+    try:
+        return Moments.from_arrays({k[len("moments.") :]: v for k, v in arrays.items() if k.startswith("moments.")})
+    except IsotropyError as exc:
+        raise IsotropyError(f"{path}/state.safetensors: {exc}; the artefact is corrupt, refit it") from None
+
+
 class AffineTransform(Transform):
     """A calibration solved from :class:`Moments` alone: ``y = (x - shift) @ kernel``.
 
@@ -271,10 +279,7 @@ class AffineTransform(Transform):
     @classmethod
     def _from_state(cls, est: AffineTransform, cfg: dict[str, Any], arrays: dict[str, np.ndarray], path: Path) -> AffineTransform:
         """Rebuild the moments, check them against ``config.json``, and solve (the same code, the same map)."""
-        try:
-            m = Moments.from_arrays({k[len("moments.") :]: v for k, v in arrays.items() if k.startswith("moments.")})
-        except IsotropyError as exc:
-            raise IsotropyError(f"{path}/state.safetensors: {exc}; the artefact is corrupt, refit it") from None
+        m = stored_moments(arrays, path)
         for key, held in (("dim", m.dim), ("n_samples_seen", m.n)):
             said = cfg.get(key)
             if isinstance(said, bool) or not isinstance(said, int) or said != held:

@@ -61,7 +61,7 @@ import numpy as np
 
 from .._math import sorted_eigh
 from ..errors import IsotropyError, RankDeficientWarning
-from .base import AffineSolution, AffineTransform
+from .base import AffineSolution, AffineTransform, stored_moments
 from .moments import Moments, parse_shrinkage
 
 __all__ = ["Whitening", "RankDeficientWarning", "EIG_RTOL"]
@@ -253,10 +253,7 @@ class Whitening(AffineTransform):
     @classmethod
     def _from_state(cls, w: Whitening, cfg: dict[str, Any], arrays: dict[str, np.ndarray], path: Path) -> Whitening:
         """Restore from a folder written by :meth:`save`; the result transforms bit for bit like the saved one."""
-        try:
-            m = Moments.from_arrays({k[len("moments.") :]: v for k, v in arrays.items() if k.startswith("moments.")})
-        except IsotropyError as exc:
-            raise IsotropyError(f"{path}/state.safetensors: {exc}; the artefact is corrupt, refit it") from None
+        m = stored_moments(arrays, path)
         kernel, inverse, evals = arrays["kernel"], arrays["inverse"], arrays["eigenvalues"]
         kk = kernel.shape[1] if kernel.ndim == 2 else -1
         # config.json states what the arrays must be; a disagreement means an edited config or
