@@ -105,3 +105,19 @@ def tiny_bert(folder: Path, *, mask_token: bool = True, layers: int = 2, heads: 
     BertModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def assert_same_geometry(Z1: np.ndarray, Z2: np.ndarray, rtol: float = 1e-5) -> None:
+    """Two calibrations of the same vectors agree on what the maths fixes: every inner product.
+
+    A whitening kernel is unique only up to a rotation of its output (the eigenvectors of
+    near-equal eigenvalues differ between BLAS builds and thread counts), so comparing kernels or
+    transformed vectors element by element fails on other machines; the Gram matrix does not
+    depend on the rotation. The tolerance is relative to the Gram matrix's largest entry.
+    """
+    Z1, Z2 = np.asarray(Z1, np.float64), np.asarray(Z2, np.float64)
+    assert Z1.shape == Z2.shape, (Z1.shape, Z2.shape)
+    G1, G2 = Z1 @ Z1.T, Z2 @ Z2.T
+    scale = max(np.abs(G1).max(), np.abs(G2).max(), np.finfo(np.float64).tiny)
+    worst = np.abs(G1 - G2).max() / scale
+    assert worst <= rtol, f"inner products differ by {worst:.2e} of their scale (allowed {rtol:.0e})"

