@@ -198,23 +198,13 @@ def fit_whitening(
         elif vectors is None:
             raise typer.BadParameter("give VECTORS, or --engine with --input")
         else:
-            _only_with_engine(model=model, pooling=pooling, max_length=max_length, address=address)
+            from .jobs import only_with_engine
+
+            only_with_engine("VECTORS are already encoded", model=model, pooling=pooling, max_length=max_length, address=address)
             w = fit_file("whitening", vectors, output, params=params, show_progress=progress, force=force)
     for warning in caught:
         typer.echo(f"warning: {warning.message}", err=True)
     typer.echo(f"wrote {w.describe()} to {output}", err=True)
-
-
-def _only_with_engine(**given: object) -> None:
-    """``fit whitening`` on vectors: the encoder options describe a cluster encode; given without it, they would be ignored."""
-    named = [f"--{k.replace('_', '-')}" for k, v in given.items() if v is not None]
-    if named:
-        from ..errors import IsotropyError
-
-        raise IsotropyError(
-            f"{', '.join(named)} applies only with --engine (sentence shards encoded on a cluster); VECTORS are "
-            f"already encoded: drop {'it' if len(named) == 1 else 'them'}"
-        )
 
 
 @fit_app.command("flow")

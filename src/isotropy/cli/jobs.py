@@ -40,6 +40,7 @@ __all__ = [
     "search_index",
     "default_whitening",
     "check_engine",
+    "only_with_engine",
 ]
 
 ENCODE_CHUNK = 16384  # sentences encoded and written at a time: memory stays bounded whatever the file's length
@@ -370,6 +371,16 @@ def search_index(
 
 
 # --------------------------------------------------------------------------- the distributed engine
+
+
+def only_with_engine(why: str, **given: Any) -> None:
+    """Options that describe a cluster run (``--model`` of ``fit whitening``, ``--address``), given without
+    ``--engine``: one line, rather than silently ignoring them."""
+    named = [f"--{k.replace('_', '-')}" for k, v in given.items() if v is not None]
+    if named:
+        raise IsotropyError(
+            f"{', '.join(named)} applies only with --engine (a cluster run); {why}: drop {'it' if len(named) == 1 else 'them'}"
+        )
 
 
 def check_engine(engine: str | None, inputs: str | None, positional: Any) -> None:
