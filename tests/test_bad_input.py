@@ -206,11 +206,82 @@ OUTPUT_CASES = [
     ),
     Case(
         "transform over earlier vectors",
-        ("transform", "{w}/white", "{w}/vecs.npy", "-o", "{w}/vecs16.npy"),
+        ("transform", "{w}/white", "{w}/vecs.npy", "-o", "{w}/earlier.npy"),
         code=0,
-        may_change=("vecs16.npy",),
+        setup=lambda w: _own_vectors(w / "earlier.npy"),
+        may_change=("earlier.npy", ".earlier.npy.isotropy.json"),
+    ),
+    # L1-L8 of #22: an input inside the output (or the output itself) is refused, --force or not
+    Case(
+        "index build --model inside -o, forced",
+        ("index", "build", "{w}/corpus.txt", "-o", "{w}/userdir", "--model", "{w}/userdir/mymodel", "--force"),
+        ("{w}/userdir/mymodel", "inside the output"),
+        setup=lambda w: _user_folder(w / "userdir" / "mymodel"),
+    ),
+    Case(
+        "calibrate --model inside -o, forced",
+        ("calibrate", "{w}/corpus.txt", "-o", "{w}/userdir", "--model", "{w}/userdir/mymodel", "--force"),
+        ("{w}/userdir/mymodel", "inside the output"),
+        setup=lambda w: _user_folder(w / "userdir" / "mymodel"),
+    ),
+    Case(
+        "analyze --model inside -o, forced",
+        ("analyze", "{w}/corpus.txt", "-o", "{w}/userdir", "--model", "{w}/userdir/mymodel", "--force"),
+        ("{w}/userdir/mymodel", "inside the output"),
+        setup=lambda w: _user_folder(w / "userdir" / "mymodel"),
+    ),
+    Case(
+        "fit token-frequencies --model inside -o, forced",
+        ("fit", "token-frequencies", "{w}/corpus.txt", "-o", "{w}/userdir", "--model", "{w}/userdir/m", "--force"),
+        ("{w}/userdir/m", "inside the output"),
+        setup=lambda w: _user_folder(w / "userdir" / "m"),
+    ),
+    Case(
+        "calibrate --dev inside -o, forced",
+        ("calibrate", "{w}/corpus.txt", "-o", "{w}/userdir", "--method", "auto", "--dev", "{w}/userdir/notes.txt", "--force"),
+        ("{w}/userdir/notes.txt", "inside the output"),
+    ),
+    Case(
+        "encode --pooling-stats is -o, forced",
+        ("encode", "{w}/corpus.txt", "-o", "{w}/notes.txt", "-p", "sif", "--pooling-stats", "{w}/notes.txt", "--force"),
+        ("{w}/notes.txt", "is the input"),
+    ),
+    Case(
+        "eval --fit-on is --out, forced",
+        ("eval", "--data", "{w}/pairs.tsv", "--fit-on", "{w}/notes.json", "--out", "{w}/notes.json", "--force"),
+        ("{w}/notes.json", "is the input"),
+    ),
+    Case(
+        "encode --model is -o, forced",
+        ("encode", "{w}/corpus.txt", "-o", "{w}/userdir", "--model", "{w}/userdir", "--force"),
+        ("{w}/userdir", "input"),
+    ),
+    # L9: a .npy isotropy did not write is the user's
+    Case("encode over a user's own .npy", ("encode", "{w}/corpus.txt", "-o", "{w}/vecs16.npy"), ("{w}/vecs16.npy", "--force")),
+    Case(
+        "transform over a user's own .npy",
+        ("transform", "{w}/white", "{w}/vecs.npy", "-o", "{w}/vecs16.npy"),
+        ("{w}/vecs16.npy", "--force"),
+    ),
+    Case(
+        "transform over isotropy vectors edited since",
+        ("transform", "{w}/white", "{w}/vecs.npy", "-o", "{w}/earlier.npy"),
+        ("{w}/earlier.npy", "--force"),
+        setup=lambda w: (_own_vectors(w / "earlier.npy"), np.save(w / "earlier.npy", np.zeros((3, 4), np.float32))),
     ),
 ]
+
+
+def _user_folder(folder: Path) -> None:
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text('{"model_type": "mine"}\n', encoding="utf-8")
+
+
+def _own_vectors(path: Path) -> None:
+    from isotropy.storage.vectors import save_npy
+
+    save_npy(path, np.ones((5, 32), np.float32), kind="vectors")
+
 
 # --------------------------------------------------------------------------- inputs that were already answered well: kept so
 INPUT_CASES = [
@@ -647,6 +718,7 @@ def _then(*setups: Callable[[Path], None]) -> Callable[[Path], None]:
 
 
 ENCODE = ("encode", "{w}/corpus.txt", "-o", OUT + ".npy")
+ENCODE_OUT = ENCODE
 
 POOLING_CASES = [
     Case("sif without a frequency table", (*ENCODE, "--pooling", "sif"), ("'sif'", "--pooling-stats")),
@@ -808,8 +880,58 @@ PRECISION_CASES = [
     ),
 ]
 
+
+# --------------------------------------------------------------------------- hangs, tracebacks and silent options of #22
+def _stsb(score: str) -> Callable[[Path], None]:
+    def setup(w: Path) -> None:
+        folder = w / "stsb"
+        folder.mkdir()
+        for split in ("train", "dev", "test"):
+            rows = [
+                f"main-news\tf\t2012\t{i}\t{score if i == 0 else '2.5'}\t{a}\t{b}"
+                for i, (a, b) in enumerate(zip(CORPUS, CORPUS[1:]))
+            ]
+            (folder / f"sts-{split}.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+    return setup
+
+
+def _pickled_model(w: Path) -> None:
+    folder = w / "pickled"
+    _user_folder(folder)
+    (folder / "pytorch_model.bin").write_bytes(b"\x80\x04\x95\x05\x00\x00\x00\x00\x00\x00\x00}\x94.")
+
+
+HOSTILE_CASES = [
+    Case("fit flow --levels 50", ("fit", "flow", "{w}/vecs.npy", "-o", OUT, "--levels", "50"), ("levels", "at most 16")),
+    Case("fit flow --hidden 10^9", ("fit", "flow", "{w}/vecs.npy", "-o", OUT, "--hidden", "1000000000"), ("hidden",)),
+    Case("fit flow --depth 10^6", ("fit", "flow", "{w}/vecs.npy", "-o", OUT, "--depth", "1000000"), ("depth",)),
+    Case("fit flow --epochs 10^9", ("fit", "flow", "{w}/vecs.npy", "-o", OUT, "--epochs", "1000000000"), ("epochs",)),
+    Case("analyze --pairs 10^8", ("analyze", "{w}/corpus.txt", "-o", OUT, "--pairs", "100000000"), ("--pairs", "10,000,000")),
+    Case("fit whitening --model", ("fit", "whitening", "{w}/vecs.npy", "-o", OUT, "--model", "x"), ("--model", "--engine")),
+    Case("encode --address without --engine", (*ENCODE_OUT, "--address", "tcp://h:8786"), ("--address", "--engine")),
+    Case("index add blank lines", ("index", "add", "{w}/index", "{w}/blank.txt"), ("{w}/blank.txt", "line 1", "blank")),
+    Case(
+        "STS-B score outside 0-5",
+        ("eval", "--data", "{w}/stsb", "--method", "raw"),
+        ("sts-train.csv line 1", "7.5", "STS-B", "[0, 5]"),
+        setup=_stsb("7.5"),
+    ),
+    Case(
+        "pickled pytorch_model.bin",
+        ("encode", "{w}/corpus.txt", "-o", OUT + ".npy", "-m", "{w}/pickled"),
+        ("{w}/pickled/pytorch_model.bin", "pickle"),
+        setup=_pickled_model,
+    ),
+    Case(
+        "encode --transform of another width",
+        (*ENCODE_OUT, "--transform", "{w}/white"),
+        ("--transform", "{w}/white", "32", "384"),
+    ),
+]
+
 CASES = OUTPUT_CASES + INPUT_CASES + OPTION_CASES + ARTEFACT_CASES + LOAD_CASES + TOOLBOX_CASES + POOLING_CASES + CALIBRATE_CASES
-CASES += PRECISION_CASES + AUTO_CASES
+CASES += PRECISION_CASES + AUTO_CASES + HOSTILE_CASES
 
 
 def _expand(text: str, w: Path) -> str:

@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import IsotropyError
 from ..storage.artifacts import check_output, header, output_dir
 from .figures import FIGURES
-from .metrics import DEFAULT_PAIRS, DEFAULT_SEED, MIN_SENTENCES, RAW, sentence_report
+from .metrics import DEFAULT_PAIRS, DEFAULT_SEED, MIN_SENTENCES, RAW, check_pairs, sentence_report
 from .recommend import recommendation, recommendation_markdown
 from .words import MAX_QUERIES, WordLevelUnavailable, word_report
 
@@ -321,8 +321,7 @@ def _check_analyze_args(sentences: Any, source: str, seed: Any, n_pairs: Any, un
     kept = _nonblank(list(sentences), source)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise IsotropyError(f"the seed must be a non-negative integer, got {seed!r}")
-    if int(n_pairs) < 1:
-        raise IsotropyError(f"the number of random pairs must be at least 1, got {n_pairs}")
+    check_pairs(n_pairs)
     if unseen_tokens not in ("last", "drop"):
         raise IsotropyError(f"unseen tokens must be ranked 'last' or 'drop'ped, got {unseen_tokens!r}")
     return kept
@@ -486,7 +485,8 @@ def analyze_file(
     """The ``isotropy analyze`` command: validate everything cheap first, then load the model and run :func:`analyze`."""
     from ..storage.text import read_sentences
 
-    check_report_dir(out_dir, force=force, inputs=[corpus, *transforms])
+    check_pairs(kwargs.get("n_pairs", 1), "--pairs")  # an absurd count is said before the model loads
+    check_report_dir(out_dir, force=force, inputs=[corpus, *transforms, model if isinstance(model, (str, os.PathLike)) else None])
     sentences = read_sentences(corpus)
     _nonblank(sentences, str(corpus))
     loaded = _load_transforms(list(transforms)) if transforms else None

@@ -107,7 +107,7 @@ def _check_eval(eval_data: Any) -> None:
         raise IsotropyError(f"--eval: {exc}") from None
 
 
-def _prepare(corpus, output, method, options, eval_data, engine, onnx, quantize, force):
+def _prepare(corpus, output, method, options, eval_data, engine, onnx, quantize, force, inputs=()):
     """Everything checkable before a model loads; returns the corpus, its size (None: standard
     input, counted while encoding), the output, the unfitted transform and whether to write ONNX."""
     from ..integrations.sentence_transformers import _require_st
@@ -115,7 +115,7 @@ def _prepare(corpus, output, method, options, eval_data, engine, onnx, quantize,
     want_onnx = _check_onnx(onnx, quantize)
     _check_engine(engine)
     src = Corpus(corpus)
-    out = check_output(output, ST_KIND, force=force, inputs=[*src.inputs, eval_data])
+    out = check_output(output, ST_KIND, force=force, inputs=[*src.inputs, eval_data, *inputs])
     est = resolve_method(method, **options)
     _require_st()
     _check_eval(eval_data)
@@ -245,7 +245,8 @@ def run_calibration(
 ) -> Calibration:
     """The whole job (module docstring)."""
     options = {"n_components": n_components, "power": power, "shrinkage": shrinkage, "candidates": candidates, "dev": dev}
-    src, total, out, est, want_onnx = _prepare(corpus, output, method, options, eval_data, engine, onnx, quantize, force)
+    read = [x if isinstance(x, (str, os.PathLike)) else None for x in (model, dev, pooling_stats)]  # never replaced
+    src, total, out, est, want_onnx = _prepare(corpus, output, method, options, eval_data, engine, onnx, quantize, force, read)
     if isinstance(est, AutoMethod) and engine is not None:
         raise IsotropyError("--method auto compares candidates on a sample encoded here: run it without --engine")
     t0 = time.perf_counter()

@@ -40,11 +40,11 @@ def main(argv: list[str] | None = None) -> None:
         from click import exceptions as click_exc
 
     from ..errors import IsotropyError, Terminated
-    from ..storage.atomic import terminate_as_interrupt
+    from ..storage.atomic import output_locks, terminate_as_interrupt
 
     debug = os.environ.get("ISOTROPY_DEBUG", "").strip() not in ("", "0")
     try:
-        with terminate_as_interrupt():
+        with terminate_as_interrupt(), output_locks():  # one writer per output: a second one fails at once
             code = app(args=argv, standalone_mode=False, prog_name="isotropy")
     except IsotropyError as exc:
         _err(" ".join(str(exc).split()))
@@ -64,6 +64,11 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         _err("interrupted; no partial output was written")
         sys.exit(130)
+    except MemoryError:
+        if debug:
+            raise
+        _err("out of memory: lower the sizes asked for (--batch-size, --pairs, --max-sentences) or free memory")
+        sys.exit(2)
     except (OSError, ValueError) as exc:
         if debug:
             raise

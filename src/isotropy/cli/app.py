@@ -78,7 +78,7 @@ def encode(
     inputs: str | None = InputsOpt,
     address: str | None = AddressOpt,
     transform: Path | None = typer.Option(
-        None, "--transform", "-t", help="With --engine: a fitted transform folder to apply to each shard's vectors."
+        None, "--transform", "-t", help="A fitted transform folder to apply to the vectors (with --engine: to each shard's)."
     ),
     pooling_stats: str | None = PoolingStatsOpt,
     force: bool = ForceOpt,
@@ -106,6 +106,12 @@ def encode(
         return
     if input is None:
         raise typer.BadParameter("give a text file (or '-'), or --engine with --input")
+    if address is not None:
+        from ..errors import IsotropyError
+
+        raise IsotropyError(
+            f"--address {address} applies only with --engine dask (a cluster to encode on); drop it or add --engine"
+        )
     from .jobs import encode_file
 
     (rows, dims), enc = encode_file(
@@ -119,8 +125,10 @@ def encode(
         force=force,
         pooling_stats=pooling_stats,
         precision=precision,
+        transform=transform,
     )
-    typer.echo(f"wrote {rows} x {dims} vectors ({enc.describe()}) to {output}", err=True)
+    after = f", then {transform}" if transform is not None else ""
+    typer.echo(f"wrote {rows} x {dims} vectors ({enc.describe()}{after}) to {output}", err=True)
 
 
 # `isotropy calibrate`: a corpus in, a calibrated model folder out (cli/calibrate_command.py)
@@ -190,6 +198,9 @@ def fit_whitening(
         elif vectors is None:
             raise typer.BadParameter("give VECTORS, or --engine with --input")
         else:
+            from .jobs import only_with_engine
+
+            only_with_engine("VECTORS are already encoded", model=model, pooling=pooling, max_length=max_length, address=address)
             w = fit_file("whitening", vectors, output, params=params, show_progress=progress, force=force)
     for warning in caught:
         typer.echo(f"warning: {warning.message}", err=True)
@@ -312,7 +323,7 @@ def eval_(
     from ..evaluation import check_results_output, evaluate
 
     if out is not None:
-        check_results_output(out, force=force, inputs=[data])
+        check_results_output(out, force=force, inputs=[data, model, pooling_stats, fit_on])
     results = evaluate(
         task or None,
         data=data,

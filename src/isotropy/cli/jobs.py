@@ -23,7 +23,7 @@ from .._progress import ProgressBar
 from ..encoders import Encoder
 from ..errors import IsotropyError
 from ..storage.artifacts import check_output, read_config
-from ..storage.atomic import artefact_lock
+from ..storage.atomic import artefact_lock, check_free_space
 from ..storage.text import iter_sentences, read_sentences
 from ..storage.vectors import VECTORS_KIND, iter_vector_chunks, list_vector_files, load_vectors, open_vector_file, write_vectors
 from ..transforms import load_transform, make_transform, resolve_transform, transform_class
@@ -40,6 +40,7 @@ __all__ = [
     "search_index",
     "default_whitening",
     "check_engine",
+    "only_with_engine",
 ]
 
 ENCODE_CHUNK = 16384  # sentences encoded and written at a time: memory stays bounded whatever the file's length
@@ -67,14 +68,19 @@ def encode_file(
     force: bool = False,
     pooling_stats: Any = None,
     precision: str = "fp32",
+    transform: Any = None,
 ) -> tuple[tuple[int, int], Encoder]:
     """``isotropy encode``: one sentence a line (or ``-``) to a float32 ``.npy``, row i = line i + 1.
 
     The file is read a line at a time and vectors are written chunk by chunk
     (:data:`ENCODE_CHUNK` sentences), so memory does not grow with the number of lines
-    (standard input is held: its rows must be counted before the header is written). Returns the shape written and the encoder.
+    (standard input is held: its rows must be counted before the header is written). With ``transform`` (a
+    fitted transform or its folder), it is applied to every chunk. Returns the shape written and the encoder.
+    The disk's free space is checked before anything is encoded.
     """
-    check_output(output, VECTORS_KIND, force=force, inputs=[input, _path_or_none(pooling_stats)])
+    read = [input, _path_or_none(pooling_stats), _path_or_none(model), _path_or_none(transform)]
+    check_output(output, VECTORS_KIND, force=force, inputs=read)
+    t = load_transform(transform) if isinstance(transform, (str, os.PathLike)) else transform
     if str(input) == "-":  # standard input cannot be read twice: it is held (the rows must be counted first)
         held = read_sentences(input)
         n, stream = len(held), lambda: iter(held)
@@ -95,15 +101,23 @@ def encode_file(
         pooling_stats=pooling_stats,
         precision=precision,
     )
+    dim = enc.dim
+    if t is not None:
+        if int(t.n_features_in_) != int(enc.dim):
+            raise IsotropyError(
+                f"--transform {transform} expects {t.n_features_in_}-dimensional vectors, but {enc.describe()} gives {enc.dim}"
+            )
+        dim = int(t.n_features_out_)
+    check_free_space(output, n * dim * 4 + 4096)
     lines = stream()
     with (
-        write_vectors(output, (n, enc.dim), np.float32, force=force) as out,
+        write_vectors(output, (n, dim), np.float32, force=force) as out,
         ProgressBar(n, show_progress, "encoding", min_total=4 * enc.batch_size, unit="sentences") as bar,
     ):
         for _ in range(0, n, ENCODE_CHUNK):
-            chunk = list(itertools.islice(lines, ENCODE_CHUNK))
-            out.write(enc.encode(chunk, progress=bar))  # the bar advances batch by batch
-    return (n, enc.dim), enc
+            chunk = enc.encode(list(itertools.islice(lines, ENCODE_CHUNK)), progress=bar)  # the bar advances by batch
+            out.write(chunk if t is None else np.asarray(t.transform(chunk), dtype=np.float32))
+    return (n, dim), enc
 
 
 # --------------------------------------------------------------------------- fit and apply transforms
@@ -194,6 +208,7 @@ def transform_file(
         raise IsotropyError(f"{vectors} has {width} dimensions but the {model.kind} expects {expected}")
     probe = np.asarray(open_vector_file(list_vector_files(vectors)[0])[:1])
     out_dtype = np.asarray(model.transform(probe)).dtype if probe.shape[0] else np.float32
+    check_free_space(output, rows * int(model.n_features_out_) * np.dtype(out_dtype).itemsize + 4096)
     with (
         write_vectors(output, (rows, model.n_features_out_), out_dtype, force=force) as out,
         ProgressBar(rows, show_progress, "transforming", min_total=1, unit="vectors") as bar,
@@ -291,7 +306,7 @@ def build_index(
     ]
     if len(chosen) > 1:
         raise IsotropyError(f"choose one of {', '.join(chosen)}")
-    check_output(output, "index", force=force, inputs=[corpus, transform, _path_or_none(pooling_stats)])
+    check_output(output, "index", force=force, inputs=[corpus, transform, _path_or_none(pooling_stats), _path_or_none(model)])
     sentences = read_sentences(corpus)
     if not any(s.strip() for s in sentences):
         raise IsotropyError(f"{corpus} holds no sentence (every line is empty): there is nothing to index")
@@ -321,6 +336,9 @@ def add_to_index(index_dir: str | os.PathLike, more: str | os.PathLike, show_pro
     index_dir = Path(index_dir)
     read_config(index_dir, "index")  # a missing or foreign folder is named before any lock is taken
     sentences = read_sentences(more)
+    blank = next((i for i, s in enumerate(sentences, start=1) if not s.strip()), None)
+    if blank is not None:  # it would become a searchable row that matches nothing
+        raise IsotropyError(f"{more} line {blank} is blank: there is no sentence to index there; remove the blank lines")
     with artefact_lock(index_dir):
         index = Index.load(index_dir)
         index.add(sentences, show_progress=show_progress)
@@ -353,6 +371,16 @@ def search_index(
 
 
 # --------------------------------------------------------------------------- the distributed engine
+
+
+def only_with_engine(why: str, **given: Any) -> None:
+    """Options that describe a cluster run (``--model`` of ``fit whitening``, ``--address``), given without
+    ``--engine``: one line, rather than silently ignoring them."""
+    named = [f"--{k.replace('_', '-')}" for k, v in given.items() if v is not None]
+    if named:
+        raise IsotropyError(
+            f"{', '.join(named)} applies only with --engine (a cluster run); {why}: drop {'it' if len(named) == 1 else 'them'}"
+        )
 
 
 def check_engine(engine: str | None, inputs: str | None, positional: Any) -> None:

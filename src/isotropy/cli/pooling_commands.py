@@ -37,7 +37,7 @@ def fit_token_frequencies(
     from ..storage.artifacts import check_output
     from ..storage.text import read_sentences
 
-    check_output(output, KIND, force=force, inputs=[corpus])
+    check_output(output, KIND, force=force, inputs=[corpus, model])
     sentences = read_sentences(corpus)
     backend = TorchBackend(model, device="cpu")
     stats = TokenFrequencies.fit(

@@ -94,6 +94,12 @@ def fit_moments(
     return Moments.from_arrays(total)
 
 
+def _spec_inputs(encoder: Any) -> list[Any]:
+    """The local paths an encoder spec reads (its model folder): an output never replaces them."""
+    model = encoder.get("model") if isinstance(encoder, dict) else getattr(encoder, "model", encoder)
+    return [model] if isinstance(model, (str, os.PathLike)) else []
+
+
 def fit_whitening(
     inputs: str | os.PathLike | Sequence[str | os.PathLike],
     encoder: EncoderSpec | dict | str | None = None,
@@ -125,7 +131,7 @@ def fit_whitening(
 
     files = expand_inputs(inputs)
     if output is not None:
-        check_output(output, "whitening", force=force, inputs=files)
+        check_output(output, "whitening", force=force, inputs=[*files, *_spec_inputs(encoder)])
     params = _whitening_params(whitening)
     moments = fit_moments(
         files,
@@ -192,7 +198,7 @@ def encode(
     files = expand_inputs(inputs)
     if any(f.suffix == ".npy" for f in files):
         raise IsotropyError("encode takes text shards (one sentence a line), not .npy vectors")
-    out = check_output(output_dir, SHARDS_KIND, force=force, inputs=files)
+    out = check_output(output_dir, SHARDS_KIND, force=force, inputs=[*files, *_spec_inputs(encoder), transform])
     _check_stems(files)
     spec = EncoderSpec.coerce(encoder).resolve()
     tpath, tdigest = _transform_for(transform, spec)

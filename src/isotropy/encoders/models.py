@@ -137,6 +137,9 @@ def check_tokenizer_vocab(tokenizer, where: str) -> None:
         )
 
 
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")  # weights torch.load would unpickle
+
+
 def check_model_folder(folder: Path) -> None:
     """One clear line for a local folder transformers cannot load, before it tries.
 
@@ -158,6 +161,12 @@ def check_model_folder(folder: Path) -> None:
         raise IsotropyError(
             f"model folder {folder} has no config.json, so it is not a Hugging Face model folder; "
             f"pass a folder written by save_pretrained or a model id"
+        )
+    pickled = [n for n in entries if n.endswith(PICKLE_SUFFIXES)]
+    if pickled and not any(n.endswith(".safetensors") for n in entries):
+        raise IsotropyError(
+            f"{folder / pickled[0]} is a pickle checkpoint, which can run code when it is loaded; isotropy loads "
+            f"safetensors weights only: save the model again with save_pretrained (safe_serialization=True)"
         )
     shards = ["model.safetensors"] if "model.safetensors" in entries else []
     index = folder / "model.safetensors.index.json"
@@ -286,7 +295,11 @@ def load_hf_model(folder: Path | None, name: str):
             # random values) or held in excess; ignore_mismatched_sizes turns a shape mismatch into
             # info too, instead of an error that points to a report nobody sees.
             model, info = AutoModel.from_pretrained(
-                source, local_files_only=local_only, output_loading_info=True, ignore_mismatched_sizes=True
+                source,
+                local_files_only=local_only,
+                output_loading_info=True,
+                ignore_mismatched_sizes=True,
+                use_safetensors=True,  # never unpickle a checkpoint (a hub model without safetensors is refused)
             )
         except SafetensorError as exc:
             raise IsotropyError(

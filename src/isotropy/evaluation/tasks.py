@@ -141,13 +141,21 @@ def _read_lines(path: Path) -> list[str]:
     return out
 
 
-def _number(text: str, path: Path, line: int, what: str = "score") -> float:
+# The scale each STS task's annotators used (the task papers): a score outside it is a broken or
+# edited file (a shifted column, a 0-100 scale), which would give a correlation without a word.
+SCORE_RANGES = {"STS-B": (0.0, 5.0), "SICK-R": (1.0, 5.0), **{f"STS-{y}": (0.0, 5.0) for y in range(12, 17)}}
+
+
+def _number(text: str, path: Path, line: int, what: str = "score", task: str | None = None) -> float:
     try:
         value = float(text)
     except ValueError:
         raise IsotropyError(f"{path} line {line}: {what} {text.strip()[:40]!r} is not a number") from None
     if not math.isfinite(value):
         raise IsotropyError(f"{path} line {line}: {what} {text.strip()!r} is not a finite number")
+    low, high = SCORE_RANGES.get(task or "", (-math.inf, math.inf))
+    if not low <= value <= high:
+        raise IsotropyError(f"{path} line {line}: {what} {text.strip()} is outside {task}'s range [{low:g}, {high:g}]")
     return value
 
 
@@ -177,7 +185,7 @@ def load_stsb(folder: str | os.PathLike) -> Task:
                     f"{path} line {number}: expected 7 tab-separated columns "
                     f"(genre, file, year, id, score, sentence1, sentence2), found {len(cols)}"
                 )
-            pairs.append(Pair(cols[5], cols[6], _number(cols[4], path, number), cols[0]))
+            pairs.append(Pair(cols[5], cols[6], _number(cols[4], path, number, task="STS-B"), cols[0]))
         splits[split] = pairs
     return Task("STS-B", splits, eval_splits=("test",), train_split="train", source=str(folder))
 
@@ -207,7 +215,7 @@ def load_sick(folder: str | os.PathLike) -> Task:
             cols = line.split("\t")
             if len(cols) != len(header):
                 raise IsotropyError(f"{path} line {number}: expected {len(header)} tab-separated columns, found {len(cols)}")
-            pairs.append(Pair(cols[ia], cols[ib], _number(cols[isc], path, number), "SICK"))
+            pairs.append(Pair(cols[ia], cols[ib], _number(cols[isc], path, number, task="SICK-R"), "SICK"))
         splits[split] = pairs
     return Task("SICK-R", splits, eval_splits=("test",), train_split="train", source=str(folder))
 
@@ -238,7 +246,7 @@ def load_semeval(folder: str | os.PathLike, name: str) -> Task:
             cols = line.split("\t")
             if len(cols) != 2:
                 raise IsotropyError(f"{inp} line {number}: expected 2 tab-separated sentences, found {len(cols)} columns")
-            pairs.append(Pair(cols[0], cols[1], _number(gold, gs, number, "gold score"), subset))
+            pairs.append(Pair(cols[0], cols[1], _number(gold, gs, number, "gold score", task=name), subset))
     return Task(name, {"test": pairs}, eval_splits=("test",), train_split=None, source=str(folder), aggregated=True)
 
 

@@ -46,7 +46,7 @@ def build_auto_index(
     if candidates is not None:
         parse_candidates(candidates, 10**6)  # an unknown name is said before the model loads
     stats = None if pooling_stats is None or not isinstance(pooling_stats, (str, os.PathLike)) else pooling_stats
-    check_output(output, "index", force=force, inputs=[corpus, stats])
+    check_output(output, "index", force=force, inputs=[corpus, stats, model if isinstance(model, (str, os.PathLike)) else None])
     sentences = read_sentences(corpus)
     rows = [i for i, s in enumerate(sentences) if s.strip()]
     if not rows:

@@ -19,6 +19,7 @@ work and again just before the rename.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -30,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import IsotropyError
-from .atomic import atomic_dir, atomic_file, parent_of, signals_deferred, temp_prefix
+from .atomic import atomic_dir, atomic_file, check_free_space, lock_output, parent_of, signals_deferred, temp_prefix
 
 __all__ = [
     "FORMAT_VERSION",
@@ -52,6 +53,9 @@ __all__ = [
     "write_json",
     "folder_digest",
     "file_sha256",
+    "vectors_sidecar",
+    "mark_own_vectors",
+    "is_own_vectors",
 ]
 
 FORMAT_VERSION = 1
@@ -166,12 +170,8 @@ def artefact_kind(path: str | os.PathLike) -> str | None:
         return None
     if not path.is_file():
         return None
-    if path.suffix == ".npy":
-        try:
-            shape = np.load(path, mmap_mode="r", allow_pickle=False).shape
-        except (OSError, ValueError, EOFError):
-            return None
-        return "vectors" if len(shape) == 2 else None
+    if path.suffix == ".npy":  # only a file isotropy wrote: its sidecar must describe it as it is now
+        return "vectors" if is_own_vectors(path) else None
     if path.suffix == ".md":
         try:
             with open(path, encoding="utf-8") as fh:
@@ -232,7 +232,9 @@ def check_output(
                 f"{path} exists and is not an isotropy {what}; refusing to overwrite it: choose another file, "
                 f"or pass --force (force=True) to overwrite it"
             )
-    return check_output_path(path)
+    check_output_path(path)
+    lock_output(path)  # inside the command line's output_locks(): a second writer of path fails at once
+    return path
 
 
 def _check_inputs(path: Path, inputs: Sequence[str | os.PathLike | None], folder: bool) -> None:
@@ -240,7 +242,10 @@ def _check_inputs(path: Path, inputs: Sequence[str | os.PathLike | None], folder
     for item in inputs:
         if item is None or str(item) in ("", "-"):
             continue
-        src = Path(item).expanduser().resolve()
+        src = Path(item).expanduser()
+        if not (src.exists() or src.is_symlink()):
+            continue  # nothing there to lose (a hub model id, a file yet to be named missing by its reader)
+        src = src.resolve()
         if out == src:
             raise IsotropyError(f"the output {path} is the input {item}: it would be overwritten; choose another output")
         if src.is_dir() and out.is_relative_to(src):
@@ -300,6 +305,47 @@ def write_json(path: str | os.PathLike, obj: Any, *, kind: str | None = None, fo
     return path
 
 
+# --------------------------------------------------------------------------- vector files: how isotropy knows its own
+#
+# A ``.npy`` is a plain NumPy file: nothing in it says who wrote it, and a user's own 2-D
+# array looks exactly like encoded vectors. So every ``.npy`` isotropy writes gets a hidden
+# sidecar, ``.NAME.isotropy.json``, holding the header and the file's size and modification
+# time as written: a file replaced or edited since (np.save over it, a copy from elsewhere)
+# no longer matches, and is then protected like any file of the user's.
+
+
+def vectors_sidecar(path: str | os.PathLike) -> Path:
+    """The sidecar that marks the ``.npy`` at ``path`` as written by isotropy."""
+    path = Path(path)
+    return parent_of(path) / f".{path.name}.isotropy.json"
+
+
+def mark_own_vectors(path: str | os.PathLike) -> None:
+    """Record that isotropy just wrote the ``.npy`` at ``path`` (see :func:`is_own_vectors`)."""
+    path = Path(path)
+    st = os.stat(path)
+    meta = {**header("vectors"), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    with atomic_file(vectors_sidecar(path), "w") as fh:
+        json.dump(meta, fh, sort_keys=True)
+
+
+def is_own_vectors(path: str | os.PathLike) -> bool:
+    """Whether the ``.npy`` at ``path`` is, unchanged, one isotropy wrote (its sidecar matches it)."""
+    path = Path(path)
+    meta = _read_json(vectors_sidecar(path))
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return (
+        isinstance(meta, dict)
+        and meta.get("library") == LIBRARY_TAG
+        and meta.get("kind") == "vectors"
+        and meta.get("size") == st.st_size
+        and meta.get("mtime_ns") == st.st_mtime_ns
+    )
+
+
 # --------------------------------------------------------------------------- fitted state
 
 
@@ -324,8 +370,12 @@ def save_state(
             raise IsotropyError(f"refusing to save a {kind} whose array {name!r} holds NaN or infinite values")
 
     meta = {**header(kind), **config}
+    nbytes = sum(np.asarray(v).nbytes for v in arrays.values())
+    check_free_space(path, nbytes)
     with output_dir(path, kind, force=force) as tmp:
         save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, str(tmp / STATE_NAME))
+        if os.path.getsize(tmp / STATE_NAME) < nbytes:  # safetensors can meet a full disk without a word
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
         (tmp / CONFIG_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
         for name, data in (extra_files or {}).items():
             (tmp / name).write_bytes(data)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import IsotropyError
-from .artifacts import check_output
+from .artifacts import check_output, mark_own_vectors
 from .atomic import atomic_file, atomic_path
 
 __all__ = [
@@ -123,6 +123,8 @@ def save_npy(path: str | os.PathLike, array: np.ndarray, *, kind: str | None = N
     check = (lambda: check_output(path, kind, force=force)) if kind is not None else None
     with atomic_file(path, check=check) as fh:
         np.save(fh, array)
+    if kind == VECTORS_KIND:
+        mark_own_vectors(path)
     return path
 
 
@@ -174,3 +176,5 @@ def write_vectors(
             yield writer
             if writer.rows != shape[0]:
                 raise IsotropyError(f"{path}: {writer.rows} rows were written, {shape[0]} were announced")
+    if kind == VECTORS_KIND:
+        mark_own_vectors(path)

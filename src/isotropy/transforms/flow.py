@@ -47,6 +47,12 @@ PROBE_ROWS = 2048  # training rows the loss is measured on before and after trai
 ABSURD_LOSS = 1e3  # bits/dim: beyond any float32 data's scale (2^1000); training stops and fails there
 
 
+# Bounds of the settings that size loops and layers. levels: each level halves the channels, so a
+# k-level flow needs at least 2^k dimensions (16: 65,536-dimensional vectors); the others are far
+# beyond any use in the papers (BERT-flow: levels 2, depth 3, hidden 32, 1 epoch) yet finish.
+FLOW_LIMITS = {"levels": 16, "depth": 256, "hidden": 65_536, "epochs": 100_000, "batch_size": 2**24}
+
+
 def _is_int(v: Any) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
@@ -98,6 +104,8 @@ class Flow(Transform):
             value = getattr(self, name)
             if not _is_int(value) or value < 1:
                 raise IsotropyError(f"Flow {name} must be a positive integer, got {value!r}")
+            if value > FLOW_LIMITS[name]:  # loops and layers sized by it: an absurd value would run for hours
+                raise IsotropyError(f"Flow {name} must be at most {FLOW_LIMITS[name]:,}, got {value:,}")
         if self.batch_size < 2:
             raise IsotropyError(f"Flow batch_size must be at least 2 (actnorm needs a variance), got {self.batch_size}")
         if self.coupling not in COUPLINGS:
