@@ -87,7 +87,9 @@ def _local_client(distributed: Any, n_workers: int | None) -> Iterator[Any]:
             processes=True,
             dashboard_address=":0",
             local_directory=scratch,
-            silence_logs=logging.ERROR,
+            # CRITICAL, not ERROR: a loaded machine makes workers log heartbeat errors while the
+            # cluster is torn down after a failure; the failure itself reaches the user as one line
+            silence_logs=logging.CRITICAL,
         )
         try:
             with distributed.Client(cluster, set_as_default=False) as client:
