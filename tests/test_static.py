@@ -193,3 +193,70 @@ def test_glove_default_encodes(tmp_path):
     assert enc.record()["model"] == "glove-6b-50d" and enc.record()["backend"] == "static"
     assert enc.coverage.unknown == 0
     assert json.dumps(enc.coverage.to_dict())
+
+
+CORPUS = [
+    f"the {a} {v} on a {b} mat." for a in ("cat", "dog", "big dog", "red cat") for v in ("sat", "ran") for b in ("big", "red")
+] * 4
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def _check_export(folder: Path, cal, sentences: list[str]) -> None:
+    from model2vec import StaticModel
+    from sentence_transformers import SentenceTransformer
+
+    ours = cal.transform.transform(cal.encoder.encode(sentences))
+    m2v = StaticModel.from_pretrained(folder).encode(sentences)
+    st_model = SentenceTransformer(str(folder / "sentence-transformers"), device="cpu").encode(sentences)
+    for theirs in (m2v, st_model):
+        assert theirs.shape == ours.shape
+        assert _cosines(ours, theirs).min() > 1 - 1e-5
+
+
+@pytest.mark.parametrize("pooling", ["last-avg", "sif"])
+def test_calibrate_folds_into_model2vec_and_sentence_transformers_folders(tmp_path, vectors, pooling):
+    from isotropy.calibration import run_calibration
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
+    table = write_table(tmp_path, "word2vec", vectors)
+    out = tmp_path / "calibrated"
+    cal = run_calibration(corpus, out, model=str(table), pooling=pooling, method="center", show_progress=False)
+    assert (out / "isotropy.json").is_file() and cal.info["coverage"]["oov_rate"] == 0.0
+    _check_export(out, cal, ["the cat sat on a mat.", "a big red dog ran", "dog , mat"])
+    again = run_calibration(corpus, out, model=str(table), pooling=pooling, method="center", show_progress=False)
+    assert again.path == out  # an isotropy output is replaced
+
+
+def test_calibrate_refuses_what_does_not_fold(tmp_path, vectors):
+    from isotropy.calibration import run_calibration
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
+    table = write_table(tmp_path, "glove", vectors)
+    with pytest.raises(IsotropyError, match="not affine"):
+        run_calibration(corpus, tmp_path / "out", model=str(table), method="flow", show_progress=False)
+    with pytest.raises(IsotropyError, match="token count"):
+        run_calibration(corpus, tmp_path / "out", model=str(table), pooling="sif:norm=weights", show_progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_cli_round_trip_on_glove(tmp_path):
+    from helpers import run_cli
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(f"{s} number {i}" for i, s in enumerate(CORPUS * 20)) + "\n", encoding="utf-8")
+    code, _, err = run_cli(["encode", str(corpus), "-o", str(tmp_path / "v.npy"), "--model", "glove-6b-50d"])
+    assert code == 0, err
+    assert np.load(tmp_path / "v.npy").shape == (len(CORPUS) * 20, 50)
+    out = tmp_path / "glove-white"
+    code, _, err = run_cli(["calibrate", str(corpus), "-o", str(out), "--model", "glove-6b-50d", "--method", "abtt"])
+    assert code == 0, err
+    from isotropy.calibration import run_calibration
+
+    cal = run_calibration(corpus, out, model="glove-6b-50d", method="abtt", show_progress=False, force=True)
+    _check_export(out, cal, ["A man is playing a guitar.", "The cat sat on the mat.", "Stocks fell sharply today."])
