@@ -104,10 +104,11 @@ class StaticBackend:
         coverage = Coverage()
         for start in range(0, len(sentences), CHUNK):
             chunk = sentences[start : start + CHUNK]
-            ids, total, unknown = self.table.token_ids(chunk, limit)
-            coverage.add(ids, total, unknown)
+            flat, lengths, total, unknown = self.table.token_array(chunk, limit)
+            coverage.add(lengths, total, unknown)
             for name, p in poolings.items():
-                out[name][start : start + len(chunk)] = self.table.pool_ids(ids, weights[p.name], getattr(p, "norm", "tokens"))
+                norm = getattr(p, "norm", "tokens")
+                out[name][start : start + len(chunk)] = self.table.pool_array(flat, lengths, weights[p.name], norm)
             bar.advance(len(chunk))
         self.coverage = coverage
         return out

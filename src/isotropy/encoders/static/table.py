@@ -21,6 +21,7 @@ gets a zero vector and is counted in :class:`Coverage` (``empty``), never NaN.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -84,14 +85,13 @@ class Coverage:
             "sentences_without_known_token": self.empty,
         }
 
-    def add(self, ids: list[list[int]], total: int, unknown: int) -> None:
-        """Count one chunk of tokenised sentences (unknown tokens already dropped from ``ids`` or not)."""
-        for i, row in enumerate(ids):
-            if not row:
-                self.empty += 1
-                if len(self.empty_rows) < 5:
-                    self.empty_rows.append(self.sentences + i)
-        self.sentences += len(ids)
+    def add(self, ids: Any, total: int, unknown: int) -> None:
+        """Count one chunk of tokenised sentences: ``ids`` per sentence, or their lengths (an array)."""
+        lengths = np.asarray(ids) if isinstance(ids, np.ndarray) else np.fromiter(map(len, ids), dtype=np.int64)
+        empty = np.flatnonzero(lengths == 0)
+        self.empty += int(empty.size)
+        self.empty_rows.extend(self.sentences + int(i) for i in empty[: max(0, 5 - len(self.empty_rows))])
+        self.sentences += len(lengths)
         self.tokens += total
         self.unknown += unknown
 
@@ -227,6 +227,33 @@ class StaticTable:
     def token_ids(self, sentences: Sequence[str], max_length: int | None = None) -> tuple[list[list[int]], int, int]:
         """Token ids per sentence (truncated to ``max_length``, unknown ones dropped when the table drops them),
         and the number of tokens and unknown tokens seen."""
+        ids = self._encode(sentences, max_length)
+        total = sum(map(len, ids))
+        unk = self.unk_id
+        if unk is None:
+            return ids, total, 0
+        unknown = sum(row.count(unk) for row in ids)
+        if unknown and self.drop_unknown:
+            ids = [[t for t in row if t != unk] if unk in row else row for row in ids]
+        return ids, total, unknown
+
+    def token_array(self, sentences: Sequence[str], max_length: int | None = None) -> tuple[np.ndarray, np.ndarray, int, int]:
+        """:meth:`token_ids` as ``(flat ids, length per sentence, tokens, unknown tokens)``, with numpy doing the
+        per-token work (the fast path of the encoder)."""
+        ids = self._encode(sentences, max_length)
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
+        total, unknown = int(flat.size), 0
+        if self.unk_id is not None:
+            known = flat != self.unk_id
+            unknown = total - int(known.sum())
+            if unknown and self.drop_unknown:
+                rows = np.repeat(np.arange(len(ids)), lengths)
+                lengths = np.bincount(rows[known], minlength=len(ids)).astype(np.int64)
+                flat = flat[known]
+        return flat, lengths, total, unknown
+
+    def _encode(self, sentences: Sequence[str], max_length: int | None) -> list[list[int]]:
         limit = self.max_length if max_length is None else max_length
         if limit is None:
             self.tokenizer.no_truncation()
@@ -236,15 +263,7 @@ class StaticTable:
         if limit is not None and self.chars_per_token:
             cut = int(limit) * int(self.chars_per_token)
             sentences = [s[:cut] for s in sentences]
-        ids = [e.ids for e in encode(list(sentences), add_special_tokens=False)]
-        total = sum(map(len, ids))
-        unk = self.unk_id
-        if unk is None:
-            return ids, total, 0
-        unknown = sum(row.count(unk) for row in ids)
-        if unknown and self.drop_unknown:
-            ids = [[t for t in row if t != unk] if unk in row else row for row in ids]
-        return ids, total, unknown
+        return [e.ids for e in encode(list(sentences), add_special_tokens=False)]
 
     def pool(
         self,
@@ -263,22 +282,29 @@ class StaticTable:
 
     def pool_ids(self, ids: list[list[int]], weights: np.ndarray | None = None, norm: str = "tokens") -> np.ndarray:
         """:meth:`pool` on token ids (from :meth:`token_ids`): one sparse product, no ``(tokens, d)`` gather."""
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
+        return self.pool_array(flat, lengths, weights, norm)
+
+    def pool_array(
+        self, flat: np.ndarray, lengths: np.ndarray, weights: np.ndarray | None = None, norm: str = "tokens"
+    ) -> np.ndarray:
+        """:meth:`pool_ids` on ``(flat ids, lengths)`` (from :meth:`token_array`)."""
         from scipy.sparse import csr_matrix
 
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        flat = np.fromiter((t for row in ids for t in row), dtype=np.int64, count=int(lengths.sum()))
-        indptr = np.zeros(len(ids) + 1, dtype=np.int64)
+        n = len(lengths)
+        indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(lengths, out=indptr[1:])
         data = np.ones(flat.size, dtype=np.float64) if weights is None else np.asarray(weights, dtype=np.float64)[flat]
         if norm == "tokens":
             denom = lengths.astype(np.float64)
         elif norm == "weights":
-            denom = np.bincount(np.repeat(np.arange(len(ids)), lengths), weights=data, minlength=len(ids))
+            denom = np.bincount(np.repeat(np.arange(n), lengths), weights=data, minlength=n)
         else:
-            denom = np.ones(len(ids))
+            denom = np.ones(n)
         scale = np.divide(1.0, denom, out=np.zeros_like(denom), where=denom > 0)
         data *= np.repeat(scale, lengths)
-        matrix = csr_matrix((data.astype(np.float32), flat, indptr), shape=(len(ids), len(self)))
+        matrix = csr_matrix((data.astype(np.float32), flat, indptr), shape=(n, len(self)))
         return np.asarray(matrix @ self.vectors, dtype=np.float32)
 
 
