@@ -930,8 +930,60 @@ HOSTILE_CASES = [
     ),
 ]
 
+
+# --------------------------------------------------------------------------- static tables (#23)
+
+
+def _bytes(rel: str, data: bytes) -> Callable[[Path], None]:
+    return lambda w: (w / rel).write_bytes(data)
+
+
+def _static(rel: str) -> tuple[str, ...]:
+    return ("encode", "{w}/two.txt", "-o", OUT + ".npy", "--model", "{w}/" + rel)
+
+
+STATIC_CASES = [
+    Case(
+        "static table with a ragged row",
+        _static("ragged.txt"),
+        ("{w}/ragged.txt line 3", "ragged"),
+        setup=_write("ragged.txt", "the 0.1 0.2\ncat 0.3 0.4\ndog 0.5\n"),
+    ),
+    Case(
+        "static table with a non-number",
+        _static("nan.txt"),
+        ("{w}/nan.txt line 2", "not a number"),
+        setup=_write("nan.txt", "the 0.1 0.2\ncat 0.3 x\n"),
+    ),
+    Case(
+        "static table whose header count disagrees",
+        _static("hdr.vec"),
+        ("{w}/hdr.vec line 1", "header says 3 words"),
+        setup=_write("hdr.vec", "3 2\nthe 0.1 0.2\ncat 0.3 0.4\n"),
+    ),
+    Case(
+        "static table with a duplicate word",
+        _static("dup.txt"),
+        ("{w}/dup.txt line 2", "duplicate word 'the'"),
+        setup=_write("dup.txt", "the 0.1 0.2\nthe 0.3 0.4\n"),
+    ),
+    Case("static table that is empty", _static("empty.vec"), ("{w}/empty.vec", "empty"), setup=_write("empty.vec", "")),
+    Case(
+        "static binary table truncated",
+        _static("trunc.bin"),
+        ("{w}/trunc.bin", "truncated"),
+        setup=_bytes("trunc.bin", b"2 2\nthe \x00\x00\x00\x00"),
+    ),
+    Case(
+        "static model with a transformer pooling",
+        ("encode", "{w}/two.txt", "-o", OUT + ".npy", "--model", "{w}/ok.txt", "--pooling", "cls"),
+        ("'cls'", "static model pools by mean"),
+        setup=_write("ok.txt", "the 0.1 0.2\ncat 0.3 0.4\n"),
+    ),
+]
+
 CASES = OUTPUT_CASES + INPUT_CASES + OPTION_CASES + ARTEFACT_CASES + LOAD_CASES + TOOLBOX_CASES + POOLING_CASES + CALIBRATE_CASES
-CASES += PRECISION_CASES + AUTO_CASES + HOSTILE_CASES
+CASES += PRECISION_CASES + AUTO_CASES + HOSTILE_CASES + STATIC_CASES
 
 
 def _expand(text: str, w: Path) -> str:

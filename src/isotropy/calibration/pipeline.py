@@ -45,6 +45,7 @@ from .card import base_model_id, model_card
 from .corpus import Corpus
 from .fit import AutoMethod, Fitted, check_size, fit_auto, fit_dask, fit_local, resolve_method
 from .scoring import anisotropy, evaluate_both, float32_gap, float32_warning
+from .static_export import ST_SUBFOLDER, check_static_method, write_static_model
 
 __all__ = ["Calibration", "run_calibration", "ONNX_MODULES"]
 
@@ -127,8 +128,8 @@ def _prepare(corpus, output, method, options, eval_data, engine, onnx, quantize,
 
 def _check_against_model(est: Any, encoder: Any, src: Corpus, n: int | None, stock_only: bool) -> None:
     """What needs the model's width and pooling, the corpus's size included."""
-    if getattr(encoder, "backend", "torch") != "torch":
-        raise IsotropyError("calibrate needs a torch model (a Hugging Face folder or id), not an ONNX export")
+    if getattr(encoder, "backend", "torch") not in ("torch", "static"):
+        raise IsotropyError("calibrate needs a torch model (a Hugging Face folder or id) or a static model, not an ONNX export")
     if isinstance(est, AutoMethod):  # every candidate is affine; a corpus too small for one skips it (the evidence says)
         parts = custom_parts(encoder.pooling) if stock_only else []
         if parts:
@@ -217,6 +218,43 @@ def _write(out: Path, model: Any, info: dict[str, Any], encoder: Any, transform:
             export_onnx(tmp / SUBFOLDER, encoder=encoder, transform=transform, quantize=quantize, show_progress=False)
 
 
+def _static_calibration(out, encoder, fitted, method, src, eval_data, show_progress, force, t0) -> Calibration:
+    """A static model's calibration, folded into its table (:mod:`.static_export`)."""
+    written = fitted.transform
+    if written is None:
+        fitted.transform = _Raw(encoder.dim)
+    t = fitted.transform
+    extra: dict[str, Any] = {"anisotropy": anisotropy(fitted)}
+    if encoder.coverage is not None:
+        extra["coverage"] = encoder.coverage.to_dict()  # of the last corpus chunk encoded
+    if eval_data is not None:
+        extra["eval"] = {"data": Path(str(eval_data)).name, **evaluate_both(encoder, t, eval_data, show_progress)}
+    if fitted.selection is not None:
+        extra["selection"] = fitted.selection.to_dict()
+        method = f"auto -> {fitted.selection.choice}"
+    info = {
+        "name": out.name,
+        "method": method,
+        "kind": t.kind,
+        "describe": t.describe(),
+        "base_model": encoder.model_name,
+        "pooling": encoder.pooling,
+        "max_length": int(encoder.max_length),
+        "dim_in": int(encoder.dim),
+        "dim_out": int(t.n_features_out_),
+        "corpus": src.describe(),
+        "fit": {"n_sentences": fitted.n_sentences, "n_fit": fitted.n_fit, "seconds": fitted.seconds},
+        "stock": True,
+        "custom": [],
+        "modules": ["StaticModel (model2vec)", f"{ST_SUBFOLDER}/StaticEmbedding"],
+        "warnings": fitted.warnings,
+        **extra,
+    }
+    loaded = write_static_model(out, encoder, written, info, force)
+    info["seconds"] = time.perf_counter() - t0
+    return Calibration(out, loaded, written, encoder, info)
+
+
 def run_calibration(
     corpus: Any,
     output: str | os.PathLike,
@@ -252,6 +290,8 @@ def run_calibration(
     t0 = time.perf_counter()
     stats = {} if pooling_stats is None else {"pooling_stats": pooling_stats}  # the sif and idf poolings' token counts
     encoder = Encoder(model, pooling=pooling, max_length=max_length, batch_size=batch_size, device=device, **stats)
+    if encoder.backend == "static":
+        check_static_method(est, encoder, want_onnx, engine)
     _check_against_model(est, encoder, src, total, stock_only)
     if isinstance(est, AutoMethod):
         fitted = fit_auto(encoder, src, est, total=total, show_progress=show_progress)
@@ -259,6 +299,8 @@ def run_calibration(
         fitted = fit_dask(encoder, src, est, address=address, show_progress=show_progress)
     else:
         fitted = fit_local(encoder, src, est, total=total, show_progress=show_progress)
+    if encoder.backend == "static":
+        return _static_calibration(out, encoder, fitted, method, src, eval_data, show_progress, force, t0)
     st_model = build_sentence_transformer(encoder, fitted.transform, normalize=normalize, stock=True if stock_only else None)
     written = fitted.transform  # None: auto kept the base model (the folder has no Dense modules)
     if written is None:

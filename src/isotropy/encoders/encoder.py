@@ -27,7 +27,7 @@ import numpy as np
 from .._checks import check_sentences
 from .._progress import ProgressBar
 from ..errors import IsotropyError
-from .backends import make_backend
+from .backends import backend_for, make_backend
 from .batching import length_sorted_batches
 from .poolings import Pooling, PoolingContext, parse_pooling
 
@@ -91,6 +91,7 @@ class Encoder:
         precision: str = "fp32",
         batch_tokens: int | None = None,
     ) -> None:
+        backend = backend_for(backend, model)  # a static model (model2vec, word vectors, glove-6b-50d) runs on "static"
         if precision not in PRECISIONS:
             raise IsotropyError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         if precision != "fp32" and backend != "torch":
@@ -151,6 +152,12 @@ class Encoder:
     @property
     def device(self) -> Any:
         return self.runtime.device
+
+    @property
+    def coverage(self):
+        """A static model's out-of-vocabulary accounting of the last encode
+        (:class:`~isotropy.encoders.static.Coverage`); None for a transformer."""
+        return getattr(self.runtime, "coverage", None)
 
     @property
     def num_hidden_states(self) -> int | None:
@@ -241,7 +248,7 @@ class Encoder:
     def __repr__(self) -> str:
         backend = "" if self.backend == "torch" else f", backend={self.backend!r}"
         return (
-            f"Encoder(model={self.model_name if self.backend == 'torch' else str(self.folder)!r}{backend}, "
+            f"Encoder(model={self.model_name if self.backend != 'onnx' else str(self.folder)!r}{backend}, "
             f"pooling={self.pooling!r}, max_length={self.max_length}, batch_size={self.batch_size}, "
             f"device={str(self.device)!r})"
         )
@@ -273,6 +280,12 @@ class Encoder:
         parsed = {name: parse_pooling(name) for name in poolings}
         for p in parsed.values():
             self.runtime.check_pooling(p)
+        if getattr(self.runtime, "direct", False):  # a static table: no forward pass, whole chunks of sentences
+            bars = contextlib.nullcontext(progress)
+            if progress is None:
+                bars = ProgressBar(len(sentences), show_progress, "encoding (static)", min_total=100_000, unit="sentences")
+            with bars as bar:
+                return self.runtime.encode(sentences, parsed, self.max_length, self.pooling_stats, bar)
         groups: dict[tuple, list[Pooling]] = {}
         for p in dict.fromkeys(parsed.values()):
             groups.setdefault((p.template, p.needs_attentions), []).append(p)

@@ -20,11 +20,12 @@ from typing import Any
 
 from ...errors import IsotropyError
 
-__all__ = ["BACKENDS", "make_backend"]
+__all__ = ["BACKENDS", "make_backend", "backend_for"]
 
 BACKENDS: dict[str, str] = {
     "torch": "isotropy.encoders.backends.torch:TorchBackend",
     "onnx": "isotropy.encoders.backends.onnx:OnnxBackend",
+    "static": "isotropy.encoders.backends.static:StaticBackend",
 }
 
 
@@ -35,3 +36,13 @@ def make_backend(name: str, model: Any, **options: Any):
         raise IsotropyError(f"backend must be one of {', '.join(BACKENDS)}, got {name!r}")
     module, _, cls = target.partition(":")
     return getattr(importlib.import_module(module), cls)(model, **options)
+
+
+def backend_for(name: str, model: Any) -> str:
+    """The backend that runs ``model``: ``static`` for a static model asked of the default ``torch`` backend."""
+    if name == "torch":
+        from ..static.sources import is_static_model
+
+        if is_static_model(model):
+            return "static"
+    return name

@@ -1,0 +1,90 @@
+"""``isotropy calibrate`` on a static model: the calibration folded into the table (layer 6).
+
+For a mean of token vectors an affine calibration folds exactly into the table,
+``mean_t(w_t E[t]) @ A + b == mean_t(E'[t])`` with ``E'[t] = (w_t E[t]) @ A + b``
+(:meth:`~isotropy.encoders.static.StaticTable.fold`; ``w_t`` are the ``sif``/``idf`` weights, 1 for the mean),
+so the calibrated model is the same size and speed as the raw one. The folder written is:
+
+* its root: a model2vec model, saved by model2vec's own ``StaticModel.save_pretrained``
+  (``model2vec.StaticModel.from_pretrained(folder)``);
+* ``sentence-transformers/``: a ``SentenceTransformer`` of one ``StaticEmbedding`` module, saved by
+  sentence-transformers' own ``save`` (``SentenceTransformer(folder + "/sentence-transformers")``); like every
+  ``StaticEmbedding`` it averages unknown tokens' row where isotropy and model2vec leave them out, so a sentence
+  with out-of-vocabulary words differs there;
+* ``isotropy.json``: the marker and what was fitted (coverage of the fit corpus included).
+
+Methods that are not affine (``flow``), and weighted poolings whose sum is not divided by the token count
+(``norm=weights``/``none``), cannot be folded and are refused before any encoding.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..encoders.poolings import parse_pooling
+from ..errors import IsotropyError
+from ..storage.artifacts import header, output_dir
+from ..transforms.base import AffineTransform
+
+__all__ = ["check_static_method", "write_static_model", "ST_SUBFOLDER"]
+
+ST_SUBFOLDER = "sentence-transformers"
+
+
+def check_static_method(est: Any, encoder: Any, onnx: bool, engine: str | None) -> None:
+    """Refuse, before any encoding, what cannot be folded into a static table."""
+    from .fit import AutoMethod
+
+    if not isinstance(est, (AffineTransform, AutoMethod)):
+        raise IsotropyError(
+            f"method {getattr(est, 'kind', est)!r} is not affine, so it cannot be folded into the table of the static model "
+            f"{encoder.model_name}; use an affine method (whitening, center, abtt, ...)"
+        )
+    norm = getattr(parse_pooling(encoder.pooling), "norm", "tokens")
+    if norm != "tokens":
+        raise IsotropyError(
+            f"pooling {encoder.pooling!r} divides by the {norm} rather than the token count, so it cannot be folded into "
+            f"the table of a static model; use norm=tokens (the default)"
+        )
+    if onnx:
+        raise IsotropyError("--onnx: a calibrated static model is a table (model2vec and sentence-transformers), not a graph")
+    if engine is not None:
+        raise IsotropyError("--engine: a static model encodes in-process at table speed; run calibrate without --engine")
+
+
+def folded_table(encoder: Any, transform: Any):
+    """The encoder's table with ``transform`` (None: none) and the pooling's token weights folded in."""
+    runtime = encoder.runtime
+    weights = runtime.token_weights(parse_pooling(encoder.pooling), encoder.pooling_stats)
+    if transform is None:
+        A, b = np.eye(encoder.dim), np.zeros(encoder.dim)
+    else:
+        A, b = transform.affine_()
+    return runtime.table.fold(A, b, row_weights=weights)
+
+
+def write_static_model(out: Path, encoder: Any, transform: Any, info: dict[str, Any], force: bool) -> Any:
+    """Write the folder (module docs) atomically; returns the sentence-transformers model loaded back."""
+    from model2vec import StaticModel
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
+    from tokenizers import Tokenizer
+
+    table = folded_table(encoder, transform)
+    vectors = np.ascontiguousarray(table.vectors, dtype=np.float32)
+    spec = table.tokenizer.to_str()
+    with output_dir(out, "sentence-transformers", force=force) as tmp:
+        limit = None if encoder.max_length >= encoder.runtime.position_limit else int(encoder.max_length)
+        m2v = StaticModel(vectors, Tokenizer.from_str(spec), normalize=False, max_length=limit)
+        m2v.save_pretrained(tmp)
+        st_tok = Tokenizer.from_str(spec)
+        st_tok.no_truncation()
+        st = SentenceTransformer(modules=[StaticEmbedding(st_tok, embedding_weights=vectors)], device="cpu")
+        st.save(str(tmp / ST_SUBFOLDER), create_model_card=False)
+        marker = {**header("sentence-transformers"), "calibration": info}
+        (tmp / "isotropy.json").write_text(json.dumps(marker, indent=2, default=str), encoding="utf-8")
+    return SentenceTransformer(str(out / ST_SUBFOLDER), device="cpu")

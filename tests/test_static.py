@@ -1,0 +1,262 @@
+"""Static embedding models (#23): loaders of every format, pooling, OOV policy, folding, exports, the CLI."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from isotropy import Encoder
+from isotropy.encoders.static import StaticTable, load_table
+from isotropy.errors import IsotropyError
+
+WORDS = ["the", ",", ".", "cat", "sat", "on", "mat", "a", "dog", "ran", "n't", "do", "'s", "it", "big", "red"]
+DIM = 6
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("ISOTROPY_CACHE", str(tmp_path_factory.getbasetemp() / "static-cache"))
+
+
+@pytest.fixture(scope="module")
+def vectors() -> np.ndarray:
+    return np.random.default_rng(0).standard_normal((len(WORDS), DIM)).astype(np.float32)
+
+
+def _text_rows(vectors: np.ndarray, words=WORDS) -> str:
+    return "".join(w + " " + " ".join(f"{x:.6f}" for x in v) + "\n" for w, v in zip(words, vectors))
+
+
+def write_table(folder: Path, fmt: str, vectors: np.ndarray, words=WORDS) -> Path:
+    """A tiny table in one of the formats: glove, word2vec (text), vec (fastText), bin (word2vec binary)."""
+    if fmt == "glove":
+        path = folder / "tiny.glove.txt"
+        path.write_text(_text_rows(vectors, words), encoding="utf-8")
+    elif fmt in ("word2vec", "vec"):
+        path = folder / ("tiny.w2v.txt" if fmt == "word2vec" else "tiny.vec")
+        path.write_text(f"{len(words)} {vectors.shape[1]}\n" + _text_rows(vectors, words), encoding="utf-8")
+    else:
+        path = folder / "tiny.bin"
+        body = b"".join(w.encode() + b" " + struct.pack(f"<{len(v)}f", *v) + b"\n" for w, v in zip(words, vectors))
+        path.write_bytes(f"{len(words)} {vectors.shape[1]}\n".encode() + body)
+    return path
+
+
+def manual_mean(vectors: np.ndarray, tokens: list[str]) -> np.ndarray:
+    return vectors[[WORDS.index(t) for t in tokens]].mean(axis=0)
+
+
+@pytest.mark.parametrize("fmt", ["glove", "word2vec", "vec", "bin"])
+def test_every_word_vector_format_loads_and_pools(fmt, tmp_path, vectors):
+    path = write_table(tmp_path, fmt, vectors)
+    enc = Encoder(str(path))
+    assert enc.backend == "static" and enc.dim == DIM and enc.pooling == "last-avg"
+    out = enc.encode(["The cat sat on the mat.", "It's a big dog, don't"])
+    tol = 1e-5 * np.abs(vectors).max()
+    np.testing.assert_allclose(out[0], manual_mean(vectors, ["the", "cat", "sat", "on", "the", "mat", "."]), atol=tol)
+    np.testing.assert_allclose(out[1], manual_mean(vectors, ["it", "'s", "a", "big", "dog", ",", "do", "n't"]), atol=tol)
+    assert enc.coverage.unknown == 0 and enc.coverage.empty == 0
+
+
+def test_the_cache_is_reused_and_an_edited_source_is_parsed_again(tmp_path, vectors):
+    path = write_table(tmp_path, "glove", vectors)
+    first = load_table(path)
+    again = load_table(path)
+    assert isinstance(again.vectors, np.memmap) and again.digest() == first.digest()
+    edited = vectors.copy()
+    edited[3] += 1.0
+    path.write_text(_text_rows(edited), encoding="utf-8")
+    table = load_table(path)
+    np.testing.assert_allclose(table.vectors[3], edited[3], atol=1e-5)
+    assert table.digest() != first.digest()
+
+
+def test_oov_policy_zero_vector_counted_never_nan(tmp_path, vectors):
+    enc = Encoder(str(write_table(tmp_path, "glove", vectors)))
+    out = enc.encode(["zzz qqq", "", "the zzz"])
+    assert np.isfinite(out).all()
+    assert not out[0].any() and not out[1].any()
+    np.testing.assert_allclose(out[2], vectors[0], atol=1e-6)  # the unknown word is left out of the mean
+    cov = enc.coverage
+    assert (cov.sentences, cov.tokens, cov.unknown, cov.empty) == (3, 4, 3, 2)
+    assert cov.empty_rows == [0, 1] and "75.00%" in cov.describe()
+
+
+def test_cased_tables_keep_case_and_lowercase_tables_lower(tmp_path, vectors):
+    cased = ["The" if w == "the" else w for w in WORDS]
+    enc = Encoder(str(write_table(tmp_path, "vec", vectors, cased)))
+    out = enc.encode(["The cat", "the cat"])
+    np.testing.assert_allclose(out[0], vectors[[0, 3]].mean(0), atol=1e-5)
+    np.testing.assert_allclose(out[1], vectors[3], atol=1e-5)  # 'the' is unknown to a cased table
+
+
+def test_sif_zipf_and_corpus_counts(tmp_path, vectors):
+    path = write_table(tmp_path, "glove", vectors)
+    enc = Encoder(str(path), pooling="sif")
+    table = enc.model
+    w = 1e-3 / (1e-3 + table.probabilities)
+    out = enc.encode(["the cat sat"])
+    np.testing.assert_allclose(out[0], (vectors[[0, 3, 4]] * w[[0, 3, 4], None]).sum(0) / 3, rtol=1e-5, atol=1e-7)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat sat\nthe dog ran\nthe mat\n", encoding="utf-8")
+    counted = Encoder(str(path), pooling="sif", pooling_stats=corpus)
+    p = counted.pooling_stats.counts / counted.pooling_stats.counts.sum()
+    wc = 1e-3 / (1e-3 + p)
+    np.testing.assert_allclose(
+        counted.encode(["the cat sat"])[0], (vectors[[0, 3, 4]] * wc[[0, 3, 4], None]).sum(0) / 3, rtol=1e-5, atol=1e-7
+    )
+    assert counted.record()["pooling_stats"]["sentences"] == 3
+    idf = Encoder(str(path), pooling="idf", pooling_stats=corpus).encode(["the cat"])
+    assert np.isfinite(idf).all()
+    with pytest.raises(IsotropyError, match="needs document counts"):
+        Encoder(str(path), pooling="idf").encode(["the cat"])
+    with pytest.raises(IsotropyError, match="static model pools by mean"):
+        Encoder(str(path), pooling="cls")
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    k=st.integers(1, 8),
+    weighted=st.booleans(),
+    sentences=st.lists(st.lists(st.sampled_from(WORDS + ["zzz"]), max_size=9), min_size=1, max_size=6),
+)
+def test_folding_equals_calibrating_the_pooled_vectors(seed, k, weighted, sentences):
+    rng = np.random.default_rng(seed)
+    from isotropy.encoders.static.table import UNK, word_tokenizer
+
+    tokens = [*WORDS, UNK]
+    vecs = np.vstack([rng.standard_normal((len(WORDS), DIM)), np.zeros((1, DIM))]).astype(np.float32)
+    table = StaticTable(tokens, vecs, word_tokenizer(tokens, UNK, True), unk_id=len(WORDS), lowercase=True)
+    A, b = rng.standard_normal((DIM, k)), rng.standard_normal(k)
+    w = rng.uniform(0.01, 2.0, len(tokens)) if weighted else None
+    text = [" ".join(s) for s in sentences]
+    ids, _, _ = table.token_ids(text)
+    known = np.array([len(r) > 0 for r in ids])
+    expected = table.pool(text, w).astype(np.float64) @ A + b
+    folded = table.fold(A, b, row_weights=w).pool(text)
+    scale = 1.0 + np.abs(expected).max()
+    np.testing.assert_allclose(folded[known], expected[known], atol=1e-4 * scale)
+    assert not folded[~known].any()  # no known token: still the zero vector
+
+
+def _model2vec_folder(folder: Path, vectors: np.ndarray) -> Path:
+    from model2vec import StaticModel
+
+    from isotropy.encoders.static.table import UNK, word_tokenizer
+
+    tokens = [*WORDS, UNK]
+    tok = word_tokenizer(tokens, UNK, True)()
+    StaticModel(np.vstack([vectors, np.zeros((1, DIM), np.float32)]), tok, normalize=False).save_pretrained(folder)
+    return folder
+
+
+def test_model2vec_folder_matches_model2vec_encode(tmp_path, vectors):
+    from model2vec import StaticModel
+
+    folder = _model2vec_folder(tmp_path / "m2v", vectors)
+    enc = Encoder(str(folder))
+    assert enc.backend == "static"
+    text = ["The cat sat on the mat.", "a big red dog ran", "zzz the"]
+    ours = enc.encode(text)
+    theirs = StaticModel.from_pretrained(folder).encode(text)
+    np.testing.assert_allclose(ours, theirs, atol=1e-6)
+
+
+def test_sentence_transformers_static_folder_matches_its_encode(tmp_path, vectors):
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
+
+    from isotropy.encoders.static.table import UNK, word_tokenizer
+
+    tokens = [*WORDS, UNK]
+    emb = StaticEmbedding(word_tokenizer(tokens, UNK, True)(), embedding_weights=np.vstack([vectors, np.ones((1, DIM))]))
+    folder = tmp_path / "st"
+    SentenceTransformer(modules=[emb], device="cpu").save(str(folder))
+    enc = Encoder(str(folder))
+    text = ["The cat sat on the mat.", "a big red dog ran", "zzz the"]
+    theirs = SentenceTransformer(str(folder), device="cpu").encode(text)
+    np.testing.assert_allclose(enc.encode(text), theirs, atol=1e-6)  # the unknown row is averaged, as ST does
+    assert enc.coverage.unknown == 1
+
+
+def test_glove_default_encodes(tmp_path):
+    enc = Encoder("glove-6b-50d")
+    out = enc.encode(["The cat sat on the mat.", "A man is playing a guitar."])
+    assert out.shape == (2, 50) and np.isfinite(out).all()
+    assert enc.record()["model"] == "glove-6b-50d" and enc.record()["backend"] == "static"
+    assert enc.coverage.unknown == 0
+    assert json.dumps(enc.coverage.to_dict())
+
+
+CORPUS = [
+    f"the {a} {v} on a {b} mat." for a in ("cat", "dog", "big dog", "red cat") for v in ("sat", "ran") for b in ("big", "red")
+] * 4
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def _check_export(folder: Path, cal, sentences: list[str]) -> None:
+    from model2vec import StaticModel
+    from sentence_transformers import SentenceTransformer
+
+    ours = cal.transform.transform(cal.encoder.encode(sentences))
+    m2v = StaticModel.from_pretrained(folder).encode(sentences)
+    st_model = SentenceTransformer(str(folder / "sentence-transformers"), device="cpu").encode(sentences)
+    for theirs in (m2v, st_model):
+        assert theirs.shape == ours.shape
+        assert _cosines(ours, theirs).min() > 1 - 1e-5
+
+
+@pytest.mark.parametrize("pooling", ["last-avg", "sif"])
+def test_calibrate_folds_into_model2vec_and_sentence_transformers_folders(tmp_path, vectors, pooling):
+    from isotropy.calibration import run_calibration
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
+    table = write_table(tmp_path, "word2vec", vectors)
+    out = tmp_path / "calibrated"
+    cal = run_calibration(corpus, out, model=str(table), pooling=pooling, method="center", show_progress=False)
+    assert (out / "isotropy.json").is_file() and cal.info["coverage"]["oov_rate"] == 0.0
+    _check_export(out, cal, ["the cat sat on a mat.", "a big red dog ran", "dog , mat"])
+    again = run_calibration(corpus, out, model=str(table), pooling=pooling, method="center", show_progress=False)
+    assert again.path == out  # an isotropy output is replaced
+
+
+def test_calibrate_refuses_what_does_not_fold(tmp_path, vectors):
+    from isotropy.calibration import run_calibration
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
+    table = write_table(tmp_path, "glove", vectors)
+    with pytest.raises(IsotropyError, match="not affine"):
+        run_calibration(corpus, tmp_path / "out", model=str(table), method="flow", show_progress=False)
+    with pytest.raises(IsotropyError, match="token count"):
+        run_calibration(corpus, tmp_path / "out", model=str(table), pooling="sif:norm=weights", show_progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_cli_round_trip_on_glove(tmp_path):
+    from helpers import run_cli
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(f"{s} number {i}" for i, s in enumerate(CORPUS * 20)) + "\n", encoding="utf-8")
+    code, _, err = run_cli(["encode", str(corpus), "-o", str(tmp_path / "v.npy"), "--model", "glove-6b-50d"])
+    assert code == 0, err
+    assert np.load(tmp_path / "v.npy").shape == (len(CORPUS) * 20, 50)
+    out = tmp_path / "glove-white"
+    code, _, err = run_cli(["calibrate", str(corpus), "-o", str(out), "--model", "glove-6b-50d", "--method", "abtt"])
+    assert code == 0, err
+    from isotropy.calibration import run_calibration
+
+    cal = run_calibration(corpus, out, model="glove-6b-50d", method="abtt", show_progress=False, force=True)
+    _check_export(out, cal, ["A man is playing a guitar.", "The cat sat on the mat.", "Stocks fell sharply today."])
