@@ -21,6 +21,23 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def _options(
+    no_verify: bool = typer.Option(
+        False,
+        "--no-verify",
+        help="Read artefacts (transforms, indexes, exports, vector sidecars) without checking the sha256 of "
+        "their files; for salvaging a damaged one. Also $ISOTROPY_NO_VERIFY=1.",
+    ),
+) -> None:
+    """Calibrate transformer sentence embeddings (BERT-whitening, BERT-flow), evaluate, analyse and search them."""
+    from ..storage.integrity import set_default_verification
+
+    set_default_verification(not no_verify)
+
+
 fit_app = typer.Typer(help="Fit a calibration transform on sentence vectors.", no_args_is_help=True)
 app.add_typer(fit_app, name="fit")
 
@@ -49,6 +66,11 @@ InputsOpt = typer.Option(
 )
 ForceOpt = typer.Option(
     False, "--force", help="Replace an existing output even when it is not an isotropy output of the same kind (never an input)."
+)
+AllowOtherOpt = typer.Option(
+    False,
+    "--allow-other-encoder",
+    help="Apply a transform to vectors (or an encoder) other than the model, pooling, max length or width it was fitted on.",
 )
 CacheDirOpt = typer.Option(None, "--cache-dir", help="Vector cache folder (default: $ISOTROPY_CACHE or ~/.cache/isotropy).")
 AddressOpt = typer.Option(
@@ -244,11 +266,14 @@ def transform(
         None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."
     ),
     force: bool = ForceOpt,
+    allow_other_encoder: bool = AllowOtherOpt,
 ) -> None:
     """Apply a fitted transform to vectors, streaming."""
     from .jobs import transform_file
 
-    rows, dims = transform_file(model_dir, vectors, output, show_progress=progress, force=force)
+    rows, dims = transform_file(
+        model_dir, vectors, output, show_progress=progress, force=force, allow_other_encoder=allow_other_encoder
+    )
     typer.echo(f"wrote {rows} x {dims} vectors to {output}", err=True)
 
 
@@ -380,6 +405,7 @@ def index_build(
     ),
     pooling_stats: str | None = PoolingStatsOpt,
     force: bool = ForceOpt,
+    allow_other_encoder: bool = AllowOtherOpt,
 ) -> None:
     """Index a sentence file for semantic search."""
     from .jobs import build_index
@@ -394,7 +420,13 @@ def index_build(
         **(
             {"candidates": candidates}
             if auto
-            else {"transform": transform, "whiten": whiten, "power": power, "no_whiten": no_whiten}
+            else {
+                "transform": transform,
+                "whiten": whiten,
+                "power": power,
+                "no_whiten": no_whiten,
+                "allow_other_encoder": allow_other_encoder,
+            }
         ),
         kind=kind,
         batch_size=batch_size,
@@ -508,6 +540,7 @@ def analyze_cmd(
         None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."
     ),
     force: bool = ForceOpt,
+    allow_other_encoder: bool = AllowOtherOpt,
 ) -> None:
     """Diagnose anisotropy: average cosine, isotropy scores, spectrum, figures; before and after calibration."""
     from rich.console import Console
@@ -530,6 +563,7 @@ def analyze_cmd(
         seed=seed,
         show_progress=progress,
         force=force,
+        allow_other_encoder=allow_other_encoder,
     )
     console = Console()
     for table in rich_tables(report):

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..errors import IsotropyError
 from .atomic import atomic_dir, atomic_file, parent_of, signals_deferred, temp_prefix
+from .integrity import seal, verify_folder
 
 __all__ = [
     "FORMAT_VERSION",
@@ -272,7 +273,9 @@ def check_output_path(path: str | os.PathLike) -> Path:
 @contextlib.contextmanager
 def output_dir(path: str | os.PathLike, kind: str, *, force: bool = False, check: Any = None) -> Iterator[Path]:
     """:func:`~isotropy.storage.atomic.atomic_dir` for an output of ``kind``: :func:`check_output`
-    runs before the work and again just before the rename (then ``check``, if given)."""
+    runs before the work and again just before the rename (then ``check``, if given). The
+    finished folder is sealed (:func:`~isotropy.storage.integrity.seal`: the sha256 of each
+    file it holds, recorded in its header) before it is renamed into place."""
 
     def guard() -> None:
         check_output(path, kind, force=force)
@@ -281,6 +284,7 @@ def output_dir(path: str | os.PathLike, kind: str, *, force: bool = False, check
 
     with atomic_dir(path, check=guard) as tmp:
         yield tmp
+        seal(tmp)
 
 
 @contextlib.contextmanager
@@ -333,14 +337,19 @@ def save_state(
 
 
 def load_state(
-    path: str | os.PathLike, kind: str | None = None, required: tuple[str, ...] = ()
+    path: str | os.PathLike, kind: str | None = None, required: tuple[str, ...] = (), *, verify: bool | None = None
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """Read an artefact folder written by :func:`save_state`; every problem is one clear error."""
+    """Read an artefact folder written by :func:`save_state`; every problem is one clear error.
+
+    Every file the folder's ``config.json`` records a sha256 of is verified first (unless
+    ``verify`` is False, or None under ``--no-verify``: :func:`~isotropy.storage.integrity.verifying`).
+    """
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
     path = Path(path)
     cfg = read_config(path, kind)
+    verify_folder(path, cfg, verify=verify)
     state_path = path / STATE_NAME
     if not state_path.is_file():
         raise IsotropyError(f"{path} is missing {STATE_NAME}; it is not a complete isotropy artefact")

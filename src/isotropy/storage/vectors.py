@@ -9,6 +9,7 @@ wrote, then renames it into place. Nothing holding NaN or inf is ever written.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ import numpy as np
 from ..errors import IsotropyError
 from .artifacts import check_output
 from .atomic import atomic_file, atomic_path
+from .integrity import sha256_file, verify_file, verifying
 
 __all__ = [
     "VECTORS_KIND",
@@ -29,6 +31,10 @@ __all__ = [
     "write_vectors",
     "VectorWriter",
     "check_finite_output",
+    "sidecar_path",
+    "read_sidecar",
+    "write_sidecar",
+    "vectors_provenance",
 ]
 
 VECTORS_KIND = "vectors"
@@ -68,6 +74,7 @@ def open_vector_file(file: Path) -> np.ndarray:
         raise IsotropyError(f"{file} is not a readable array of vectors: {reason}") from None
     except OSError as exc:
         raise IsotropyError(f"{file} is not a readable array of vectors: {exc.strerror or exc}") from None
+    _verify_sidecar(Path(file))
     if arr.dtype.kind not in "biufc":
         raise IsotropyError(f"{file} holds {arr.dtype} values, not numbers")
     if arr.ndim != 2:
@@ -174,3 +181,90 @@ def write_vectors(
             yield writer
             if writer.rows != shape[0]:
                 raise IsotropyError(f"{path}: {writer.rows} rows were written, {shape[0]} were announced")
+
+
+# --------------------------------------------------------------------------- sidecars
+#
+# A vector file X.npy written by isotropy (a distributed shard, `isotropy encode`'s output) has a
+# sidecar X.json recording its sha256 (``npy_sha256``) and, when known, the encoder that made it.
+# Every read verifies the sha256 (once per file version and process); a file without a sidecar
+# (the user's own, or one written before sidecars) is read as before.
+
+SIDECAR_FORMAT = "isotropy-vectors"
+_verified: set[tuple[str, int, int]] = set()  # (path, size, mtime_ns) already verified in this process
+
+
+def sidecar_path(npy: str | os.PathLike) -> Path:
+    return Path(npy).with_suffix(".json")
+
+
+def read_sidecar(npy: str | os.PathLike) -> dict | None:
+    """The sidecar of ``npy`` when isotropy wrote one (a JSON object with ``npy_sha256``), else None."""
+    side = sidecar_path(npy)
+    try:
+        meta = json.loads(side.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) and "npy_sha256" in meta else None
+
+
+def _verify_sidecar(npy: Path) -> None:
+    if not verifying():
+        return
+    meta = read_sidecar(npy)
+    if meta is None:
+        return
+    try:
+        st = npy.stat()
+    except OSError:
+        return
+    key = (str(npy.resolve()), st.st_size, st.st_mtime_ns)
+    if key in _verified:
+        return
+    verify_file(npy, meta["npy_sha256"], sidecar_path(npy))
+    _verified.add(key)
+
+
+def write_sidecar(npy: str | os.PathLike, meta: dict) -> bool:
+    """Write ``npy``'s sidecar (``meta`` + its sha256), atomically. An existing ``X.json`` that
+    isotropy did not write is left alone (returns False): the vectors then carry no sidecar."""
+    npy = Path(npy)
+    side = sidecar_path(npy)
+    if side.exists() and read_sidecar(npy) is None:
+        return False
+    data = {"format": SIDECAR_FORMAT, **meta, "npy_sha256": sha256_file(npy)}
+    with atomic_file(side, "w") as fh:
+        json.dump(data, fh, indent=2, sort_keys=True)
+        fh.write("\n")
+    return True
+
+
+def drop_sidecar(npy: str | os.PathLike) -> None:
+    """Remove the sidecar of ``npy`` if isotropy wrote one (before replacing the vectors it vouches for)."""
+    if read_sidecar(npy) is not None:
+        with contextlib.suppress(FileNotFoundError):
+            sidecar_path(npy).unlink()
+
+
+def vectors_provenance(path: str | os.PathLike) -> dict | None:
+    """The encoder (model, fingerprint, pooling, max_length, dim) of the vectors at ``path`` (a .npy or a
+    folder of shards), from their sidecars; None when unknown or when shards disagree."""
+    seen = []
+    for file in list_vector_files(path):
+        meta = read_sidecar(file)
+        if meta is None:
+            return None
+        if isinstance(meta.get("provenance"), dict):
+            seen.append(meta["provenance"])
+        elif meta.get("format") == "isotropy-vector-shard" and meta.get("transform_hash") is None:
+            prov = {
+                "model": meta.get("model"),
+                "fingerprint": meta.get("model_fingerprint"),
+                "pooling": meta.get("pooling"),
+                "max_length": meta.get("max_length"),
+                "dim": meta.get("dim"),
+            }
+            seen.append({k: v for k, v in prov.items() if v is not None})
+        else:
+            return None
+    return seen[0] if seen and all(p == seen[0] for p in seen) else None
