@@ -24,8 +24,8 @@ from ..encoders import Encoder
 from ..errors import IsotropyError
 from ..storage.artifacts import check_output, read_config
 from ..storage.atomic import artefact_lock
-from ..storage.text import iter_sentences, read_sentences
 from ..storage.integrity import check_provenance, provenance_of_record
+from ..storage.text import iter_sentences, read_sentences
 from ..storage.vectors import (
     VECTORS_KIND,
     drop_sidecar,
