@@ -25,6 +25,7 @@ app = typer.Typer(
 
 @app.callback()
 def _options(
+    ctx: typer.Context,
     no_verify: bool = typer.Option(
         False,
         "--no-verify",
@@ -36,6 +37,7 @@ def _options(
     from ..storage.integrity import set_default_verification
 
     set_default_verification(not no_verify)
+    ctx.call_on_close(lambda: set_default_verification(True))  # for this command only (main() may run again in-process)
 
 
 fit_app = typer.Typer(help="Fit a calibration transform on sentence vectors.", no_args_is_help=True)
