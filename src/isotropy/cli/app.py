@@ -12,6 +12,7 @@ import typer
 
 from .calibrate_command import register_calibrate_command
 from .fit_commands import register_fit_commands
+from .options import AllowOtherOpt, register_global_options
 from .pooling_commands import PoolingStatsOpt, eval_encoder, register_pooling_commands
 
 app = typer.Typer(
@@ -22,23 +23,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-
-@app.callback()
-def _options(
-    ctx: typer.Context,
-    no_verify: bool = typer.Option(
-        False,
-        "--no-verify",
-        help="Read artefacts (transforms, indexes, exports, vector sidecars) without checking the sha256 of "
-        "their files; for salvaging a damaged one. Also $ISOTROPY_NO_VERIFY=1.",
-    ),
-) -> None:
-    """Calibrate transformer sentence embeddings (BERT-whitening, BERT-flow), evaluate, analyse and search them."""
-    from ..storage.integrity import set_default_verification
-
-    set_default_verification(not no_verify)
-    ctx.call_on_close(lambda: set_default_verification(True))  # for this command only (main() may run again in-process)
-
+register_global_options(app)  # --no-verify (cli/options.py)
 
 fit_app = typer.Typer(help="Fit a calibration transform on sentence vectors.", no_args_is_help=True)
 app.add_typer(fit_app, name="fit")
@@ -68,11 +53,6 @@ InputsOpt = typer.Option(
 )
 ForceOpt = typer.Option(
     False, "--force", help="Replace an existing output even when it is not an isotropy output of the same kind (never an input)."
-)
-AllowOtherOpt = typer.Option(
-    False,
-    "--allow-other-encoder",
-    help="Apply a transform to vectors (or an encoder) other than the model, pooling, max length or width it was fitted on.",
 )
 CacheDirOpt = typer.Option(None, "--cache-dir", help="Vector cache folder (default: $ISOTROPY_CACHE or ~/.cache/isotropy).")
 AddressOpt = typer.Option(
@@ -422,13 +402,7 @@ def index_build(
         **(
             {"candidates": candidates}
             if auto
-            else {
-                "transform": transform,
-                "whiten": whiten,
-                "power": power,
-                "no_whiten": no_whiten,
-                "allow_other_encoder": allow_other_encoder,
-            }
+            else {"transform": transform, "whiten": whiten, "power": power, "no_whiten": no_whiten}
         ),
         kind=kind,
         batch_size=batch_size,
@@ -440,6 +414,7 @@ def index_build(
         nprobe=nprobe,
         force=force,
         pooling_stats=pooling_stats,
+        **({} if auto else {"allow_other_encoder": allow_other_encoder}),
     )
     for warning in index.warnings:
         typer.echo(f"warning: {warning}", err=True)

@@ -18,7 +18,8 @@ from .._progress import ProgressBar
 from ..encoders import Encoder
 from ..errors import IsotropyError
 from ..storage.artifacts import CONFIG_NAME, STATE_NAME, check_output, folder_digest, header, load_state, output_dir
-from ..storage.integrity import DIGESTS_KEY, check_provenance, member, provenance_of_record
+from ..storage.integrity import DIGESTS_KEY, check_encoder_of, member, provenance_of_record
+from ..storage.text import read_json_lines
 from ..transforms import TRANSFORMS, load_transform
 from ..transforms.base import Transform
 from .results import SearchResults
@@ -114,14 +115,7 @@ class Index:
                 f"the transform was fitted on {transform.n_features_in_}-dimensional vectors but the encoder "
                 f"({encoder.describe()}) gives {encoder.dim}"
             )
-        if transform is not None and getattr(transform, "provenance", None):
-            check_provenance(
-                transform.provenance,
-                provenance_of_record(encoder.record(), encoder.dim),
-                "the transform",
-                f"the index's encoder ({encoder.describe()})",
-                allow=allow_other_encoder,
-            )
+        check_encoder_of(transform, encoder, "the transform", f"the index's encoder ({encoder.describe()})", allow_other_encoder)
         self.allow_other_encoder = bool(allow_other_encoder)
         self.encoder = encoder
         self.transform = transform
@@ -439,10 +433,8 @@ class Index:
 
         The encoder is rebuilt on the backend it was built with (an index over an ONNX
         export reloads on onnxruntime); its weights fingerprint and the recomputed
-        ``encoding_key`` must match the recorded ones. Every file of the folder (the faiss
-        index, the sentences, the transform) must match the sha256 its ``config.json``
-        records (``verify=False`` skips that; None: unless the CLI's ``--no-verify``); the
-        paths the config names must lie inside the folder.
+        ``encoding_key`` must match the recorded ones, and every file the sha256 its config records
+        (``verify=False`` skips that; None: unless ``--no-verify``); named paths stay inside the folder.
         """
         path = Path(path)
         cfg, arrays = load_state(path, KIND, required=("count",), verify=verify)
@@ -450,8 +442,7 @@ class Index:
         if int(np.asarray(arrays["count"]).reshape(-1)[0]) != rec["count"]:
             raise IsotropyError(f"{path}: {STATE_NAME} and {CONFIG_NAME} disagree on the row count; rebuild the index")
         encoder, unverified = _rebuild_encoder(path, rec, batch_size, device)
-        # the folder's digests (checked above) cover the transform's files: not hashed twice
-        transform, digest = _load_index_transform(path, rec["transform"], False if DIGESTS_KEY in cfg else verify)
+        transform, digest = _load_index_transform(path, rec["transform"], False if DIGESTS_KEY in cfg else verify)  # hashed once
         if _encoding_key(rec["fingerprint"], encoder.pooling_key(), encoder.max_length, digest) != rec["key"]:
             t_cfg = rec["transform"]
             raise IsotropyError(
@@ -570,8 +561,6 @@ def _verify_by_reencoding(path: Path, index: Index, recorded: str) -> None:
 def _load_index_transform(path: Path, t_cfg: dict[str, Any] | None, verify: bool | None) -> tuple[Any, str | None]:
     if t_cfg is None:
         return None, None
-    if not isinstance(t_cfg, dict):
-        raise IsotropyError(f"{path}/{CONFIG_NAME}: its transform record is malformed; rebuild the index")
     tdir = member(path, t_cfg.get("path", TRANSFORM_DIR), "transform path")
     if not tdir.is_dir():
         raise IsotropyError(f"{path} is missing its transform folder {tdir.name}/; rebuild the index")
@@ -588,7 +577,7 @@ def _read_contents(path: Path, cfg: dict[str, Any], rec: dict[str, Any]) -> tupl
         fidx = faiss.read_index(str(file))
     except RuntimeError as exc:
         raise IsotropyError(f"{file} is not a readable faiss index: {str(exc).strip().splitlines()[-1]}") from None
-    sentences = _read_sentences_jsonl(member(path, cfg.get("sentences_file", SENTENCES_FILE), "sentences_file"))
+    sentences = read_json_lines(member(path, cfg.get("sentences_file", SENTENCES_FILE), "sentences_file"))
     count, dim = rec["count"], rec["dim"]
     if fidx.ntotal != count or len(sentences) != count or fidx.d != dim:
         raise IsotropyError(
@@ -603,19 +592,3 @@ def _config_digest(path: Path) -> str | None:
         return hashlib.sha256((path / CONFIG_NAME).read_bytes()).hexdigest()
     except OSError:
         return None
-
-
-def _read_sentences_jsonl(file: Path) -> list[str]:
-    if not file.is_file():
-        raise IsotropyError(f"{file.parent} is missing {file.name}; it is not a complete index")
-    out = []
-    with open(file, "rb") as fh:
-        for number, line in enumerate(fh, start=1):
-            try:
-                s = json.loads(line.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise IsotropyError(f"{file} line {number} is not a JSON string: {exc}") from None
-            if not isinstance(s, str):
-                raise IsotropyError(f"{file} line {number} is not a JSON string")
-            out.append(s)
-    return out

@@ -43,6 +43,7 @@ __all__ = [
     "provenance_of_record",
     "describe_provenance",
     "check_provenance",
+    "check_encoder_of",
 ]
 
 DIGESTS_KEY = "sha256"  # header key: {relative posix path: hex sha256} of every other file of the folder
@@ -230,3 +231,10 @@ def check_provenance(
         f"silently wrong; encode with the same settings, refit, or pass --allow-other-encoder "
         f"(allow_other_encoder=True) to apply it anyway"
     )
+
+
+def check_encoder_of(transform: Any, encoder: Any, name: str | os.PathLike, what: str, allow: bool = False) -> None:
+    """:func:`check_provenance` of a fitted ``transform`` (its ``provenance``) against an ``Encoder`` (its ``record()``)."""
+    fitted = getattr(transform, "provenance", None)
+    if fitted and not allow:
+        check_provenance(fitted, provenance_of_record(encoder.record(), encoder.dim), name, what)
