@@ -119,6 +119,15 @@ def _truncate(rel: str) -> Callable[[Path], None]:
     return setup
 
 
+def _flip(rel: str) -> Callable[[Path], None]:
+    def setup(w: Path) -> None:
+        data = bytearray((w / rel).read_bytes())
+        data[len(data) // 2] ^= 0x01
+        (w / rel).write_bytes(bytes(data))
+
+    return setup
+
+
 def _copy(src: str, dst: str) -> Callable[[Path], None]:
     return lambda w: shutil.copy(w / src, w / dst)
 
@@ -209,7 +218,7 @@ OUTPUT_CASES = [
         ("transform", "{w}/white", "{w}/vecs.npy", "-o", "{w}/earlier.npy"),
         code=0,
         setup=lambda w: _own_vectors(w / "earlier.npy"),
-        may_change=("earlier.npy", ".earlier.npy.isotropy.json"),
+        may_change=("earlier.npy", "earlier.json"),  # the vectors and their sidecar
     ),
     # L1-L8 of #22: an input inside the output (or the output itself) is refused, --force or not
     Case(
@@ -435,8 +444,26 @@ ARTEFACT_CASES = [
     Case(
         "index sentences corrupt",
         ("search", "{w}/index", "a query"),
-        ("sentences.jsonl", "line 2"),
+        ("sentences.jsonl", "sha256"),
         setup=lambda w: (w / "index" / "sentences.jsonl").write_bytes(b'"ok"\nnot json\n'),
+    ),
+    Case(
+        "index faiss byte flipped",
+        ("search", "{w}/index", "a query"),
+        ("index.faiss", "sha256"),
+        setup=_flip("index/index.faiss"),
+    ),
+    Case(
+        "index sentences_file outside its folder",
+        ("search", "{w}/index", "a query"),
+        ("sentences_file", "/etc/hostname", "outside"),
+        setup=_edit_json("index/config.json", sentences_file="/etc/hostname"),
+    ),
+    Case(
+        "transform state byte flipped",
+        ("transform", "{w}/white", "{w}/vecs.npy", "-o", "{w}/out.npy"),
+        ("white/state.safetensors", "sha256"),
+        setup=_flip("white/state.safetensors"),
     ),
     Case("index faiss file missing", ("search", "{w}/index", "a query"), ("index.faiss",), setup=_remove("index/index.faiss")),
     Case(

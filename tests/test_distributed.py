@@ -106,7 +106,10 @@ def test_fit_equals_single_machine_fit(client, shards, tiny_model_dir, tmp_path,
     # The written folder is the one a single-machine fit writes.
     ref.save(tmp_path / "ref")
     cfg = json.loads((tmp_path / "w" / "config.json").read_text())
-    assert cfg == json.loads((tmp_path / "ref" / "config.json").read_text())
+    ref_cfg = json.loads((tmp_path / "ref" / "config.json").read_text())
+    # the state's bytes (so their sha256) differ at float rounding (the stats are compared above)
+    assert set(cfg.pop("sha256")) == set(ref_cfg.pop("sha256")) == {"state.safetensors"}
+    assert cfg == ref_cfg
     loaded = Whitening.load(tmp_path / "w")
     X = Encoder(str(tiny_model_dir), max_length=32).encode(lines[:10])
     np.testing.assert_allclose(loaded.transform(X), ref.transform(X), rtol=1e-6, atol=1e-6)

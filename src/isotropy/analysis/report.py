@@ -480,9 +480,13 @@ def analyze_file(
     batch_size: int = 64,
     transforms: Sequence[str | os.PathLike] = (),
     force: bool = False,
+    allow_other_encoder: bool = False,
     **kwargs: Any,
 ) -> dict[str, Any]:
-    """The ``isotropy analyze`` command: validate everything cheap first, then load the model and run :func:`analyze`."""
+    """The ``isotropy analyze`` command: validate everything cheap first, then load the model and run :func:`analyze`.
+
+    A transform fitted on vectors of another encoder (model weights, pooling, max length,
+    width) than this one is refused unless ``allow_other_encoder``."""
     from ..storage.text import read_sentences
 
     check_pairs(kwargs.get("n_pairs", 1), "--pairs")  # an absurd count is said before the model loads
@@ -493,4 +497,10 @@ def analyze_file(
     from ..encoders import Encoder
 
     encoder = Encoder(model, pooling=pooling, max_length=max_length, batch_size=batch_size)
+    if any(getattr(t, "provenance", None) for t in (loaded or {}).values()):
+        from ..storage.integrity import check_provenance, provenance_of_record
+
+        mine = provenance_of_record(encoder.record(), encoder.dim)
+        for path, t in zip(transforms, loaded.values()):
+            check_provenance(t.provenance, mine, path, f"this encoder ({encoder.describe()})", allow=allow_other_encoder)
     return analyze(sentences, encoder, loaded, out_dir, corpus_name=str(corpus), force=force, **kwargs)

@@ -12,6 +12,7 @@ import typer
 
 from .calibrate_command import register_calibrate_command
 from .fit_commands import register_fit_commands
+from .options import AllowOtherOpt, register_global_options
 from .pooling_commands import PoolingStatsOpt, eval_encoder, register_pooling_commands
 
 app = typer.Typer(
@@ -21,6 +22,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+register_global_options(app)  # --no-verify (cli/options.py)
+
 fit_app = typer.Typer(help="Fit a calibration transform on sentence vectors.", no_args_is_help=True)
 app.add_typer(fit_app, name="fit")
 
@@ -255,11 +259,14 @@ def transform(
         None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."
     ),
     force: bool = ForceOpt,
+    allow_other_encoder: bool = AllowOtherOpt,
 ) -> None:
     """Apply a fitted transform to vectors, streaming."""
     from .jobs import transform_file
 
-    rows, dims = transform_file(model_dir, vectors, output, show_progress=progress, force=force)
+    rows, dims = transform_file(
+        model_dir, vectors, output, show_progress=progress, force=force, allow_other_encoder=allow_other_encoder
+    )
     typer.echo(f"wrote {rows} x {dims} vectors to {output}", err=True)
 
 
@@ -391,6 +398,7 @@ def index_build(
     ),
     pooling_stats: str | None = PoolingStatsOpt,
     force: bool = ForceOpt,
+    allow_other_encoder: bool = AllowOtherOpt,
 ) -> None:
     """Index a sentence file for semantic search."""
     from .jobs import build_index
@@ -417,6 +425,7 @@ def index_build(
         nprobe=nprobe,
         force=force,
         pooling_stats=pooling_stats,
+        **({} if auto else {"allow_other_encoder": allow_other_encoder}),
     )
     for warning in index.warnings:
         typer.echo(f"warning: {warning}", err=True)
@@ -519,6 +528,7 @@ def analyze_cmd(
         None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."
     ),
     force: bool = ForceOpt,
+    allow_other_encoder: bool = AllowOtherOpt,
 ) -> None:
     """Diagnose anisotropy: average cosine, isotropy scores, spectrum, figures; before and after calibration."""
     from rich.console import Console
@@ -541,6 +551,7 @@ def analyze_cmd(
         seed=seed,
         show_progress=progress,
         force=force,
+        allow_other_encoder=allow_other_encoder,
     )
     console = Console()
     for table in rich_tables(report):

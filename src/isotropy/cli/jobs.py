@@ -24,8 +24,17 @@ from ..encoders import Encoder
 from ..errors import IsotropyError
 from ..storage.artifacts import check_output, read_config
 from ..storage.atomic import artefact_lock, check_free_space
+from ..storage.integrity import check_provenance, provenance_of_record
 from ..storage.text import iter_sentences, read_sentences
-from ..storage.vectors import VECTORS_KIND, iter_vector_chunks, list_vector_files, load_vectors, open_vector_file, write_vectors
+from ..storage.vectors import (
+    VECTORS_KIND,
+    iter_vector_chunks,
+    list_vector_files,
+    load_vectors,
+    open_vector_file,
+    vectors_provenance,
+    write_vectors,
+)
 from ..transforms import load_transform, make_transform, resolve_transform, transform_class
 from ..transforms.base import AffineTransform
 from ..transforms.moments import Moments
@@ -110,8 +119,13 @@ def encode_file(
         dim = int(t.n_features_out_)
     check_free_space(output, n * dim * 4 + 4096)
     lines = stream()
+    # X.json beside X.npy, renamed in with it: its sha256 (verified on every read) and, for vectors
+    # straight from the encoder (not through --transform), the encoder that made them
+    meta = {"rows": n, "dim": dim}
+    if t is None:
+        meta["provenance"] = provenance_of_record(enc.record(), enc.dim)
     with (
-        write_vectors(output, (n, dim), np.float32, force=force) as out,
+        write_vectors(output, (n, dim), np.float32, force=force, meta=meta) as out,
         ProgressBar(n, show_progress, "encoding", min_total=4 * enc.batch_size, unit="sentences") as bar,
     ):
         for _ in range(0, n, ENCODE_CHUNK):
@@ -172,6 +186,7 @@ def fit_file(
             est.fit(load_vectors(vectors), show_progress=show_progress)
     except IsotropyError as exc:
         raise IsotropyError(f"{vectors}: {exc}") from None
+    est.provenance = vectors_provenance(vectors)  # the encoder of the vectors, when their sidecar says
     if output is not None:
         est.save(output, force=force)
     return est
@@ -193,13 +208,22 @@ def transform_file(
     *,
     show_progress: bool | None = None,
     force: bool = False,
+    allow_other_encoder: bool = False,
 ) -> tuple[int, int]:
     """``isotropy transform``: apply a fitted transform (or its folder) to a .npy file or folder of
     shards, streaming, into one .npy written atomically (never one holding NaN or inf). Returns the
-    output shape."""
+    output shape. Vectors of another encoder than the transform was fitted on (both recorded) are
+    refused unless ``allow_other_encoder``."""
     sources = [transform] if isinstance(transform, (str, os.PathLike)) else []
     check_output(output, VECTORS_KIND, force=force, inputs=[*sources, vectors])
     model = load_transform(transform) if sources else transform
+    check_provenance(
+        model.provenance,
+        vectors_provenance(vectors),
+        sources[0] if sources else "the transform",
+        f"the vectors {vectors}",
+        allow=allow_other_encoder,
+    )
     rows, width = _vector_shape(vectors)
     if rows == 0:
         raise IsotropyError(f"{vectors} holds no rows")
@@ -210,7 +234,9 @@ def transform_file(
     out_dtype = np.asarray(model.transform(probe)).dtype if probe.shape[0] else np.float32
     check_free_space(output, rows * int(model.n_features_out_) * np.dtype(out_dtype).itemsize + 4096)
     with (
-        write_vectors(output, (rows, model.n_features_out_), out_dtype, force=force) as out,
+        write_vectors(
+            output, (rows, model.n_features_out_), out_dtype, force=force, meta={"rows": rows, "dim": int(model.n_features_out_)}
+        ) as out,
         ProgressBar(rows, show_progress, "transforming", min_total=1, unit="vectors") as bar,
     ):
         for file, start, chunk in iter_vector_chunks(vectors, chunk_rows=_chunk_rows(width)):
@@ -283,6 +309,7 @@ def build_index(
     show_progress: bool | None = None,
     force: bool = False,
     pooling_stats: Any = None,
+    allow_other_encoder: bool = False,
     **params: Any,
 ):
     """``isotropy index build``: index a sentence file (one a line; id = line number - 1) into ``output``.
@@ -314,7 +341,7 @@ def build_index(
         model, pooling=pooling, max_length=max_length, batch_size=batch_size, backend=backend, pooling_stats=pooling_stats
     )
     t, warning = _index_transform(corpus, len(sentences), encoder, transform, whiten, power, no_whiten)
-    index = Index(encoder, t, kind, **params)
+    index = Index(encoder, t, kind, allow_other_encoder=allow_other_encoder, **params)
     if warning:
         index.warnings.append(warning)
     try:

@@ -29,6 +29,7 @@ __all__ = [
     "load_hf_model",
     "st_file",
     "st_default_pooling",
+    "check_st_modules",
     "check_tokenizer_vocab",
     "position_limit",
     "position_offset",
@@ -65,19 +66,66 @@ def st_file(folder: Path | None, *parts: str) -> dict | list | None:
         return None
 
 
-def st_default_pooling(folder: Path | None) -> str | None:
-    """The pooling a sentence-transformers model folder declares (mean -> last-avg, cls -> cls)."""
+# sentence-transformers' pooling modes (Pooling.pooling_mode, read by its own loader) -> isotropy's poolings
+ST_POOLINGS = {"cls": "cls", "mean": "last-avg"}
+# Modules after the pooling whose output isotropy's encoder reproduces: Normalize only rescales each
+# vector (every cosine, score and search result is unchanged); isotropy reports the vectors before it,
+# which calibration needs.
+ST_IGNORABLE = ("Normalize",)
+
+
+def _st_modules(folder: Path | None) -> list[dict]:
     modules = st_file(folder, "modules.json")
-    if not isinstance(modules, list):
-        return None
-    for module in modules:
+    return [m for m in modules if isinstance(m, dict)] if isinstance(modules, list) else []
+
+
+def st_default_pooling(folder: Path | None) -> str | None:
+    """The pooling a sentence-transformers model folder declares (mean -> last-avg, cls -> cls), read with
+    sentence-transformers' own ``Pooling.load`` (both its config layouts: ``pooling_mode`` and the older
+    ``pooling_mode_*_token`` flags); a mode isotropy does not compute is one error naming it."""
+    for module in _st_modules(folder):
         if str(module.get("type", "")).endswith("Pooling"):
-            cfg = st_file(folder, module.get("path", ""), "config.json") or {}
-            if cfg.get("pooling_mode_cls_token"):
-                return "cls"
-            if cfg.get("pooling_mode_mean_tokens"):
-                return "last-avg"
+            mode = _st_pooling_mode(folder, str(module.get("path", "")))
+            if mode not in ST_POOLINGS:
+                raise IsotropyError(
+                    f"{folder}/{module.get('path', '')} is a sentence-transformers Pooling with mode {mode!r}, which "
+                    f"isotropy's encoder does not compute (only {', '.join(ST_POOLINGS)}); pass --pooling (pooling=) "
+                    f"explicitly, or use the model with sentence-transformers"
+                )
+            return ST_POOLINGS[mode]
     return None
+
+
+def _st_pooling_mode(folder: Path, sub: str) -> Any:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # sentence-transformers' deprecation notices on old layouts
+        try:
+            from sentence_transformers.sentence_transformer.modules import Pooling
+        except ImportError:  # pragma: no cover - older sentence-transformers
+            from sentence_transformers.models import Pooling
+        try:
+            mode = Pooling.load(str(folder), subfolder=sub).pooling_mode
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            raise IsotropyError(f"{folder}/{sub}: its Pooling config cannot be read: {one_line(exc)}") from None
+    return mode if isinstance(mode, str) else "+".join(mode)
+
+
+def check_st_modules(folder: Path | None) -> None:
+    """Refuse a sentence-transformers folder whose modules after the pooling (Dense, a calibration, ...)
+    isotropy's encoder would not apply: its vectors would silently differ from ``SentenceTransformer(folder).encode``."""
+    extra = [
+        f"{str(m.get('type', '?')).rsplit('.', 1)[-1]} ({m.get('path') or m.get('name')})"
+        for m in _st_modules(folder)[1:]
+        if not str(m.get("type", "")).endswith(("Pooling", *ST_IGNORABLE))
+    ]
+    if extra:
+        raise IsotropyError(
+            f"{folder} is a sentence-transformers model with modules isotropy's encoder does not apply "
+            f"({', '.join(extra)}): its vectors would not be SentenceTransformer({folder.name}).encode's. "
+            f"Give its base model (and a transform with --transform), or load it with sentence-transformers"
+        )
 
 
 def _in_hf_cache(name: str) -> bool:

@@ -187,10 +187,11 @@ class TokenFrequencies:
         return save_state(path, KIND, config, {"counts": self.counts, "doc_counts": self.doc_counts}, force=force)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> TokenFrequencies:
-        """Read a folder written by :meth:`save`; a table that disagrees with its config is refused."""
+    def load(cls, path: str | os.PathLike, *, verify: bool | None = None) -> TokenFrequencies:
+        """Read a folder written by :meth:`save`; a table that disagrees with its config (or with the
+        sha256 digests it records, unless ``verify=False``) is refused."""
         path = Path(path)
-        cfg, arrays = load_state(path, KIND, required=("counts", "doc_counts"))
+        cfg, arrays = load_state(path, KIND, required=("counts", "doc_counts"), verify=verify)
         if cfg.get("stats_version") != STATS_VERSION:
             raise IsotropyError(
                 f"{path} has token-frequency layout {cfg.get('stats_version')!r}, this isotropy reads 1; fit it again"

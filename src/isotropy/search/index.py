@@ -18,6 +18,8 @@ from .._progress import ProgressBar
 from ..encoders import Encoder
 from ..errors import IsotropyError
 from ..storage.artifacts import CONFIG_NAME, STATE_NAME, check_output, folder_digest, header, load_state, output_dir
+from ..storage.integrity import DIGESTS_KEY, check_encoder_of, member, provenance_of_record
+from ..storage.text import read_json_lines
 from ..transforms import TRANSFORMS, load_transform
 from ..transforms.base import Transform
 from .results import SearchResults
@@ -86,6 +88,7 @@ class Index:
         ef_search: int = 64,
         nlist: int | None = None,
         nprobe: int = 16,
+        allow_other_encoder: bool = False,
     ) -> None:
         if kind not in INDEX_KINDS:
             raise IsotropyError(f"unknown index kind {kind!r}; valid kinds: {', '.join(INDEX_KINDS)}")
@@ -112,6 +115,8 @@ class Index:
                 f"the transform was fitted on {transform.n_features_in_}-dimensional vectors but the encoder "
                 f"({encoder.describe()}) gives {encoder.dim}"
             )
+        check_encoder_of(transform, encoder, "the transform", f"the index's encoder ({encoder.describe()})", allow_other_encoder)
+        self.allow_other_encoder = bool(allow_other_encoder)
         self.encoder = encoder
         self.transform = transform
         self.kind = kind
@@ -271,6 +276,7 @@ class Index:
                 )
             # a copy is fitted and attached only once the index exists: a failure leaves this index as it was
             transform = type(transform)(**transform.get_params()).fit(raw)
+            transform.provenance = provenance_of_record(self.encoder.record(), self.encoder.dim)
         X = self._apply(raw, transform)
         index = self._new_faiss(X) if self._index is None else self._index
         if X.shape[1] != index.d:  # pragma: no cover - guarded by construction
@@ -388,6 +394,7 @@ class Index:
                 "dim": self.dim,
                 "count": len(self.sentences),
                 "sentences_file": SENTENCES_FILE,
+                **({"allow_other_encoder": True} if self.allow_other_encoder else {}),
                 **({"selection": self.selection} if self.selection else {}),
                 "generation": uuid.uuid4().hex,  # every save is a new version (see _check_unchanged)
                 "encoding_key": _encoding_key(
@@ -420,20 +427,22 @@ class Index:
         nprobe: int | None = None,
         batch_size: int = 64,
         device: str | None = None,
+        verify: bool | None = None,
     ) -> Index:
         """Read a folder written by :meth:`save`, rebuilding and verifying its encoder and transform.
 
         The encoder is rebuilt on the backend it was built with (an index over an ONNX
         export reloads on onnxruntime); its weights fingerprint and the recomputed
-        ``encoding_key`` must match the recorded ones.
+        ``encoding_key`` must match the recorded ones, and every file the sha256 its config records
+        (``verify=False`` skips that; None: unless ``--no-verify``); named paths stay inside the folder.
         """
         path = Path(path)
-        cfg, arrays = load_state(path, KIND, required=("count",))
+        cfg, arrays = load_state(path, KIND, required=("count",), verify=verify)
         rec = _read_index_config(path, cfg)
         if int(np.asarray(arrays["count"]).reshape(-1)[0]) != rec["count"]:
             raise IsotropyError(f"{path}: {STATE_NAME} and {CONFIG_NAME} disagree on the row count; rebuild the index")
         encoder, unverified = _rebuild_encoder(path, rec, batch_size, device)
-        transform, digest = _load_index_transform(path, rec["transform"])
+        transform, digest = _load_index_transform(path, rec["transform"], False if DIGESTS_KEY in cfg else verify)  # hashed once
         if _encoding_key(rec["fingerprint"], encoder.pooling_key(), encoder.max_length, digest) != rec["key"]:
             t_cfg = rec["transform"]
             raise IsotropyError(
@@ -451,6 +460,7 @@ class Index:
                 rec["kind"],
                 **{k: params[k] for k in ("m", "ef_construction", "ef_search", "nprobe")},
                 nlist=params.get("nlist"),
+                allow_other_encoder=cfg.get("allow_other_encoder") is True,
             )
         except KeyError as exc:
             raise IsotropyError(f"{path}/{CONFIG_NAME} lacks the index parameter {exc}; rebuild the index") from None
@@ -480,7 +490,7 @@ def _read_index_config(path: Path, cfg: dict[str, Any]) -> dict[str, Any]:
         return {
             "kind": idx["kind"],
             "params": dict(idx["params"]),
-            "file": str(idx.get("file", INDEX_FILE)),
+            "file": idx.get("file", INDEX_FILE),
             "count": int(cfg["count"]),
             "dim": int(cfg["dim"]),
             "backend": str(enc.get("backend", "torch")),
@@ -548,26 +558,26 @@ def _verify_by_reencoding(path: Path, index: Index, recorded: str) -> None:
         raise _other_weights(path, recorded, index.encoder)
 
 
-def _load_index_transform(path: Path, t_cfg: dict[str, Any] | None) -> tuple[Any, str | None]:
+def _load_index_transform(path: Path, t_cfg: dict[str, Any] | None, verify: bool | None) -> tuple[Any, str | None]:
     if t_cfg is None:
         return None, None
-    tdir = path / str(t_cfg.get("path", TRANSFORM_DIR))
+    tdir = member(path, t_cfg.get("path", TRANSFORM_DIR), "transform path")
     if not tdir.is_dir():
         raise IsotropyError(f"{path} is missing its transform folder {tdir.name}/; rebuild the index")
-    return load_transform(tdir), folder_digest(tdir)
+    return load_transform(tdir, verify=verify), folder_digest(tdir)
 
 
 def _read_contents(path: Path, cfg: dict[str, Any], rec: dict[str, Any]) -> tuple[Any, list[str]]:
     """The faiss index and the sentences, checked against the config's row count and dimension."""
     faiss = _faiss()
-    file = path / rec["file"]
+    file = member(path, rec["file"], "index file")
     if not file.is_file():
         raise IsotropyError(f"{path} is missing {file.name}; it is not a complete index")
     try:
         fidx = faiss.read_index(str(file))
     except RuntimeError as exc:
         raise IsotropyError(f"{file} is not a readable faiss index: {str(exc).strip().splitlines()[-1]}") from None
-    sentences = _read_sentences_jsonl(path / str(cfg.get("sentences_file", SENTENCES_FILE)))
+    sentences = read_json_lines(member(path, cfg.get("sentences_file", SENTENCES_FILE), "sentences_file"))
     count, dim = rec["count"], rec["dim"]
     if fidx.ntotal != count or len(sentences) != count or fidx.d != dim:
         raise IsotropyError(
@@ -582,19 +592,3 @@ def _config_digest(path: Path) -> str | None:
         return hashlib.sha256((path / CONFIG_NAME).read_bytes()).hexdigest()
     except OSError:
         return None
-
-
-def _read_sentences_jsonl(file: Path) -> list[str]:
-    if not file.is_file():
-        raise IsotropyError(f"{file.parent} is missing {file.name}; it is not a complete index")
-    out = []
-    with open(file, "rb") as fh:
-        for number, line in enumerate(fh, start=1):
-            try:
-                s = json.loads(line.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise IsotropyError(f"{file} line {number} is not a JSON string: {exc}") from None
-            if not isinstance(s, str):
-                raise IsotropyError(f"{file} line {number} is not a JSON string")
-            out.append(s)
-    return out

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..errors import IsotropyError
 from .atomic import atomic_dir, atomic_file, check_free_space, lock_output, parent_of, signals_deferred, temp_prefix
+from .integrity import seal, verify_folder
 
 __all__ = [
     "FORMAT_VERSION",
@@ -54,7 +55,6 @@ __all__ = [
     "folder_digest",
     "file_sha256",
     "vectors_sidecar",
-    "mark_own_vectors",
     "is_own_vectors",
 ]
 
@@ -277,7 +277,9 @@ def check_output_path(path: str | os.PathLike) -> Path:
 @contextlib.contextmanager
 def output_dir(path: str | os.PathLike, kind: str, *, force: bool = False, check: Any = None) -> Iterator[Path]:
     """:func:`~isotropy.storage.atomic.atomic_dir` for an output of ``kind``: :func:`check_output`
-    runs before the work and again just before the rename (then ``check``, if given)."""
+    runs before the work and again just before the rename (then ``check``, if given). The
+    finished folder is sealed (:func:`~isotropy.storage.integrity.seal`: the sha256 of each
+    file it holds, recorded in its header) before it is renamed into place."""
 
     def guard() -> None:
         check_output(path, kind, force=force)
@@ -286,6 +288,7 @@ def output_dir(path: str | os.PathLike, kind: str, *, force: bool = False, check
 
     with atomic_dir(path, check=guard) as tmp:
         yield tmp
+        seal(tmp)
 
 
 @contextlib.contextmanager
@@ -315,18 +318,9 @@ def write_json(path: str | os.PathLike, obj: Any, *, kind: str | None = None, fo
 
 
 def vectors_sidecar(path: str | os.PathLike) -> Path:
-    """The sidecar that marks the ``.npy`` at ``path`` as written by isotropy."""
-    path = Path(path)
-    return parent_of(path) / f".{path.name}.isotropy.json"
-
-
-def mark_own_vectors(path: str | os.PathLike) -> None:
-    """Record that isotropy just wrote the ``.npy`` at ``path`` (see :func:`is_own_vectors`)."""
-    path = Path(path)
-    st = os.stat(path)
-    meta = {**header("vectors"), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-    with atomic_file(vectors_sidecar(path), "w") as fh:
-        json.dump(meta, fh, sort_keys=True)
+    """``X.json`` beside ``X.npy``: what isotropy records of a vector file it wrote (its size,
+    modification time and sha256, and the encoder that made it; :mod:`isotropy.storage.vectors`)."""
+    return Path(path).with_suffix(".json")
 
 
 def is_own_vectors(path: str | os.PathLike) -> bool:
@@ -341,6 +335,7 @@ def is_own_vectors(path: str | os.PathLike) -> bool:
         isinstance(meta, dict)
         and meta.get("library") == LIBRARY_TAG
         and meta.get("kind") == "vectors"
+        and "npy_sha256" in meta
         and meta.get("size") == st.st_size
         and meta.get("mtime_ns") == st.st_mtime_ns
     )
@@ -383,14 +378,19 @@ def save_state(
 
 
 def load_state(
-    path: str | os.PathLike, kind: str | None = None, required: tuple[str, ...] = ()
+    path: str | os.PathLike, kind: str | None = None, required: tuple[str, ...] = (), *, verify: bool | None = None
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """Read an artefact folder written by :func:`save_state`; every problem is one clear error."""
+    """Read an artefact folder written by :func:`save_state`; every problem is one clear error.
+
+    Every file the folder's ``config.json`` records a sha256 of is verified first (unless
+    ``verify`` is False, or None under ``--no-verify``: :func:`~isotropy.storage.integrity.verifying`).
+    """
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
     path = Path(path)
     cfg = read_config(path, kind)
+    verify_folder(path, cfg, verify=verify)
     state_path = path / STATE_NAME
     if not state_path.is_file():
         raise IsotropyError(f"{path} is missing {STATE_NAME}; it is not a complete isotropy artefact")

@@ -281,7 +281,12 @@ def sweep_stale_temporaries(path: str | os.PathLike, *, any_process: bool = Fals
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike, *, check: Callable[[], None] | None = None) -> Iterator[Path]:
+def atomic_path(
+    path: str | os.PathLike,
+    *,
+    check: Callable[[], None] | None = None,
+    sidecar: Callable[[Path], tuple[Path, bytes] | None] | None = None,
+) -> Iterator[Path]:
     """Reserve a temporary file beside ``path`` (empty, with its final mode) and yield its path;
     on success it is ``fsync``ed and replaces ``path`` in one rename.
 
@@ -291,6 +296,10 @@ def atomic_path(path: str | os.PathLike, *, check: Callable[[], None] | None = N
     to abandon the write: e.g. :func:`isotropy.storage.artifacts.check_output`, which
     refuses to replace what isotropy did not write). SIGINT, SIGTERM and SIGHUP remove
     the temporary file; leftovers of killed processes are swept first.
+
+    ``sidecar(tmp)``, once the file is complete, may return ``(path, bytes)``: a companion
+    file (the sha256 record of a vector file) renamed into place together with the file, in
+    the same signal-free block, so a signal never leaves one replaced without the other.
     """
     path = Path(path)
     parent = parent_of(path)
@@ -299,6 +308,7 @@ def atomic_path(path: str | os.PathLike, *, check: Callable[[], None] | None = N
     if check is not None:
         check()
     sweep_stale_temporaries(path)
+    side_tmp: str | None = None
     with terminate_as_interrupt():
         fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=parent)
         try:
@@ -307,17 +317,41 @@ def atomic_path(path: str | os.PathLike, *, check: Callable[[], None] | None = N
             yield Path(tmp)
             with open(tmp, "rb+") as fh:
                 os.fsync(fh.fileno())
+            companion = sidecar(Path(tmp)) if sidecar is not None else None
+            if companion is not None:
+                side_tmp = _write_temporary(companion[0], companion[1])
             with signals_deferred():
                 if check is not None:
                     check()
+                if companion is not None:
+                    os.replace(side_tmp, companion[0])
                 os.replace(tmp, path)
         except BaseException as exc:
             full = disk_full(exc, parent)
-            with signals_deferred(), contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+            with signals_deferred():
+                for leftover in (tmp, side_tmp):
+                    if leftover is not None:
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(leftover)
             if full:
                 raise _full_error(path) from None
             raise
+
+
+def _write_temporary(path: Path, data: bytes) -> str:
+    """A complete, fsynced temporary file beside ``path`` holding ``data`` (the caller renames it in)."""
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=parent_of(path))
+    try:
+        os.fchmod(fd, _final_mode(path, 0o666))
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return tmp
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from ..errors import IsotropyError
 
-__all__ = ["read_sentences", "iter_sentences"]
+__all__ = ["read_sentences", "iter_sentences", "read_json_lines"]
 
 
 def read_sentences(path: str | os.PathLike, *, allow_empty_file: bool = False) -> list[str]:
@@ -74,3 +75,20 @@ def iter_sentences(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
                 raise IsotropyError(f"{name} line {number} is not valid UTF-8 (byte {exc.start + 1} of the line)") from None
             text = text[:-1] if text.endswith("\n") else text
             yield number, text[:-1] if text.endswith("\r") else text
+
+
+def read_json_lines(file: Path) -> list[str]:
+    """One JSON string a line (an index's sentence file); anything else is one error naming the line."""
+    if not file.is_file():
+        raise IsotropyError(f"{file.parent} is missing {file.name}; it is not a complete index")
+    out = []
+    with open(file, "rb") as fh:
+        for number, line in enumerate(fh, start=1):
+            try:
+                s = json.loads(line.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise IsotropyError(f"{file} line {number} is not a JSON string: {exc}") from None
+            if not isinstance(s, str):
+                raise IsotropyError(f"{file} line {number} is not a JSON string")
+            out.append(s)
+    return out

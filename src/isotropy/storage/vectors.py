@@ -9,15 +9,19 @@ wrote, then renames it into place. Nothing holding NaN or inf is ever written.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..errors import IsotropyError
-from .artifacts import check_output, mark_own_vectors
-from .atomic import atomic_file, atomic_path
+from .artifacts import check_output, header, vectors_sidecar
+from .atomic import atomic_path
+from .integrity import sha256_file, verify_file, verifying
 
 __all__ = [
     "VECTORS_KIND",
@@ -29,6 +33,9 @@ __all__ = [
     "write_vectors",
     "VectorWriter",
     "check_finite_output",
+    "sidecar_path",
+    "read_sidecar",
+    "vectors_provenance",
 ]
 
 VECTORS_KIND = "vectors"
@@ -68,6 +75,7 @@ def open_vector_file(file: Path) -> np.ndarray:
         raise IsotropyError(f"{file} is not a readable array of vectors: {reason}") from None
     except OSError as exc:
         raise IsotropyError(f"{file} is not a readable array of vectors: {exc.strerror or exc}") from None
+    _verify_sidecar(Path(file))
     if arr.dtype.kind not in "biufc":
         raise IsotropyError(f"{file} holds {arr.dtype} values, not numbers")
     if arr.ndim != 2:
@@ -111,28 +119,32 @@ def check_finite_output(array: np.ndarray, what: str, row_offset: int = 0) -> No
         )
 
 
-def save_npy(path: str | os.PathLike, array: np.ndarray, *, kind: str | None = None, force: bool = False) -> Path:
+def save_npy(
+    path: str | os.PathLike, array: np.ndarray, *, kind: str | None = None, force: bool = False, meta: dict | None = None
+) -> Path:
     """Write one .npy file atomically; vectors holding NaN or inf are refused, nothing is written.
 
     With ``kind`` (e.g. :data:`VECTORS_KIND`), an existing file that is not an isotropy
-    output of that kind is not overwritten unless ``force``.
+    output of that kind is not overwritten unless ``force``; vectors get their sidecar
+    (:func:`_sidecar_for`, with ``meta``) in the same rename.
     """
     path = Path(path)
     array = np.ascontiguousarray(array)
     check_finite_output(array, f"the output {path}")
     check = (lambda: check_output(path, kind, force=force)) if kind is not None else None
-    with atomic_file(path, check=check) as fh:
+    sidecar = (lambda tmp: _sidecar_for(path, tmp, sha256_file(tmp), meta)) if kind == VECTORS_KIND else None
+    with atomic_path(path, check=check, sidecar=sidecar) as tmp, open(tmp, "wb") as fh:
         np.save(fh, array)
-    if kind == VECTORS_KIND:
-        mark_own_vectors(path)
+        fh.flush()
     return path
 
 
 class VectorWriter:
     """Rows appended, chunk by chunk, to a ``.npy`` being written (see :func:`write_vectors`)."""
 
-    def __init__(self, fh, path: Path, shape: tuple[int, int], dtype: np.dtype) -> None:
+    def __init__(self, fh, path: Path, shape: tuple[int, int], dtype: np.dtype, digest: Any = None) -> None:
         self._fh, self.path, self.shape, self.dtype = fh, path, shape, dtype
+        self._digest = digest  # a hashlib object fed every byte written after the header (the sidecar's sha256)
         self.rows = 0
 
     def write(self, chunk: np.ndarray) -> None:
@@ -142,7 +154,10 @@ class VectorWriter:
         if self.rows + chunk.shape[0] > self.shape[0]:
             raise IsotropyError(f"{self.path}: more than the {self.shape[0]} rows announced")
         check_finite_output(chunk, f"the output {self.path}", row_offset=self.rows)
-        self._fh.write(np.ascontiguousarray(chunk, dtype=self.dtype).tobytes())
+        data = np.ascontiguousarray(chunk, dtype=self.dtype).tobytes()
+        self._fh.write(data)
+        if self._digest is not None:
+            self._digest.update(data)
         self.rows += chunk.shape[0]
 
 
@@ -154,27 +169,118 @@ def write_vectors(
     *,
     kind: str | None = VECTORS_KIND,
     force: bool = False,
+    meta: dict | None = None,
 ) -> Iterator[VectorWriter]:
     """Stream ``shape[0]`` rows into the .npy ``path``, atomically, in bounded memory.
 
     ``numpy.lib.format.open_memmap`` writes the header (and sizes the file); the rows
     are then written sequentially through an ordinary file handle, so memory does not
     grow with the file (a writable memory map would keep every written page resident
-    until it is flushed). The file appears only when all rows were written.
+    until it is flushed). The file appears only when all rows were written. Vectors
+    (``kind`` :data:`VECTORS_KIND`) get their sidecar ``X.json`` in the same rename: the
+    sha256 is computed on the bytes as they are written (no second pass), plus ``meta``.
     """
     path = Path(path)
     shape = (int(shape[0]), int(shape[1]))
     dtype = np.dtype(dtype)
     check = (lambda: check_output(path, kind, force=force)) if kind is not None else None
-    with atomic_path(path, check=check) as tmp:
+    digest = hashlib.sha256() if kind == VECTORS_KIND else None
+    sidecar = (lambda tmp: _sidecar_for(path, tmp, digest.hexdigest(), meta)) if digest is not None else None
+    with atomic_path(path, check=check, sidecar=sidecar) as tmp:
         mm = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape)
         del mm  # header written, file sized; the data goes in through a plain handle
         offset = os.path.getsize(tmp) - shape[0] * shape[1] * dtype.itemsize
         with open(tmp, "r+b") as fh:
+            if digest is not None:
+                digest.update(fh.read(offset))
             fh.seek(offset)
-            writer = VectorWriter(fh, path, shape, dtype)
+            writer = VectorWriter(fh, path, shape, dtype, digest)
             yield writer
             if writer.rows != shape[0]:
                 raise IsotropyError(f"{path}: {writer.rows} rows were written, {shape[0]} were announced")
-    if kind == VECTORS_KIND:
-        mark_own_vectors(path)
+
+
+# --------------------------------------------------------------------------- sidecars
+#
+# A vector file X.npy written by isotropy (`isotropy encode` and `transform` outputs, a distributed
+# shard) has a sidecar X.json, renamed in with it: its size, modification time and sha256
+# (``npy_sha256``) and, when known, the encoder that made it. The size and time mark the file as
+# isotropy's own (an output it may replace: storage.artifacts.is_own_vectors); every read verifies
+# the sha256 (once per file version and process). A file without a sidecar (the user's own, or one
+# written before sidecars) is read as before, and replaced only with --force.
+
+SIDECAR_FORMAT = "isotropy-vectors"
+_verified: set[tuple[str, int, int]] = set()  # (path, size, mtime_ns) already verified in this process
+
+
+def sidecar_path(npy: str | os.PathLike) -> Path:
+    return vectors_sidecar(npy)
+
+
+def read_sidecar(npy: str | os.PathLike) -> dict | None:
+    """The sidecar of ``npy`` when isotropy wrote one (a JSON object with ``npy_sha256``), else None."""
+    side = sidecar_path(npy)
+    try:
+        meta = json.loads(side.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) and "npy_sha256" in meta else None
+
+
+def _sidecar_for(npy: Path, tmp: Path, sha256: str, meta: dict | None) -> tuple[Path, bytes] | None:
+    """The sidecar of ``npy`` about to be renamed in from ``tmp``; None (no sidecar) where an
+    ``X.json`` that isotropy did not write is in the way: it is never replaced."""
+    side = sidecar_path(npy)
+    if side.exists() and read_sidecar(npy) is None:
+        return None
+    st = os.stat(tmp)  # a rename keeps both
+    data = {
+        **header(VECTORS_KIND),
+        "format": SIDECAR_FORMAT,
+        **(meta or {}),
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "npy_sha256": sha256,
+    }
+    return side, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
+
+
+def _verify_sidecar(npy: Path) -> None:
+    if not verifying():
+        return
+    meta = read_sidecar(npy)
+    if meta is None:
+        return
+    try:
+        st = npy.stat()
+    except OSError:
+        return
+    key = (str(npy.resolve()), st.st_size, st.st_mtime_ns)
+    if key in _verified:
+        return
+    verify_file(npy, meta["npy_sha256"], sidecar_path(npy))
+    _verified.add(key)
+
+
+def vectors_provenance(path: str | os.PathLike) -> dict | None:
+    """The encoder (model, fingerprint, pooling, max_length, dim) of the vectors at ``path`` (a .npy or a
+    folder of shards), from their sidecars; None when unknown or when shards disagree."""
+    seen = []
+    for file in list_vector_files(path):
+        meta = read_sidecar(file)
+        if meta is None:
+            return None
+        if isinstance(meta.get("provenance"), dict):
+            seen.append(meta["provenance"])
+        elif meta.get("format") == "isotropy-vector-shard" and meta.get("transform_hash") is None:
+            prov = {
+                "model": meta.get("model"),
+                "fingerprint": meta.get("model_fingerprint"),
+                "pooling": meta.get("pooling"),
+                "max_length": meta.get("max_length"),
+                "dim": meta.get("dim"),
+            }
+            seen.append({k: v for k, v in prov.items() if v is not None})
+        else:
+            return None
+    return seen[0] if seen and all(p == seen[0] for p in seen) else None

@@ -75,12 +75,12 @@ def make_transform(name: str, **params: Any):
     return cls(**{**params, **fixed})
 
 
-def load_transform(path: str | os.PathLike, **transient: Any):
-    """Load any saved transform folder, dispatching on the ``kind`` in its config."""
+def load_transform(path: str | os.PathLike, *, verify: bool | None = None, **transient: Any):
+    """Load any saved transform folder, dispatching on the ``kind`` in its config (``verify``: see ``Transform.load``)."""
     kind = read_config(path).get("kind")
     if kind not in TRANSFORMS:
         raise IsotropyError(f"{path} holds a {kind!r}, which is not a transform ({', '.join(TRANSFORMS)})")
-    return transform_class(kind).load(path, **transient)
+    return transform_class(kind).load(path, verify=verify, **transient)
 
 
 def as_transform(transform: Any):

@@ -48,6 +48,9 @@ class Transform(EstimatorParams):
     state_version: ClassVar[int] = 1
     required_arrays: ClassVar[tuple[str, ...]] = ()
     transient_params: ClassVar[tuple[str, ...]] = ()  # not saved (e.g. a device); given again to load
+    # The encoder of the vectors it was fitted on (storage.integrity.provenance_of_record), when known:
+    # not a hyper-parameter, saved in config.json, checked where it is applied.
+    provenance: dict[str, Any] | None = None
 
     # ---------------------------------------------------------------- what subclasses provide
 
@@ -108,15 +111,21 @@ class Transform(EstimatorParams):
         self._check_fitted()
         config, arrays = self._get_state()
         meta = {"params": self._params_to_save(), **config}
+        if getattr(self, "provenance", None):
+            meta["provenance"] = dict(self.provenance)  # the encoder of the vectors it was fitted on
         if self.version_key:
             meta[self.version_key] = self.state_version
         return save_state(path, self.kind, meta, arrays, force=force)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, **transient: Any) -> Transform:
-        """Read a folder written by :meth:`save`; every problem is one clear IsotropyError."""
+    def load(cls, path: str | os.PathLike, *, verify: bool | None = None, **transient: Any) -> Transform:
+        """Read a folder written by :meth:`save`; every problem is one clear IsotropyError.
+
+        Its files are verified against the sha256 digests its ``config.json`` records
+        (``verify=False`` skips that; None: unless the CLI's ``--no-verify``).
+        """
         path = Path(path)
-        cfg, arrays = load_state(path, cls.kind, cls.required_arrays)
+        cfg, arrays = load_state(path, cls.kind, cls.required_arrays, verify=verify)
         if cls.version_key and cfg.get(cls.version_key) != cls.state_version:
             raise IsotropyError(
                 f"{path} was written by an incompatible isotropy ({cfg.get('isotropy_version', 'unknown')}, "
@@ -130,7 +139,10 @@ class Transform(EstimatorParams):
             est = cls(**params, **transient)
         except (TypeError, ValueError) as exc:
             raise IsotropyError(f"{path}/config.json: bad {cls.kind} parameters ({exc})") from None
-        return cls._from_state(est, cfg, arrays, path)
+        est = cls._from_state(est, cfg, arrays, path)
+        prov = cfg.get("provenance")
+        est.provenance = dict(prov) if isinstance(prov, dict) else None
+        return est
 
 
 class AffineSolution:

@@ -310,6 +310,7 @@ class Flow(Transform):
         except IsotropyError as exc:
             raise IsotropyError(f"{path}: {exc}") from None
         _check_structure(path, arrays, flow, int(dim))
+        _check_permutations(path, arrays)
         try:
             model = Glow(dim, flow.levels, flow.depth, flow.hidden, flow.coupling)
             state = {k[len("model.") :]: torch.from_numpy(v.copy()) for k, v in arrays.items() if k.startswith("model.")}
@@ -325,6 +326,18 @@ class Flow(Transform):
         flow._optimizer_state = None
         flow._epochs_done = int(cfg.get("epochs_done", flow.epochs))
         return flow
+
+
+def _check_permutations(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Every saved ``perm`` buffer must be a permutation of 0..n-1 (a corrupted one would mix up dimensions)."""
+    for name, value in arrays.items():
+        if name.endswith(".perm"):
+            v = np.asarray(value).reshape(-1)
+            if v.dtype.kind not in "iu" or not np.array_equal(np.sort(v), np.arange(v.shape[0])):
+                raise IsotropyError(
+                    f"{path}/state.safetensors: {name[len('model.') :]} is not a permutation of 0..{v.shape[0] - 1}; "
+                    f"the flow is corrupt, refit it"
+                )
 
 
 def _check_structure(path: Path, arrays: dict[str, np.ndarray], flow: Flow, dim: int) -> None:

@@ -14,6 +14,7 @@ import numpy as np
 from ...errors import IsotropyError
 from ..models import (
     DEFAULT_MODEL_NAME,
+    check_st_modules,
     default_model_path,
     load_hf_model,
     position_limit,
@@ -60,6 +61,7 @@ class TorchBackend:
         self.precision = precision  # "bf16": the forward pass under torch.autocast (checked by Encoder)
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.folder, self.model_name = resolve_model(model)
+        check_st_modules(self.folder)  # a Dense head or calibration isotropy would not apply: refused
         self.tokenizer, self.model, self.missing_pooler = load_hf_model(self.folder, self.model_name)
         self.model.to(self.device).eval()
         config = self.model.config

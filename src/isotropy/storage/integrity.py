@@ -1,0 +1,240 @@
+"""What an artefact owns, proven on load: per-file sha256 digests, confined paths, encoder provenance (layer 1).
+
+* :func:`seal` records, in an artefact folder's header JSON (``config.json``,
+  ``isotropy.json``, ``isotropy_onnx.json``, ``report.json``), the sha256 of every other
+  file of the folder under :data:`DIGESTS_KEY`; :func:`output_dir
+  <isotropy.storage.artifacts.output_dir>` seals every folder it writes, just before the rename.
+* :func:`verify_folder` checks them on load: a changed, missing or corrupted file is one
+  line naming it. Artefacts written before digests were recorded carry none and are read
+  as before. ``verify=False`` in Python, ``isotropy --no-verify`` (or
+  ``ISOTROPY_NO_VERIFY=1``) on the command line, skips the check (:func:`verification`).
+* :func:`member` resolves a path named inside an artefact's JSON and refuses one that
+  leaves the artefact's folder (absolute, ``..``, a symlink pointing out).
+* :func:`check_provenance` compares the encoder a transform was fitted on with the
+  encoder (or vectors) it is applied to.
+
+Hashing is streamed (1 MiB blocks) and done once per load; a folder's digests cost one
+read of its files, the same order as loading them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import IsotropyError
+
+__all__ = [
+    "DIGESTS_KEY",
+    "NO_VERIFY_ENV",
+    "sha256_file",
+    "seal",
+    "verify_folder",
+    "verify_file",
+    "verifying",
+    "verification",
+    "set_default_verification",
+    "member",
+    "provenance_of_record",
+    "describe_provenance",
+    "check_provenance",
+    "check_encoder_of",
+]
+
+DIGESTS_KEY = "sha256"  # header key: {relative posix path: hex sha256} of every other file of the folder
+NO_VERIFY_ENV = "ISOTROPY_NO_VERIFY"
+_HEADER_NAMES = ("config.json", "isotropy_onnx.json", "isotropy.json", "report.json")
+_verify_default: list[bool] = [True]  # set by verification() (the CLI's --no-verify)
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """sha256 of one file, streamed in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- the switch
+
+
+def verifying(verify: bool | None = None) -> bool:
+    """Whether to verify: ``verify`` when given, else the default (off under ``--no-verify`` or ``$ISOTROPY_NO_VERIFY``)."""
+    if verify is not None:
+        return bool(verify)
+    if os.environ.get(NO_VERIFY_ENV, "").strip() not in ("", "0"):
+        return False
+    return _verify_default[-1]
+
+
+def set_default_verification(enabled: bool) -> None:
+    """Set the default of every load in this process (the CLI's ``--no-verify``, set once per command)."""
+    _verify_default[0] = bool(enabled)
+
+
+@contextlib.contextmanager
+def verification(enabled: bool) -> Iterator[None]:
+    """Within this block, loads verify digests (``enabled``) or skip it (the CLI's ``--no-verify``)."""
+    _verify_default.append(bool(enabled))
+    try:
+        yield
+    finally:
+        _verify_default.pop()
+
+
+# --------------------------------------------------------------------------- sealing and verifying
+
+
+def _header_file(folder: Path) -> Path | None:
+    for name in _HEADER_NAMES:
+        p = folder / name
+        if p.is_file():
+            try:
+                meta = json.loads(p.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(meta, dict) and meta.get("library") == "isotropy":
+                return p
+    return None
+
+
+def seal(folder: str | os.PathLike) -> None:
+    """Record the sha256 of every file of ``folder`` (but its header) in its header JSON; no header: nothing."""
+    folder = Path(folder)
+    head = _header_file(folder)
+    if head is None:
+        return
+    meta = json.loads(head.read_text(encoding="utf-8"))
+    meta[DIGESTS_KEY] = {
+        p.relative_to(folder).as_posix(): sha256_file(p)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.is_symlink() and p != head
+    }
+    head.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def verify_folder(folder: str | os.PathLike, meta: Mapping[str, Any], *, verify: bool | None = None) -> None:
+    """Check every file ``meta`` (the folder's header) records a digest of; one line naming the first that differs.
+
+    A header without digests (an artefact written before they were recorded) passes.
+    """
+    if not verifying(verify):
+        return
+    folder = Path(folder)
+    digests = meta.get(DIGESTS_KEY)
+    if digests is None:
+        return
+    if not isinstance(digests, dict):
+        raise IsotropyError(f"{folder}: the {DIGESTS_KEY!r} record of its header is malformed; restore or rebuild it")
+    for name, digest in digests.items():
+        verify_file(member(folder, name, DIGESTS_KEY), digest, folder)
+
+
+def verify_file(path: Path, digest: Any, owner: str | os.PathLike) -> None:
+    """``path`` must exist and hash to ``digest`` (recorded by the artefact ``owner``)."""
+    if not path.is_file():
+        name = path.relative_to(owner).as_posix() if path.is_relative_to(owner) else path.name
+        raise IsotropyError(f"{owner} is missing {name}; it is not a complete isotropy artefact: restore it or rebuild it")
+    try:
+        actual = sha256_file(path)
+    except OSError as exc:
+        raise IsotropyError(f"{path} cannot be read: {exc.strerror or exc}") from None
+    if actual != digest:
+        raise IsotropyError(
+            f"{path} does not match the sha256 recorded in {owner}: the file was changed or corrupted; "
+            f"restore it or rebuild the artefact (--no-verify / verify=False reads it anyway)"
+        )
+
+
+def member(folder: str | os.PathLike, name: Any, key: str) -> Path:
+    """``folder / name`` for a path named in an artefact's JSON (under ``key``); it must stay inside ``folder``."""
+    folder = Path(folder)
+    if not isinstance(name, str) or not name or "\0" in name:
+        raise IsotropyError(f"{folder}: {key} {name!r} in its JSON is not a file name; restore or rebuild the artefact")
+    rel = Path(name)
+    if rel.is_absolute() or ".." in rel.parts:
+        raise IsotropyError(
+            f"{folder}: {key} {name!r} in its JSON points outside the artefact's folder; restore or rebuild the artefact"
+        )
+    path = folder / rel
+    if not path.resolve().is_relative_to(folder.resolve()):
+        raise IsotropyError(
+            f"{folder}: {key} {name!r} in its JSON leads outside the artefact's folder (a symlink); "
+            f"restore or rebuild the artefact"
+        )
+    return path
+
+
+# --------------------------------------------------------------------------- provenance
+
+PROVENANCE_FIELDS = ("model", "fingerprint", "pooling", "max_length", "dim")
+_COMPARED = ("fingerprint", "pooling", "max_length", "dim")  # the model's name may differ (a path, an id)
+
+
+def provenance_of_record(record: Mapping[str, Any] | None, dim: int | None = None) -> dict[str, Any] | None:
+    """The provenance of vectors from an encoder's ``record()`` (model, fingerprint, pooling, max length, dims)."""
+    if not record:
+        return None
+    pooling = record.get("pooling")
+    out = {
+        "model": record.get("model_name") or record.get("model"),
+        "fingerprint": record.get("fingerprint"),
+        "pooling": pooling if isinstance(pooling, str) or pooling is None else json.dumps(pooling, sort_keys=True),
+        "max_length": record.get("max_length"),
+        "dim": dim if dim is not None else record.get("dim"),
+    }
+    return {k: v for k, v in out.items() if v is not None} or None
+
+
+def describe_provenance(p: Mapping[str, Any]) -> str:
+    fp = p.get("fingerprint")
+    parts = [
+        f"model {p['model']}" if p.get("model") else None,
+        f"weights {str(fp)[:12]}" if fp else None,
+        f"pooling {p['pooling']}" if p.get("pooling") else None,
+        f"max_length {p['max_length']}" if p.get("max_length") is not None else None,
+        f"{p['dim']} dims" if p.get("dim") is not None else None,
+    ]
+    return ", ".join(x for x in parts if x) or "an unknown encoder"
+
+
+def check_provenance(
+    fitted: Mapping[str, Any] | None,
+    applied: Mapping[str, Any] | None,
+    transform: str | os.PathLike,
+    what: str,
+    *,
+    allow: bool = False,
+) -> None:
+    """Refuse to apply ``transform`` (fitted on vectors of ``fitted``) to ``what`` (of ``applied``) from another encoder.
+
+    Only what both sides record is compared; either side unknown passes. ``allow`` (the
+    CLI's ``--allow-other-encoder``) skips the check.
+    """
+    if allow or not fitted or not applied:
+        return
+    differ = [k for k in _COMPARED if fitted.get(k) is not None and applied.get(k) is not None and fitted[k] != applied[k]]
+    if not differ:
+        return
+    diffs = "; ".join(
+        f"{k}: {fitted[k]!s:.16} vs {applied[k]!s:.16}" if k == "fingerprint" else f"{k}: {fitted[k]} vs {applied[k]}"
+        for k in differ
+    )
+    raise IsotropyError(
+        f"{transform} was fitted on vectors of another encoder than {what} ({diffs}): its output would be "
+        f"silently wrong; encode with the same settings, refit, or pass --allow-other-encoder "
+        f"(allow_other_encoder=True) to apply it anyway"
+    )
+
+
+def check_encoder_of(transform: Any, encoder: Any, name: str | os.PathLike, what: str, allow: bool = False) -> None:
+    """:func:`check_provenance` of a fitted ``transform`` (its ``provenance``) against an ``Encoder`` (its ``record()``)."""
+    fitted = getattr(transform, "provenance", None)
+    if fitted and not allow:
+        check_provenance(fitted, provenance_of_record(encoder.record(), encoder.dim), name, what)
