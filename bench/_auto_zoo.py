@@ -72,7 +72,48 @@ def tune_zoo(data_dir: str) -> dict:
     return {"entries": out, "wall_s": time.perf_counter() - t0}
 
 
-def run_zoo(data_dir: str, tasks_names: list[str]) -> dict:
+def tuned_rule(tune: dict) -> dict:
+    """The signal rule read off the STS-B train table: for each signal and direction, the threshold (a midpoint
+    between two entries) that best tells "the best calibration gains >= 0.5 over raw" from "it does not"
+    (most entries right, then the widest gap relative to the signal's spread); the deciding signal is the best
+    such; the action is the calibration with the best mean gain over the entries where that signal fires."""
+    from isotropy.selection.signals import SIGNAL_NAMES, SIGNAL_RULE, signal_alone
+
+    ent = tune["entries"]
+    helps = {e: max(v for k, v in r["truth"].items() if k != "raw") - r["truth"]["raw"] >= 0.5 for e, r in ent.items()}
+    thresholds, quality = {}, {}
+    for name in SIGNAL_NAMES:
+        vals = sorted((r["signals"][name], e) for e, r in ent.items() if np.isfinite(r["signals"][name]))
+        spread = (vals[-1][0] - vals[0][0]) or 1.0
+        best = None
+        for q in range(1, len(vals)):
+            t = (vals[q - 1][0] + vals[q][0]) / 2
+            gap = (vals[q][0] - vals[q - 1][0]) / spread
+            for op in (">", "<"):
+                right = sum((v > t if op == ">" else v < t) == helps[e] for v, e in vals)
+                if best is None or (right, gap) > best[0]:
+                    best = ((right, gap), (op, float(t)))
+        thresholds[name], quality[name] = best[1], best[0]
+    decide = max(quality, key=quality.get)
+    rule = {**SIGNAL_RULE, "thresholds": thresholds, "decide": decide}
+    fired = [e for e, r in ent.items() if signal_alone(r["signals"], decide, rule)]
+    names = [n for n in next(iter(ent.values()))["truth"] if n != "raw"]
+    gain = {n: float(np.mean([ent[e]["truth"][n] - ent[e]["truth"]["raw"] for e in fired])) if fired else -1.0 for n in names}
+    act = max(gain, key=gain.get)
+    g = [ent[e]["truth"][act] - ent[e]["truth"]["raw"] for e in fired]
+    rule["act"] = act
+    rule["expected"] = {
+        False: "unchanged similarities (raw kept)",
+        True: f"{act}: {np.mean(g):+.1f} Spearman points on average on the STS-B train split of the models where the "
+        f"rule fired ({min(g):+.1f} to {max(g):+.1f}, {len(g)} models)"
+        if g
+        else "not measured",
+    }
+    rule["quality"] = {k: list(v) for k, v in quality.items()}
+    return rule
+
+
+def run_zoo(data_dir: str, tasks_names: list[str], rule: dict) -> dict:
     from auto import Corpus, dev_pool
 
     from isotropy.evaluation import load_tasks
@@ -95,8 +136,8 @@ def run_zoo(data_dir: str, tasks_names: list[str]) -> dict:
             a, b = c.rows([p.s1 for p in ev]), c.rows([p.s2 for p in ev])
             gold = np.array([p.score for p in ev])
             sig = corpus_signals(X, 0)
-            decision = decide_by_signals(sig)
-            alone = {s: signal_alone(sig, s) for s in SIGNAL_RULE["thresholds"]}
+            decision = decide_by_signals(sig, rule)
+            alone = {s: signal_alone(sig, s, rule) for s in SIGNAL_RULE["thresholds"]}
             pool = devs[i][1]
             few = []
             for k in range(DRAWS if len(pool) >= DEV_PAIRS else 0):
@@ -109,10 +150,12 @@ def run_zoo(data_dir: str, tasks_names: list[str]) -> dict:
                 "signals": sig,
                 "label_free": decision["choice"],
                 "fired": decision["fired"],
+                "reason": decision["reason"],
                 "alone": alone,
                 "few_label": few,
                 "dev_source": devs[i][0],
                 "fit_rows": int(len(X)),
             }
         print(f"{model}/{pooling}: {time.perf_counter() - t1:.0f} s", flush=True)
-    return {"cells": cells, "meta": {"tasks": [t.name for t in tasks], "wall_s": time.perf_counter() - t_start}}
+    meta = {"tasks": [t.name for t in tasks], "wall_s": time.perf_counter() - t_start}
+    return {"cells": cells, "rule": {k: v for k, v in rule.items() if k != "expected"}, "meta": meta}

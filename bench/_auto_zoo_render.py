@@ -76,15 +76,15 @@ def targets(zoo: dict) -> tuple[list[str], dict]:
     return rows, stat
 
 
-def signal_table(zoo: dict) -> list[str]:
+def signal_table(zoo: dict, rule: dict) -> list[str]:
     cells = zoo["cells"]
     names = list(next(iter(cells.values()))["alone"])
     out = [
-        "| signal deciding alone (act: whitening) | cells losing > 0.5 | big gains kept >= 50% | mean gain over raw |",
+        "| signal deciding alone (threshold) | cells losing > 0.5 | big gains kept >= 50% | mean gain over raw |",
         "|---|---:|---:|---:|",
     ]
     for n in names:
-        g = {k: (c["truth"]["whitening"] if c["alone"][n] else c["truth"]["raw"]) - c["truth"]["raw"] for k, c in cells.items()}
+        g = {k: (c["truth"][rule["act"]] if c["alone"][n] else c["truth"]["raw"]) - c["truth"]["raw"] for k, c in cells.items()}
         o = {k: max(c["truth"].values()) - c["truth"]["raw"] for k, c in cells.items()}
         big = [k for k in cells if o[k] >= BIG]
         kept = sum(g[k] >= 0.5 * o[k] for k in big)
@@ -120,13 +120,16 @@ def render(zoo: dict, tune: dict | None) -> str:
     from isotropy.selection.signals import SIGNAL_DOCS, SIGNAL_RULE
 
     rows, stat = targets(zoo)
-    rule = SIGNAL_RULE
+    rule = zoo["rule"]
     op, t = rule["thresholds"][rule["decide"]]
+    lib = SIGNAL_RULE["decide"] == rule["decide"] and SIGNAL_RULE["act"] == rule["act"]
+    lib = lib and list(SIGNAL_RULE["thresholds"][rule["decide"]]) == [op, t]
     lines = [
         "## Model zoo: the label-free signal rule (issue #24)",
         "",
-        f"Label-free `auto` = **{rule['act']} when `{rule['decide']}` {op} {t:g}, else raw** (`SIGNAL_RULE` in "
-        "src/isotropy/selection/signals.py; every threshold read off the STS-B TRAIN split, section 'Zoo tuning' below; "
+        f"Label-free `auto` = **{rule['act']} when `{rule['decide']}` {op} {t:.4g}, else raw** (read off the STS-B "
+        f"TRAIN split by `tuned_rule` in bench/_auto_zoo.py, section 'Zoo tuning' below; the product's `SIGNAL_RULE` in "
+        f"src/isotropy/selection/signals.py {'is this rule' if lib else 'is NOT yet this rule'}; "
         "no test label of the 7 tasks tuned anything). Few-label `auto`: raw unless a candidate beats raw's dev Spearman "
         "in at least 90% of 1000 bootstrap resamples of 100 pairs (20 draws). Leave one task out, calibrations fitted on "
         "`others` (the six other tasks' sentences minus any the test task holds); Spearman x 100, all pairs of a task pooled.",
@@ -137,9 +140,9 @@ def render(zoo: dict, tune: dict | None) -> str:
         "|---|---|---|",
         *rows,
         "",
-        "### Each signal deciding alone (its STS-B-train threshold, act = full whitening)",
+        f"### Each signal deciding alone (its STS-B-train threshold, act = {rule['act']})",
         "",
-        *signal_table(zoo),
+        *signal_table(zoo, rule),
         "",
         "The agreement / align-uniform / graded-deletion / knn-stability criteria of the candidate-scoring rule were not "
         "rerun on the zoo in this pass (they encode perturbed copies of 1000 sentences per cell); on the default model's "

@@ -356,12 +356,12 @@ def main() -> None:
     data = json.loads(OUT.read_text(encoding="utf-8")) if OUT.exists() else {}
     if args.zoo or args.tune_zoo:
         import _auto_zoo_render
-        from _auto_zoo import run_zoo, tune_zoo
+        from _auto_zoo import run_zoo, tune_zoo, tuned_rule
 
         if args.tune_zoo and not args.render_only:
             data["zoo_tune"] = tune_zoo(args.data)
         if args.zoo and not args.render_only:
-            data["zoo"] = run_zoo(args.data, args.tasks)
+            data["zoo"] = run_zoo(args.data, args.tasks, tuned_rule(data["zoo_tune"]))
         parts = [("auto-zoo-tuning", _auto_zoo_render.render_tuning(data["zoo_tune"]))] if "zoo_tune" in data else []
         if "zoo" in data:
             parts.insert(0, ("auto-zoo", _auto_zoo_render.render(data["zoo"], data.get("zoo_tune"))))
