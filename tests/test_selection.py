@@ -122,14 +122,17 @@ def test_a_dominant_common_direction_is_removed(corpus):
     assert _share_along(Y, v / np.linalg.norm(v)) < 0.2, sel.table()
 
 
-def test_the_default_label_free_rule_keeps_raw_and_shows_the_evidence(corpus):
-    """docs/AUTO.md: no label-free criterion was safe on held-out tasks, so the product's label-free rule keeps raw."""
+def test_the_default_label_free_rule_is_the_signal_rule_and_shows_the_evidence(corpus):
+    """docs/AUTO.md: no candidate-scoring criterion was safe on held-out tasks; the signal rule decides, the criteria
+    are shown as evidence."""
     from isotropy.selection import LABEL_FREE_RULE
+    from isotropy.selection.signals import decide_by_signals
 
     assert LABEL_FREE_RULE["criterion"] is None
     sel = select_calibration(BagOfWords(16, nuisance=1.0), corpus, seed=0)
-    assert sel.choice == "raw" and sel.transform is None and "keep raw" in sel.rule and "docs/AUTO.md" in sel.rule
-    assert sel.criterion == LABEL_FREE_RULE["shown"] and sel.candidate("center").beats_raw is not None  # evidence shown
+    assert sel.choice == decide_by_signals(sel.signals)["choice"] and sel.criterion.startswith("signal ")
+    assert (sel.transform is None) == (sel.choice == "raw") and sel.fired and sel.expected and "docs/AUTO.md" in sel.rule
+    assert sel.candidate("center").beats_raw is not None  # the criteria's evidence is still shown
     assert {"align-uniform", "graded-deletion", "knn-stability"} <= set(sel.candidate("center").extra)
 
 

@@ -302,7 +302,7 @@ class Selector:
         self.seed, self.source = int(seed), source
         self.candidates = parse_candidates(candidates, self.X.shape[1])
         a, b, full = _halves(self.X, self.seed)
-        self.halves = (a, b)
+        self.halves, self.moments = (a, b), full
         self.fitted = fit_candidates(self.candidates, full, source)
         if len(self.fitted.transforms) < 2 and len(self.candidates) > 1:
             raise IsotropyError(
@@ -435,7 +435,7 @@ class Selector:
         )
         sig: dict[str, float] = {}
         if keep_raw:
-            sig = corpus_signals(self.X, self.seed)
+            sig = corpus_signals(self.X, self.seed, moments=self.moments)
             dec = decide_by_signals(sig)
             choice = dec["choice"] if dec["choice"] in self.fitted.transforms else "raw"
             rule = signal_rule_text()
