@@ -74,13 +74,13 @@ def tune_zoo(data_dir: str) -> dict:
 
 def tuned_rule(tune: dict) -> dict:
     """The signal rule read off the STS-B train table: for each signal and direction, the threshold (a midpoint
-    between two entries) that best tells "the best calibration gains >= 0.5 over raw" from "it does not"
+    between two entries) that best tells "full whitening gains >= 0.5 over raw" from "it does not"
     (most entries right, then the widest gap relative to the signal's spread); the deciding signal is the best
     such; the action is the calibration with the best mean gain over the entries where that signal fires."""
     from isotropy.selection.signals import SIGNAL_NAMES, SIGNAL_RULE, signal_alone
 
     ent = tune["entries"]
-    helps = {e: max(v for k, v in r["truth"].items() if k != "raw") - r["truth"]["raw"] >= 0.5 for e, r in ent.items()}
+    helps = {e: r["truth"]["whitening"] - r["truth"]["raw"] >= 0.5 for e, r in ent.items()}  # the method a user would pick
     thresholds, quality = {}, {}
     for name in SIGNAL_NAMES:
         vals = sorted((r["signals"][name], e) for e, r in ent.items() if np.isfinite(r["signals"][name]))
@@ -97,7 +97,8 @@ def tuned_rule(tune: dict) -> dict:
     decide = max(quality, key=quality.get)
     rule = {**SIGNAL_RULE, "thresholds": thresholds, "decide": decide}
     fired = [e for e, r in ent.items() if signal_alone(r["signals"], decide, rule)]
-    names = [n for n in next(iter(ent.values()))["truth"] if n != "raw"]
+    shared = set.intersection(*(set(r["truth"]) for r in ent.values()))  # abtt-D / whitening-K names depend on d
+    names = [n for n in next(iter(ent.values()))["truth"] if n != "raw" and n in shared]
     gain = {n: float(np.mean([ent[e]["truth"][n] - ent[e]["truth"]["raw"] for e in fired])) if fired else -1.0 for n in names}
     act = max(gain, key=gain.get)
     g = [ent[e]["truth"][act] - ent[e]["truth"]["raw"] for e in fired]
