@@ -340,6 +340,8 @@ def main() -> None:
     ap.add_argument("--cache", default=str(ROOT / ".cache" / "vectors"))
     ap.add_argument("--threads", type=int, default=2, help="torch threads for encoding")
     ap.add_argument("--tune", action="store_true", help="tune the criteria's settings on the STS-B train split")
+    ap.add_argument("--zoo", action="store_true", help="the model zoo: the signal rule held out task by task (issue #24)")
+    ap.add_argument("--tune-zoo", action="store_true", help="the zoo's signals and gains on the STS-B train split")
     ap.add_argument("--no-write", action="store_true", help="print instead of writing docs/AUTO.md and the JSON")
     ap.add_argument("--render-only", action="store_true", help="rewrite docs/AUTO.md from bench/results/auto.json")
     ap.add_argument(
@@ -352,6 +354,25 @@ def main() -> None:
     from isotropy.storage.artifacts import write_json
 
     data = json.loads(OUT.read_text(encoding="utf-8")) if OUT.exists() else {}
+    if args.zoo or args.tune_zoo:
+        import _auto_zoo_render
+        from _auto_zoo import run_zoo, tune_zoo, tuned_rule
+
+        if args.tune_zoo and not args.render_only:
+            data["zoo_tune"] = tune_zoo(args.data)
+        if args.zoo and not args.render_only:
+            data["zoo"] = run_zoo(args.data, args.tasks, tuned_rule(data["zoo_tune"]))
+        parts = [("auto-zoo-tuning", _auto_zoo_render.render_tuning(data["zoo_tune"]))] if "zoo_tune" in data else []
+        if "zoo" in data:
+            parts.insert(0, ("auto-zoo", _auto_zoo_render.render(data["zoo"], data.get("zoo_tune"))))
+        if args.no_write:
+            print("\n\n".join(t for _, t in parts))
+            return
+        write_json(OUT, data)
+        for name, text in parts:
+            update_section(DOCS / "AUTO.md", name, text)
+        print(f"wrote {DOCS / 'AUTO.md'} ({', '.join(n for n, _ in parts)}) and {OUT}")
+        return
     if args.tune:
         data["tune"] = tune(args)
         text, name = render_tuning(data["tune"]), "auto-tuning"

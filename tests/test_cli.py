@@ -110,7 +110,7 @@ def test_demo_runs_and_shows_the_cone(tmp_path):
     # --method auto on cls and last-avg: a label-free choice with its evidence, and the report's recommendation
     assert set(res["auto"]) == {"cls", "last-avg"}
     for pooling, auto in res["auto"].items():
-        assert auto["mode"] == "label-free" and 0.0 <= auto["confidence"] <= 1.0, pooling
+        assert auto["mode"] == "label-free" and auto["p_beats_raw"] is None, pooling  # the signal rule: no bootstrap
         if auto["choice"] == "raw":
             assert auto["auto"] == pytest.approx(auto["raw"]), pooling  # raw kept: the same figure
     rec = json.loads((report / "report.json").read_text())["recommendation"]

@@ -115,20 +115,23 @@ def test_a_dominant_common_direction_is_removed(corpus):
     X = enc.encode(corpus).astype(np.float64)
     assert _share_along(X, enc.direction) > 0.6  # the nuisance holds more variance than all other directions together
     sel = select_calibration(enc, corpus, seed=0, criterion_name="agreement")  # the criterion decides
-    assert sel.choice != "raw" and sel.confidence >= 0.9, sel.table()
+    assert sel.choice != "raw" and sel.p_beats_raw >= 0.9, sel.table()
     Y = sel.transform.transform(X)
     v = enc.direction @ sel.transform.affine_()[0]  # where the common direction goes
     assert _share_along(Y, v / np.linalg.norm(v)) < 0.2, sel.table()
 
 
-def test_the_default_label_free_rule_keeps_raw_and_shows_the_evidence(corpus):
-    """docs/AUTO.md: no label-free criterion was safe on held-out tasks, so the product's label-free rule keeps raw."""
+def test_the_default_label_free_rule_is_the_signal_rule_and_shows_the_evidence(corpus):
+    """docs/AUTO.md: no candidate-scoring criterion was safe on held-out tasks; the signal rule decides, the criteria
+    are shown as evidence."""
     from isotropy.selection import LABEL_FREE_RULE
+    from isotropy.selection.signals import decide_by_signals
 
     assert LABEL_FREE_RULE["criterion"] is None
     sel = select_calibration(BagOfWords(16, nuisance=1.0), corpus, seed=0)
-    assert sel.choice == "raw" and sel.transform is None and "keep raw" in sel.rule and "docs/AUTO.md" in sel.rule
-    assert sel.criterion == LABEL_FREE_RULE["shown"] and sel.candidate("center").beats_raw is not None  # evidence shown
+    assert sel.choice == decide_by_signals(sel.signals)["choice"] and sel.criterion.startswith("signal ")
+    assert (sel.transform is None) == (sel.choice == "raw") and sel.fired and sel.expected and "docs/AUTO.md" in sel.rule
+    assert sel.candidate("center").beats_raw is not None  # the criteria's evidence is still shown
     assert {"align-uniform", "graded-deletion", "knn-stability"} <= set(sel.candidate("center").extra)
 
 
@@ -199,7 +202,7 @@ def test_evidence_round_trips_through_a_saved_record(corpus, tmp_path):
     assert back.to_dict() == sel.to_dict()
     assert back.choice == sel.choice and back.scores == pytest.approx(sel.scores)
     text = sel.table()
-    assert sel.choice in text and "<- chosen" in text and f"{100 * sel.confidence:.0f}%" in text
+    assert sel.choice in text and "<- chosen" in text and f"{100 * sel.p_beats_raw:.0f}%" in text
     assert sel.markdown().count("\n|") == len(sel.candidates) + 2  # header, rule, one row per candidate
     data = json.loads(path.read_text(encoding="utf-8"))
     assert data["library"] == "isotropy" and data["kind"] == "selection"
@@ -364,16 +367,17 @@ def test_eval_auto_is_a_column_with_its_evidence_in_the_json(tiny_model_dir, tmp
         assert auto.score == pytest.approx(center.score)
 
 
-def test_analyze_recommends_with_its_confidence(tiny_model_dir, tmp_path):
+def test_analyze_recommends_with_the_signal_rule(tiny_model_dir, tmp_path):
     from isotropy.analysis import analyze
     from isotropy.encoders import Encoder
 
     enc = Encoder(tiny_model_dir, max_length=32, device="cpu")
     report = analyze(_sentences(150, 3), enc, None, tmp_path / "report", quiet=True, word_level=False)
     rec = json.loads((tmp_path / "report" / "report.json").read_text())["recommendation"]
-    assert rec == report["recommendation"] and rec["mode"] == "label-free" and 0 <= rec["confidence"] <= 1
+    assert rec == report["recommendation"] and rec["mode"] == "label-free" and rec["p_beats_raw"] is None
     assert Selection.from_dict(rec["selection"]).choice == rec["choice"]
-    assert f"{100 * rec['confidence']:.0f}%" in rec["paragraph"] and "Recommendation" in rec["paragraph"]
+    assert "Rule:" in rec["paragraph"] and "Expected effect" in rec["paragraph"] and "Recommendation" in rec["paragraph"]
+    assert "confidence" not in rec["paragraph"]  # one word, one meaning: p_beats_raw only
     md = (tmp_path / "report" / "report.md").read_text()
     assert "## Recommendation" in md and rec["paragraph"] in md
     three = _sentences(3, 4) * 4  # 3 distinct sentences: too few to compare candidates; said, not an error

@@ -219,7 +219,7 @@ def _auto(console, data: DemoData, encoder, vectors: dict, poolings: list[str], 
             f"{pooling}: auto chose {sel.choice} in {time.perf_counter() - t0:.1f} s; on the scored pairs (which auto did "
             f"not see) {raw:.2f} raw -> {got:.2f}"
         )
-        out[pooling] = {"choice": sel.choice, "confidence": sel.confidence, "raw": raw, "auto": got, "mode": sel.mode}
+        out[pooling] = {"choice": sel.choice, "p_beats_raw": sel.p_beats_raw, "raw": raw, "auto": got, "mode": sel.mode}
         selections[pooling] = sel
     return out, selections
 

@@ -2,7 +2,7 @@
 
 :func:`recommendation` runs :func:`isotropy.selection.select_calibration` on the report's
 vectors (the encoder encodes word-deleted copies of a sample of the sentences for the
-label-free criteria) and words the outcome as one paragraph with its confidence, and with
+label-free criteria) and words the outcome as one paragraph with the probability that the choice beats raw, and with
 what the held-out measurements (docs/AUTO.md) say about trusting a label-free choice.
 """
 
@@ -30,7 +30,7 @@ HELD_OUT = (
 def recommendation(
     vectors: np.ndarray, sentences: Sequence[str], encoder: Any, *, seed: int = 0, selection: Any = None
 ) -> dict[str, Any]:
-    """``{"choice", "confidence", "mode", "criterion", "paragraph", "selection"}`` for ``vectors`` (one row per sentence);
+    """``{"choice", "p_beats_raw", "mode", "criterion", "paragraph", "selection"}`` for ``vectors`` (one row per sentence);
     ``{"choice": None, "paragraph": why not}`` when the corpus is too small to compare the candidates.
     ``selection``: one already made (the demo's)."""
     from ..selection import select_calibration
@@ -54,29 +54,38 @@ def recommendation(
         "sentences of this corpus. "
     )
     rivals = [c for c in sel.candidates if c.name != "raw" and c.beats_raw is not None]
-    if sel.rule.startswith("keep raw"):
+    if sel.signals:
+        text += (
+            f"Recommendation: **{sel.choice}**"
+            + (
+                " (keep the model's vectors as they are)"
+                if sel.choice == "raw"
+                else f" (`isotropy calibrate CORPUS -o MODEL --method {sel.choice}`)"
+            )
+            + f". Rule: {sel.rule}. It fired on {sel.fired}. Expected effect: {sel.expected}."
+        )
+    elif sel.rule.startswith("keep raw"):
         best = max(rivals, key=lambda c: c.beats_raw, default=None)
         text += "Recommendation: **keep the model's vectors as they are** (no calibration)."
         if best is not None:
             text += (
                 f" By `{sel.criterion}` the most promising candidate is {best.name}, which beats raw in "
-                f"{100 * best.beats_raw:.0f}% of the bootstrap resamples (confidence {100 * sel.confidence:.0f}% that "
-                "no candidate does), but "
+                f"{100 * best.beats_raw:.0f}% of the bootstrap resamples, but "
             )
         text += HELD_OUT if best is not None else " " + HELD_OUT[0].upper() + HELD_OUT[1:]
     elif sel.choice == "raw":
         text += (
             "Recommendation: **keep the model's vectors as they are** (no calibration): no candidate beat them with the "
-            f"required bootstrap probability (confidence {100 * sel.confidence:.0f}% that none does)."
+            "required bootstrap probability."
         )
     else:
         text += (
-            f"Recommendation: **{sel.choice}**, which beat the raw vectors in {100 * sel.confidence:.0f}% of the bootstrap "
+            f"Recommendation: **{sel.choice}**, which beat the raw vectors in {100 * (sel.p_beats_raw or 0.0):.0f}% of the bootstrap "
             f"resamples (`isotropy calibrate CORPUS -o MODEL --method {sel.choice}`)."
         )
     return {
         "choice": sel.choice,
-        "confidence": float(sel.confidence),
+        "p_beats_raw": sel.p_beats_raw,
         "mode": sel.mode,
         "criterion": sel.criterion,
         "paragraph": text,

@@ -5,7 +5,7 @@ compares the candidates on the vectors the other methods are fitted on, and the 
 rule (:data:`isotropy.selection.LABEL_FREE_RULE`) chooses; the word-deleted copies its
 criteria read are encoded by the same encoder and pooling, through the run's vector cache.
 No gold score of any task is read. The choice and its evidence go into the cell's ``extra``
-(``auto``: ``choice``, ``confidence``, ``selection``), so the results JSON keeps them.
+(``auto``: ``choice``, ``p_beats_raw``, ``selection``), so the results JSON keeps them.
 """
 
 from __future__ import annotations
@@ -45,4 +45,4 @@ def select_for_cell(run: Any, i: int, pooling: str, X: Any, seed: int = 0) -> tu
         source=where,
         show_progress=False,
     )
-    return sel.transform, {"auto": {"choice": sel.choice, "confidence": sel.confidence, "selection": sel.to_dict()}}
+    return sel.transform, {"auto": {"choice": sel.choice, "p_beats_raw": sel.p_beats_raw, "selection": sel.to_dict()}}

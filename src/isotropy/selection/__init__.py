@@ -3,7 +3,7 @@
 :func:`select_calibration` scores every candidate calibration (:mod:`.candidates`: raw,
 center, ABTT, common-component removal, soft and full whitening at a few k, whitening with
 shrinkage; all solved from one set of moments) and returns a :class:`Selection`: the choice,
-every candidate's score, the criterion, a confidence, and the fitted transform. With a few
+every candidate's score, the criterion, the signals and the rule that fired, and the fitted transform. With a few
 scored dev pairs it chooses by them under a do-no-harm rule (:mod:`.dev`); without any, by a
 label-free criterion (:mod:`.criteria`), whose measured reliability is in docs/AUTO.md.
 

@@ -1,4 +1,4 @@
-"""What a selection found: the choice, every candidate's score, the criterion, the confidence.
+"""What a selection found: the choice, every candidate's score, the criterion, the signals and the rule that fired.
 
 A :class:`Selection` is the evidence an artefact keeps beside the calibration it chose:
 ``to_dict`` / ``from_dict`` (plain JSON, with isotropy's artefact header, kind ``selection``),
@@ -63,18 +63,25 @@ class Selection:
 
     ``choice`` is a candidate name (``raw``: no calibration); ``mode`` ``label-free`` or
     ``few-label``; ``criterion`` the figure that decided (``dev-spearman`` / ``dev-auc`` in
-    few-label mode); ``confidence`` the bootstrap probability that the choice beats raw (when it
-    is not raw) or that no candidate does (when it is); ``rule`` says the decision in words.
+    few-label mode, ``signals`` when the label-free signal rule decided); ``p_beats_raw`` ONE meaning
+    everywhere: the bootstrap probability that the CHOICE beats raw by the deciding criterion (None
+    when the choice is raw, or when no bootstrap decided: the signal rule); each candidate's own
+    probability is its ``beats_raw``. ``rule`` says the decision in words; ``signals`` holds the
+    label-free signals of the raw corpus vectors (:mod:`.signals`), ``fired`` the part of the rule
+    that decided, and ``expected`` the effect measured for that branch of the rule.
     """
 
     choice: str
     mode: str
     criterion: str
-    confidence: float
+    p_beats_raw: float | None
     rule: str
     candidates: list[CandidateScore]
     settings: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    signals: dict[str, float | None] = field(default_factory=dict)
+    fired: str = ""
+    expected: str = ""
     transform: Any = field(default=None, repr=False, compare=False)
 
     # ---------------------------------------------------------------- access
@@ -97,7 +104,10 @@ class Selection:
             "choice": self.choice,
             "mode": self.mode,
             "criterion": self.criterion,
-            "confidence": _num(self.confidence),
+            "p_beats_raw": _num(self.p_beats_raw),
+            "signals": {k: _num(v) for k, v in self.signals.items()},
+            "fired": self.fired,
+            "expected": self.expected,
             "rule": self.rule,
             "candidates": [c.to_dict() for c in self.candidates],
             "settings": self.settings,
@@ -111,8 +121,10 @@ class Selection:
         check_header(d, Path(where), SELECTION_KIND)
         try:
             cands = [CandidateScore.from_dict(c) for c in d["candidates"]]
-            sel = cls(d["choice"], d["mode"], d["criterion"], d["confidence"], d["rule"], cands, d.get("settings") or {})
+            sel = cls(d["choice"], d["mode"], d["criterion"], d.get("p_beats_raw"), d["rule"], cands, d.get("settings") or {})
             sel.notes = list(d.get("notes") or [])
+            sel.signals = dict(d.get("signals") or {})
+            sel.fired, sel.expected = str(d.get("fired") or ""), str(d.get("expected") or "")
         except (KeyError, TypeError, AttributeError) as exc:
             raise IsotropyError(f"{where} is an incomplete selection record ({exc!r}); run the selection again") from None
         if sel.choice not in [c.name for c in cands]:
@@ -161,7 +173,7 @@ class Selection:
 
     def _rows(self) -> tuple[list[str], list[list[str]]]:
         extra = list(dict.fromkeys(k for c in self.candidates for k in c.extra))
-        head = ["candidate", self.criterion, "beats raw", *extra, "note"]
+        head = ["candidate", str(self.settings.get("score_column", self.criterion)), "beats raw", *extra, "note"]
         rows = []
         for c in self.candidates:
             mark = " <- chosen" if c.name == self.choice else ""
@@ -178,7 +190,19 @@ class Selection:
 
     def summary(self) -> str:
         """One line: what was chosen, how, how sure."""
-        return f"auto ({self.mode}, {self.criterion}) chose {self.choice} (confidence {100 * self.confidence:.0f}%): {self.rule}"
+        sure = "" if self.p_beats_raw is None else f" (beats raw in {100 * self.p_beats_raw:.0f}% of the bootstrap resamples)"
+        return f"auto ({self.mode}, {self.criterion}) chose {self.choice}{sure}: {self.rule}"
+
+    def explain(self) -> list[str]:
+        """The signals with their values, the rule that fired and the expected effect (empty when none were computed)."""
+        out = []
+        if self.signals:
+            out.append("signals: " + ", ".join(f"{k} = {'-' if v is None else f'{v:.3g}'}" for k, v in self.signals.items()))
+        if self.fired:
+            out.append(f"rule that fired: {self.fired}")
+        if self.expected:
+            out.append(f"expected effect: {self.expected}")
+        return out
 
     def table(self) -> str:
         """A plain-text table of the evidence, the summary line first."""
@@ -189,7 +213,7 @@ class Selection:
                 r[-1] = f"[{long.setdefault(r[-1], len(long) + 1)}]"
         widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
         fmt = lambda r: "  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip()
-        lines = [self.summary(), fmt(head), fmt(["-" * w for w in widths])]
+        lines = [self.summary(), *self.explain(), fmt(head), fmt(["-" * w for w in widths])]
         lines += [fmt(r) for r in rows]
         lines += [f"[{k}] {n}" for n, k in long.items()]
         lines += [f"note: {n}" for n in self.notes]
@@ -199,7 +223,8 @@ class Selection:
         """The evidence as a Markdown table (model cards, reports)."""
         head, rows = self._rows()
         esc = lambda x: x.replace("|", "\\|")
-        out = [self.summary(), "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        out = [self.summary(), "", *(f"- {x}" for x in self.explain()), ""] if self.explain() else [self.summary(), ""]
+        out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         out += ["| " + " | ".join(esc(x) for x in r) + " |" for r in rows]
         out += [f"\nNote: {n}" for n in self.notes]
         return "\n".join(out)

@@ -29,6 +29,7 @@ from .criteria import CRITERIA, Applied, Views, centred_ranks, criterion
 from .dev import DevPairs, check_dev_pairs, dev_statistics, pairs_sentences
 from .perturb import perturbed_copies
 from .result import CandidateScore, Selection
+from .signals import SIGNAL_RULE, corpus_signals, decide_by_signals, signal_rule_text
 
 __all__ = ["select_calibration", "Selector", "LABEL_FREE_RULE", "DEV_LEVEL", "SAMPLE", "RESAMPLES"]
 
@@ -37,14 +38,10 @@ SAMPLE = 1000  # label-free: distinct sentences sampled for the criteria
 RESAMPLES = 1000  # bootstrap resamples (pairs in few-label mode, sentences in label-free mode)
 PARTNERS = 10  # random other sentences per sampled sentence (uniformity, random pairs)
 
-# The label-free decision (docs/AUTO.md, "label-free rules"): the criterion that decides, and the
-# bootstrap probability with which a candidate must beat raw by it to replace raw; criterion None:
-# keep raw whatever the criteria say (they are still computed and shown: ``shown`` heads the table).
-# Measured on held-out STS tasks (bench/auto.py), the rule fixed before the run (agreement, 90%, best)
-# lost up to 12 points to raw; no criterion, level or pick met both targets (knn-stability never
-# loses because it never leaves raw), and the rule chosen leave-one-task-out still lost more than 0.5
-# points on some tasks. The safest rule the measurements support is to keep raw. A criterion
-# still decides when asked (``criterion_name=``), and scored pairs (``dev_pairs``) choose for real.
+# The label-free decision (docs/AUTO.md): criterion None = the candidate-scoring criteria are evidence only
+# (on held-out STS tasks none was safe: the rule fixed before the run lost up to 12 points) and the signal
+# rule of the raw corpus vectors decides (``signals.SIGNAL_RULE``); ``criterion_name=`` lets one criterion
+# decide (raw unless ``level`` sure), and scored pairs (``dev_pairs``) choose for real.
 LABEL_FREE_RULE: dict[str, Any] = {"criterion": None, "level": 0.9, "pick": "best", "shown": "agreement"}
 
 
@@ -282,13 +279,13 @@ def _outcome(
     rule: str,
     settings: dict,
 ) -> Selection:
-    choice, confidence = decision
+    choice, prob = decision
     scores = []
     for c in sel_cands:
         note = fitted.skipped.get(c.name, "") or ("warning: " + fitted.warned[c.name] if c.name in fitted.warned else "")
         extra = {n: v.get(c.name) for n, v in extra_of.items()}
         scores.append(CandidateScore(c.name, points.get(c.name), beats.get(c.name), extra, note))
-    sel = Selection(choice, settings["mode"], crit, confidence, rule, scores, settings)
+    sel = Selection(choice, settings["mode"], crit, None if choice == "raw" else prob, rule, scores, settings)
     sel.notes = [f"{k}: {v}" for k, v in fitted.skipped.items()]
     sel.transform = fitted.transforms.get(choice)
     return sel
@@ -305,7 +302,7 @@ class Selector:
         self.seed, self.source = int(seed), source
         self.candidates = parse_candidates(candidates, self.X.shape[1])
         a, b, full = _halves(self.X, self.seed)
-        self.halves = (a, b)
+        self.halves, self.moments = (a, b), full
         self.fitted = fit_candidates(self.candidates, full, source)
         if len(self.fitted.transforms) < 2 and len(self.candidates) > 1:
             raise IsotropyError(
@@ -385,9 +382,9 @@ class Selector:
     def label_free_choice(
         self, ev: dict[str, Any], criterion_name: str | None = None, level: float | None = None
     ) -> tuple[str, float]:
-        """``(choice, confidence)`` by :data:`LABEL_FREE_RULE` (its criterion and level unless given) on :meth:`evidence`."""
+        """``(choice, P(choice beats raw))`` by :data:`LABEL_FREE_RULE` (its criterion and level unless given) on :meth:`evidence`."""
         decide_by = criterion_name or LABEL_FREE_RULE["criterion"]
-        if decide_by is None:  # keep raw; the confidence: that no candidate beats raw by the criterion shown
+        if decide_by is None:  # keep raw
             shown = LABEL_FREE_RULE["shown"]
             return "raw", _decide(ev["points"][shown], ev["beats"][shown], 2.0)[1]
         lvl = LABEL_FREE_RULE["level"] if level is None else float(level)
@@ -409,10 +406,12 @@ class Selector:
         show_progress: bool | None = None,
     ) -> Selection:
         """Choose by a label-free criterion (default :data:`LABEL_FREE_RULE`); every other criterion is reported beside it."""
-        keep_raw = (criterion_name or LABEL_FREE_RULE["criterion"]) is None
+        keep_raw = (criterion_name or LABEL_FREE_RULE["criterion"]) is None  # the signal rule decides
         decide_by = criterion_name or LABEL_FREE_RULE["criterion"] or LABEL_FREE_RULE["shown"]
         criterion(decide_by)
         names = list(dict.fromkeys([decide_by, *(criteria if criteria is not None else CRITERIA)]))
+        if keep_raw and (encoder is None or sentences is None):  # the signals need no encoder: no criteria shown
+            names = []
         ev = self.evidence(
             encoder,
             sentences,
@@ -423,8 +422,10 @@ class Selector:
             cache=cache,
             show_progress=show_progress,
         )
+        if not names:
+            ev["points"], ev["beats"] = {decide_by: {}}, {decide_by: {}}
         lvl = LABEL_FREE_RULE["level"] if level is None else float(level)
-        choice, confidence = self.label_free_choice(ev, None if keep_raw else decide_by, lvl)
+        choice, prob = self.label_free_choice(ev, None if keep_raw else decide_by, lvl) if names else ("raw", 1.0)
         pick = (
             "the one that changes raw's similarities least" if LABEL_FREE_RULE["pick"] == "closest" else f"the best {decide_by}"
         )
@@ -432,25 +433,32 @@ class Selector:
             f"raw unless a candidate beats raw's {decide_by} in at least {100 * lvl:.0f}% of {resamples} bootstrap "
             f"resamples of the {ev['sample']} sampled sentences; then, among those that do, {pick}"
         )
+        sig: dict[str, float] = {}
         if keep_raw:
-            rule = (
-                "keep raw: on held-out STS tasks no label-free criterion met the do-no-harm and capture targets "
-                "(docs/AUTO.md), so the criteria below are evidence only; give scored pairs (--dev) to choose by them"
-            )
+            sig = corpus_signals(self.X, self.seed, moments=self.moments)
+            dec = decide_by_signals(sig)
+            choice = dec["choice"] if dec["choice"] in self.fitted.transforms else "raw"
+            rule = signal_rule_text()
         st = self._settings(mode="label-free", sample=int(ev["sample"]), level=lvl, resamples=resamples, criteria=ev["settings"])
         extra = {n: ev["points"][n] for n in names if n != decide_by}
-        extra["change"] = ev["change"]
-        return _outcome(
+        if names:
+            extra["change"] = ev["change"]
+        sel = _outcome(
             self.candidates,
             self.fitted,
-            (choice, confidence),
-            decide_by,
+            (choice, prob),
+            f"signal {SIGNAL_RULE['decide']}" if keep_raw else decide_by,
             ev["points"][decide_by],
             extra,
             ev["beats"][decide_by],
             rule,
             st,
         )
+        if keep_raw:
+            sel.p_beats_raw, sel.signals, sel.fired = None, sig, dec["reason"]
+            sel.expected = SIGNAL_RULE["expected"][bool(dec["fired"])]
+            sel.settings["score_column"] = decide_by if names else "-"
+        return sel
 
 
 def select_calibration(
@@ -467,7 +475,7 @@ def select_calibration(
     show_progress: bool | None = None,
     **options: Any,
 ) -> Selection:
-    """Choose the calibration for a corpus: every candidate's score, the criterion, the choice, a confidence.
+    """Choose the calibration for a corpus: every candidate's score, the criterion, the choice, the signals and the rule that fired.
 
     ``data`` is an encoder (with ``corpus``, the sentences to fit on) or the corpus vectors
     (``corpus`` then optional: the sentence of each row, which with ``encoder=`` lets the

@@ -1,0 +1,187 @@
+"""Markdown of the model-zoo sections of docs/AUTO.md (from bench/results/auto.json: ``zoo``, ``zoo_tune``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+HARM, BIG, KEEP_LF, KEEP_FEW, DRAWS_OK = 0.5, 3.0, 0.7, 0.8, 19
+
+
+def _f(x: float) -> str:
+    return f"{x:+.2f}"
+
+
+def _met(ok: bool) -> str:
+    return "**met**" if ok else "**not met**"
+
+
+def _entries(cells: dict) -> list[str]:
+    return list(dict.fromkeys(k.split("|")[0] for k in cells))
+
+
+def _share(got: float, best: float) -> float:
+    return got / best if best > 0 else 1.0
+
+
+def targets(zoo: dict) -> tuple[list[str], dict]:
+    cells = zoo["cells"]
+    rows, stat = [], {}
+    lf_gain = {k: c["truth"][c["label_free"]] - c["truth"]["raw"] for k, c in cells.items()}
+    oracle = {k: max(c["truth"].values()) - c["truth"]["raw"] for k, c in cells.items()}
+    worst = min(lf_gain, key=lf_gain.get)
+    losers = [k for k, g in lf_gain.items() if g < -HARM]
+    rows.append(
+        f"| label-free auto never below raw - 0.5 on any cell | worst {_f(lf_gain[worst])} ({worst}); "
+        f"{len(losers)} of {len(cells)} cells below: {', '.join(f'{k} {_f(lf_gain[k])}' for k in losers) or 'none'} "
+        f"| {_met(not losers)} |"
+    )
+    big = [k for k in cells if oracle[k] >= BIG]
+    keep = {k: _share(lf_gain[k], oracle[k]) for k in big}
+    mean_keep = float(np.mean(list(keep.values()))) if big else 1.0
+    low = [k for k in big if keep[k] < 0.5]
+    reasons = "; ".join(
+        f"{k} {100 * keep[k]:.0f}% of {_f(oracle[k])} ({cells[k]['fired'] and 'acted' or 'kept raw'})" for k in low
+    )
+    rows.append(
+        f"| where the oracle gains >= 3 ({len(big)} cells), label-free auto keeps >= 70% of its gain on average | "
+        f"{100 * mean_keep:.0f}%; below half: {reasons or 'none'} | {_met(mean_keep >= KEEP_LF)} |"
+    )
+    few_ok = {
+        k: sum(c["truth"][x] - c["truth"]["raw"] >= -HARM for x in c["few_label"]) for k, c in cells.items() if c["few_label"]
+    }
+    bad = [k for k, v in few_ok.items() if v < DRAWS_OK]
+    rows.append(
+        f"| few-label auto >= raw - 0.5 in >= 19 of 20 draws per cell | fewest {min(few_ok.values())}/20; "
+        f"{len(bad)} of {len(few_ok)} cells below 19: {', '.join(f'{k} {few_ok[k]}/20' for k in bad) or 'none'} "
+        f"| {_met(not bad)} |"
+    )
+    fk = {
+        k: float(np.mean([_share(cells[k]["truth"][x] - cells[k]["truth"]["raw"], oracle[k]) for x in cells[k]["few_label"]]))
+        for k in big
+        if cells[k]["few_label"]
+    }
+    mean_fk = float(np.mean(list(fk.values()))) if fk else 1.0
+    rows.append(
+        f"| few-label auto keeps >= 80% of the oracle's gain on average where it gains >= 3 | {100 * mean_fk:.0f}% "
+        f"(mean over the draws and the {len(fk)} cells) | {_met(mean_fk >= KEEP_FEW)} |"
+    )
+    avg = {m: float(np.mean([c["truth"].get(m, np.nan) for c in cells.values()])) for m in ("raw", "whitening")}
+    avg["lf"] = float(np.mean([c["truth"][c["label_free"]] for c in cells.values()]))
+    avg["few"] = float(np.mean([np.mean([c["truth"][x] for x in c["few_label"]]) for c in cells.values() if c["few_label"]]))
+    rows.append(
+        f"| full whitening beaten on the zoo average | label-free auto {avg['lf']:.2f}, few-label auto {avg['few']:.2f}, "
+        f"whitening {avg['whitening']:.2f}, raw {avg['raw']:.2f} | {_met(avg['lf'] > avg['whitening'])} |"
+    )
+    stat.update(avg=avg, losers=losers, mean_keep=mean_keep, bad=bad, mean_fk=mean_fk)
+    return rows, stat
+
+
+def signal_table(zoo: dict, rule: dict) -> list[str]:
+    cells = zoo["cells"]
+    names = list(next(iter(cells.values()))["alone"])
+    out = [
+        "| signal deciding alone (threshold) | cells losing > 0.5 | big gains kept >= 50% | mean gain over raw |",
+        "|---|---:|---:|---:|",
+    ]
+    for n in names:
+        g = {k: (c["truth"][rule["act"]] if c["alone"][n] else c["truth"]["raw"]) - c["truth"]["raw"] for k, c in cells.items()}
+        o = {k: max(c["truth"].values()) - c["truth"]["raw"] for k, c in cells.items()}
+        big = [k for k in cells if o[k] >= BIG]
+        kept = sum(g[k] >= 0.5 * o[k] for k in big)
+        out.append(
+            f"| `{n}` | {sum(v < -HARM for v in g.values())}/{len(g)} | {kept}/{len(big)} | {_f(float(np.mean(list(g.values()))))} |"
+        )
+    return out
+
+
+def entry_table(zoo: dict, entry: str) -> list[str]:
+    cells = {k.split("|")[1]: c for k, c in zoo["cells"].items() if k.split("|")[0] == entry}
+    tasks = list(cells)
+    methods = list(next(iter(cells.values()))["truth"])
+    out = ["| method | " + " | ".join(tasks) + " | avg |", "|---|" + "---:|" * (len(tasks) + 1)]
+    for m in methods:
+        v = [cells[t]["truth"].get(m, np.nan) for t in tasks]
+        out.append(f"| {m} | " + " | ".join(f"{x:.2f}" for x in v) + f" | {np.mean(v):.2f} |")
+    orc = [max(cells[t]["truth"].values()) for t in tasks]
+    out.append("| **oracle** | " + " | ".join(f"{x:.2f}" for x in orc) + f" | {np.mean(orc):.2f} |")
+    lf = [cells[t]["truth"][cells[t]["label_free"]] for t in tasks]
+    out.append(
+        "| **auto, label-free** | "
+        + " | ".join(f"{x:.2f} ({cells[t]['label_free']})" for x, t in zip(lf, tasks))
+        + f" | {np.mean(lf):.2f} |"
+    )
+    for name, f in (("median", np.median), ("worst", np.min)):
+        v = [float(f([cells[t]["truth"][x] for x in cells[t]["few_label"]])) if cells[t]["few_label"] else np.nan for t in tasks]
+        out.append(f"| **auto, few-label ({name} of 20)** | " + " | ".join(f"{x:.2f}" for x in v) + f" | {np.mean(v):.2f} |")
+    return out
+
+
+def render(zoo: dict, tune: dict | None) -> str:
+    from isotropy.selection.signals import SIGNAL_DOCS, SIGNAL_RULE
+
+    rows, stat = targets(zoo)
+    rule = zoo["rule"]
+    op, t = rule["thresholds"][rule["decide"]]
+    lib = SIGNAL_RULE["decide"] == rule["decide"] and SIGNAL_RULE["act"] == rule["act"]
+    lib = lib and list(SIGNAL_RULE["thresholds"][rule["decide"]]) == [op, t]
+    lines = [
+        "## Model zoo: the label-free signal rule (issue #24)",
+        "",
+        f"Label-free `auto` = **{rule['act']} when `{rule['decide']}` {op} {t:.4g}, else raw** (read off the STS-B "
+        f"TRAIN split by `tuned_rule` in bench/_auto_zoo.py, section 'Zoo tuning' below; the product's `SIGNAL_RULE` in "
+        f"src/isotropy/selection/signals.py {'is this rule' if lib else 'is NOT yet this rule'}; "
+        "no test label of the 7 tasks tuned anything). Few-label `auto`: raw unless a candidate beats raw's dev Spearman "
+        "in at least 90% of 1000 bootstrap resamples of 100 pairs (20 draws). Leave one task out, calibrations fitted on "
+        "`others` (the six other tasks' sentences minus any the test task holds); Spearman x 100, all pairs of a task pooled.",
+        "",
+        "### Targets",
+        "",
+        "| target | measured | met |",
+        "|---|---|---|",
+        *rows,
+        "",
+        f"### Each signal deciding alone (its STS-B-train threshold, act = {rule['act']})",
+        "",
+        *signal_table(zoo, rule),
+        "",
+        "The agreement / align-uniform / graded-deletion / knn-stability criteria of the candidate-scoring rule were not "
+        "rerun on the zoo in this pass (they encode perturbed copies of 1000 sentences per cell); on the default model's "
+        "poolings they are compared in the sections below.",
+        "",
+        "Signals: " + "; ".join(f"`{k}`: {v}" for k, v in SIGNAL_DOCS.items()) + ".",
+        "",
+        f"Run: {len(zoo['cells'])} cells in {zoo['meta']['wall_s'] / 60:.1f} min.",
+        "",
+    ]
+    for e in _entries(zoo["cells"]):
+        lines += [f"<details><summary>{e}, fitted on others</summary>", "", *entry_table(zoo, e), "", "</details>", ""]
+    return "\n".join(lines)
+
+
+def render_tuning(tune: dict) -> str:
+    from isotropy.selection.signals import SIGNAL_NAMES
+
+    ent = tune["entries"]
+    head = ["entry", *SIGNAL_NAMES, "whitening", "soft-0.5", "spectemp", "best (gain)"]
+    out = [
+        "## Zoo tuning (STS-B train split only)",
+        "",
+        "Every zoo entry fitted on the STS-B train split's sentences; the gains are Spearman x 100 over raw on its "
+        "5749 train pairs. The signal rule's thresholds are read off this table; no test label is used.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|---|" + "---:|" * (len(head) - 1),
+    ]
+    for e, r in ent.items():
+        tr = r["truth"]
+        best = max(tr, key=tr.get)
+
+        def g(m: str, tr: dict = tr) -> str:
+            return _f(tr[m] - tr["raw"]) if m in tr else "-"
+
+        sig = [f"{r['signals'][s]:.3f}" for s in SIGNAL_NAMES]
+        out.append(
+            f"| {e} | " + " | ".join(sig) + f" | {g('whitening')} | {g('soft-0.5')} | {g('spectemp')} | {best} ({g(best)}) |"
+        )
+    out.append(f"\nRun time {tune['wall_s'] / 60:.1f} min.")
+    return "\n".join(out)

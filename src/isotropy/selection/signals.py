@@ -1,0 +1,247 @@
+"""Label-free signals of whether calibrating a corpus's vectors will help, from the vectors alone.
+
+The criteria of :mod:`.criteria` score each *candidate*; the signals here describe the *raw
+vectors* (and, for stability, the whitened ones), so that a rule can say "calibrate" or "keep
+raw" before any candidate is compared. Every signal is computed from one set of moments plus a
+seeded sample, without a label and without the encoder:
+
+* ``mean_cosine`` -- mean cosine of random pairs of raw vectors (anisotropy level; 0 isotropic).
+* ``top_share`` -- share of the centred variance in the top ``ceil(d/10)`` principal components.
+* ``effective_rank`` -- ``exp(entropy)`` of the normalised covariance eigenvalues divided by
+  ``d`` (Roy & Vetterli 2007; 1 for a flat spectrum).
+* ``spectemp_power`` -- Spectral Tempering's soft-whitening power (Li, Eustratiadis & Kanoulas,
+  arXiv 2603.19339, "SpecTemp"): noise floor = mean of the last 10 % of the eigenvalues, local
+  SNR(k) = max(0, lambda_k / floor - 1), knee of the SNR curve by Kneedle, and
+  ``gamma(k) = min(1, SNR(k) / SNR(knee))`` at the kept width ``k`` (here ``d // 2``, the
+  narrowest whitening of the default candidates but one). ``gamma`` near 1 says the kept
+  directions are all signal (whiten); near 0 that they are at the noise floor (whitening would
+  amplify noise).
+* ``knn_stability`` -- mean Jaccard overlap of each sampled vector's ``k`` nearest neighbours
+  under full whitening fitted on two disjoint random halves of the corpus (1: the whitening is
+  estimated well enough to define neighbourhoods; low: it is noise).
+* ``heldout_gain`` -- held-out Gaussian log-likelihood per dimension, in nats: a Gaussian with the
+  full covariance of one half (Ledoit-Wolf shrunk, so it is defined on any corpus) minus an
+  isotropic Gaussian with the same trace, both scored on the other half. Large: the corpus has a
+  strong, reproducible covariance structure (what whitening removes); near 0: little structure.
+
+:func:`corpus_signals` returns them all; :data:`SIGNAL_NAMES` lists them in order.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..transforms.moments import Moments
+
+__all__ = [
+    "SIGNAL_NAMES",
+    "SIGNAL_DOCS",
+    "corpus_signals",
+    "eigenvalues",
+    "kneedle",
+    "spectemp_power",
+    "knn_stability",
+    "heldout_gain",
+]
+
+SIGNAL_NAMES = ("mean_cosine", "top_share", "effective_rank", "spectemp_power", "knn_stability", "heldout_gain")
+SIGNAL_DOCS = {
+    "mean_cosine": "mean cosine of random pairs of raw vectors (0: isotropic, 1: all alike)",
+    "top_share": "share of the centred variance in the top d/10 principal components",
+    "effective_rank": "effective rank of the covariance / d (1: flat spectrum)",
+    "spectemp_power": "SpecTemp soft-whitening power at width d/2 (1: the kept directions are signal, 0: noise)",
+    "knn_stability": "10-NN overlap under whitening fitted on two halves of the corpus (1: stable)",
+    "heldout_gain": "held-out Gaussian log-likelihood per dimension, full covariance minus isotropic (nats)",
+}
+PAIRS = 20000  # random pairs for the mean cosine
+STABILITY_SAMPLE = 1000  # vectors whose neighbourhoods are compared
+STABILITY_K = 10
+
+
+def eigenvalues(moments: Moments) -> np.ndarray:
+    """Covariance eigenvalues of ``moments``, descending, clipped at 0."""
+    lam = np.linalg.eigvalsh(np.asarray(moments.covariance(), dtype=np.float64))[::-1]
+    return np.clip(lam, 0.0, None)
+
+
+def kneedle(y: np.ndarray) -> int:
+    """0-based knee of a decreasing convex curve: the point farthest below the chord between its ends on
+    the [0, 1]-normalised axes (offline Kneedle, Satopaa et al. 2011). Written here rather than taken from
+    the ``kneed`` package: it is eight lines, and the package is not a dependency of isotropy."""
+    y = np.asarray(y, dtype=np.float64)
+    if len(y) < 3 or y[0] == y[-1]:
+        return 0
+    x = np.linspace(0.0, 1.0, len(y))
+    yn = (y - y.min()) / (y.max() - y.min())
+    chord = yn[0] + (yn[-1] - yn[0]) * x
+    return int(np.argmax(chord - yn))
+
+
+def spectemp_power(lam: np.ndarray, width: int, tail: float = 0.9) -> tuple[float, int]:
+    """``(gamma, knee)``: SpecTemp's soft-whitening power for keeping ``width`` directions of the spectrum ``lam``."""
+    lam = np.asarray(lam, dtype=np.float64)
+    start = max(1, int(len(lam) * tail))
+    floor = float(np.mean(lam[start:])) if start < len(lam) else float(lam[-1])
+    if floor <= 0:
+        floor = float(np.finfo(np.float64).tiny)
+    snr = np.maximum(0.0, lam[:start] / floor - 1.0)
+    knee = kneedle(snr)
+    at = snr[min(width, len(snr)) - 1]
+    return (1.0 if snr[knee] == 0 else float(min(1.0, at / snr[knee]))), knee + 1
+
+
+def _normalize(Y: np.ndarray) -> np.ndarray:
+    return Y / np.maximum(np.linalg.norm(Y, axis=1, keepdims=True), np.finfo(np.float64).tiny)
+
+
+def mean_cosine(X: np.ndarray, seed: int = 0, pairs: int = PAIRS) -> float:
+    """Mean cosine of ``pairs`` random pairs of distinct rows."""
+    n = len(X)
+    if n < 2:
+        return float("nan")
+    rng = np.random.default_rng([seed, 11])
+    i = rng.integers(0, n, pairs)
+    j = (i + rng.integers(1, n, pairs)) % n
+    u = _normalize(X)
+    return float(np.mean(np.einsum("id,id->i", u[i], u[j])))
+
+
+def _halves(X: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    perm = np.random.default_rng([seed, 12]).permutation(len(X))
+    h = len(X) // 2
+    return X[perm[:h]], X[perm[h:]]
+
+
+def _whitener(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(mu, W)`` of full PCA whitening of ``X`` (directions at numerical zero dropped)."""
+    mu = X.mean(0)
+    lam, U = np.linalg.eigh(np.cov(X - mu, rowvar=False))
+    keep = lam > 1e-10 * max(lam.max(), np.finfo(np.float64).tiny)
+    return mu, U[:, keep] / np.sqrt(lam[keep])
+
+
+def _knn(Y: np.ndarray, k: int) -> np.ndarray:
+    u = _normalize(Y)
+    S = u @ u.T
+    np.fill_diagonal(S, -np.inf)
+    return np.argpartition(-S, k, axis=1)[:, :k]
+
+
+def knn_stability(X: np.ndarray, seed: int = 0, k: int = STABILITY_K, sample: int = STABILITY_SAMPLE) -> float:
+    """Mean Jaccard overlap of the ``k``-NN (cosine, within a sample) under whitening fitted on each half."""
+    a, b = _halves(X, seed)
+    if len(a) <= X.shape[1] or len(b) <= X.shape[1]:
+        return float("nan")
+    rows = np.random.default_rng([seed, 13]).choice(len(X), size=min(sample, len(X)), replace=False)
+    S = X[rows]
+    if len(S) <= k:
+        return float("nan")
+    (ma, Wa), (mb, Wb) = _whitener(a), _whitener(b)
+    na, nb = _knn((S - ma) @ Wa, k), _knn((S - mb) @ Wb, k)
+    inter = np.array([len(np.intersect1d(p, q, assume_unique=True)) for p, q in zip(na, nb)])
+    return float(np.mean(inter / (2 * k - inter)))
+
+
+def heldout_gain(X: np.ndarray, seed: int = 0) -> float:
+    """Held-out log-likelihood per dimension (nats): full Ledoit-Wolf covariance minus isotropic, fitted on one half."""
+    from sklearn.covariance import LedoitWolf
+
+    a, b = _halves(X, seed)
+    d = X.shape[1]
+    if len(a) < 2 or len(b) < 1:
+        return float("nan")
+    mu = a.mean(0)
+    C = LedoitWolf(assume_centered=True).fit(a - mu).covariance_
+    sign, logdet = np.linalg.slogdet(C)
+    if sign <= 0:
+        return float("nan")
+    Z = b - mu
+    full = -0.5 * (logdet + np.mean(np.einsum("id,id->i", Z @ np.linalg.inv(C), Z)))
+    s2 = float(np.trace(C) / d)
+    iso = -0.5 * (d * math.log(s2) + np.mean(np.einsum("id,id->i", Z, Z)) / s2)
+    return float((full - iso) / d)
+
+
+def corpus_signals(X: Any, seed: int = 0, moments: Moments | None = None) -> dict[str, float]:
+    """Every signal of :data:`SIGNAL_NAMES` for the corpus vectors ``X`` (n x d), seeded."""
+    X = np.asarray(X, dtype=np.float64)
+    d = X.shape[1]
+    m = moments if moments is not None else Moments(d).update(X)
+    lam = eigenvalues(m)
+    total = float(lam.sum())
+    p = lam / total if total > 0 else np.full(d, 1.0 / d)
+    nz = p[p > 0]
+    gamma, _ = spectemp_power(lam, max(1, d // 2))
+    return {
+        "mean_cosine": mean_cosine(X, seed),
+        "top_share": float(p[: max(1, math.ceil(d / 10))].sum()),
+        "effective_rank": float(math.exp(-np.sum(nz * np.log(nz))) / d),
+        "spectemp_power": gamma,
+        "knn_stability": knn_stability(X, seed),
+        "heldout_gain": heldout_gain(X, seed),
+    }
+
+
+# ---------------------------------------------------------------- the rule on the signals
+
+# The label-free rule (docs/AUTO.md, "model zoo"): each signal's direction and threshold, read off the
+# STS-B TRAIN split of every zoo entry (bench/auto.py --tune-zoo; no test label of any task), and the
+# signal that decides. ``act``: the calibration chosen when the deciding signal fires; else raw.
+SIGNAL_RULE: dict[str, Any] = {
+    "thresholds": {
+        "mean_cosine": (">", 0.5),
+        "top_share": (">", 0.5),
+        "effective_rank": ("<", 0.5),
+        "spectemp_power": (">", 0.5),
+        "knn_stability": (">", 0.5),
+        "heldout_gain": (">", 0.5),
+    },
+    "decide": "heldout_gain",
+    "act": "whitening",
+    "tuned_on": "STS-B train split",
+    # the effect measured for each branch (False: kept raw, True: acted), docs/AUTO.md 'model zoo'
+    "expected": {False: "unchanged similarities (raw kept)", True: "to be measured"},
+}
+
+
+def signal_alone(sig: dict[str, float], name: str, rule: dict[str, Any] | None = None) -> bool:
+    """Whether signal ``name`` passes its threshold (a NaN signal never does)."""
+    op, t = (rule or SIGNAL_RULE)["thresholds"][name]
+    v = sig.get(name, float("nan"))
+    if v is None or not math.isfinite(v):
+        return False
+    return bool(v > t) if op == ">" else bool(v < t)
+
+
+def decide_by_signals(sig: dict[str, float], rule: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``{"choice", "fired", "reason"}``: the rule's action when its deciding signal passes, else raw."""
+    rule = rule or SIGNAL_RULE
+    name = rule["decide"]
+    op, t = rule["thresholds"][name]
+    fired = signal_alone(sig, name, rule)
+    v = sig.get(name)
+    reason = f"{name} = {v:.3g} {'passes' if fired else 'does not pass'} {op} {t:g}" if v is not None else f"{name} missing"
+    return {"choice": rule["act"] if fired else "raw", "fired": fired, "reason": reason}
+
+
+def spectemp_candidate(X: Any):
+    """SpecTemp's calibration of ``X`` as a candidate: whitening to width d/2 with the power its spectrum gives."""
+    from .candidates import Candidate
+
+    X = np.asarray(X, dtype=np.float64)
+    d = X.shape[1]
+    gamma, _ = spectemp_power(eigenvalues(Moments(d).update(X)), max(1, d // 2))
+    return Candidate("spectemp", "whitening", (("n_components", max(1, d // 2)), ("power", round(gamma, 4))))
+
+
+def signal_rule_text(rule: dict[str, Any] | None = None) -> str:
+    """The signal rule in words."""
+    rule = rule or SIGNAL_RULE
+    op, t = rule["thresholds"][rule["decide"]]
+    return (
+        f"{rule['act']} when the signal {rule['decide']} of the raw corpus vectors is {op} {t:g}, else raw "
+        f"(threshold set on the {rule['tuned_on']}; docs/AUTO.md measures it on held-out tasks and models)"
+    )
