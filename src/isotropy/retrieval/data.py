@@ -61,7 +61,7 @@ def _unique(ids: list[tuple[str, str]], what: str) -> dict[str, int]:
     return seen
 
 
-def _finish(name, source, docs, queries, qrels_rows) -> RetrievalTask:
+def build_task(name, source, docs, queries, qrels_rows) -> RetrievalTask:
     """Check ids and qrels, keep the queries with a relevant document. ``docs``/``queries``:
     ``[(id, text, where)]``; ``qrels_rows``: ``[(query, doc, gain, where)]``."""
     doc_row = _unique([(i, w) for i, _, w in docs], "document")
@@ -144,7 +144,7 @@ def load_beir(folder: str | os.PathLike, split: str = "test") -> RetrievalTask:
     f = Path(folder)
     docs = _jsonl(f / "corpus.jsonl", ("title", "text"))
     queries = _jsonl(f / "queries.jsonl", ("text",))
-    return _finish(f.name, str(f), docs, queries, read_qrels(f / "qrels" / f"{split}.tsv"))
+    return build_task(f.name, str(f), docs, queries, read_qrels(f / "qrels" / f"{split}.tsv"))
 
 
 def _lines(path: Path) -> list[tuple[str, str, str]]:
@@ -154,7 +154,7 @@ def _lines(path: Path) -> list[tuple[str, str, str]]:
 def load_plain(folder: str | os.PathLike) -> RetrievalTask:
     """A plain folder: ``documents.txt`` and ``queries.txt`` (id = line number - 1), ``qrels.tsv``."""
     f = Path(folder)
-    return _finish(f.name, str(f), _lines(f / "documents.txt"), _lines(f / "queries.txt"), read_qrels(f / "qrels.tsv"))
+    return build_task(f.name, str(f), _lines(f / "documents.txt"), _lines(f / "queries.txt"), read_qrels(f / "qrels.tsv"))
 
 
 def _smart_records(path: Path) -> list[tuple[str, dict[str, str], str]]:
@@ -182,7 +182,9 @@ def _smart_records(path: Path) -> list[tuple[str, dict[str, str], str]]:
 def load_cranfield(folder: str | os.PathLike) -> RetrievalTask:
     """Cranfield 1400 in its SMART files (see the module docs for its numbering and codes)."""
     f = Path(folder)
-    docs = [(i, ". ".join(t for t in (r.get("T", ""), r.get("W", "")) if t), w) for i, r, w in _smart_records(f / "cran.all.1400")]
+    docs = [
+        (i, ". ".join(t for t in (r.get("T", ""), r.get("W", "")) if t), w) for i, r, w in _smart_records(f / "cran.all.1400")
+    ]
     # the qrels number the queries 1..N in file order, not by their .I numbers
     queries = [(str(n), r.get("W", ""), w) for n, (_, r, w) in enumerate(_smart_records(f / "cran.qry"), start=1)]
     qrels = []
@@ -190,7 +192,7 @@ def load_cranfield(folder: str | os.PathLike) -> RetrievalTask:
         if code not in (-1, 1, 2, 3, 4):
             raise IsotropyError(f"{where}: Cranfield relevance code {code} is not one of -1, 1, 2, 3, 4")
         qrels.append((q, d, 0 if code == -1 else 5 - code, where))
-    return _finish("cranfield", str(f), docs, queries, qrels)
+    return build_task("cranfield", str(f), docs, queries, qrels)
 
 
 LAYOUTS = {

@@ -174,7 +174,11 @@ def evaluate_retrieval(
     pools = list(dict.fromkeys(parse_pooling(p).name for p in (poolings or [encoder.pooling])))
     for m in parsed:
         m.check(int(encoder.dim))
-    vc = cache if isinstance(cache, VectorCache) else VectorCache(**({"enabled": False} if cache is False else {} if cache is True else {"directory": cache}))
+    vc = (
+        cache
+        if isinstance(cache, VectorCache)
+        else VectorCache(**({"enabled": False} if cache is False else {} if cache is True else {"directory": cache}))
+    )
     d = encode_cached(encoder, task.docs, pools, vc, show_progress)
     q = encode_cached(encoder, task.queries, pools, vc, show_progress)
     vecs = {p: (d[p], q[p]) for p in pools}

@@ -140,4 +140,3 @@ def search_kind(
     if kind == "binary":
         return _binary(D, Q, k)
     return _index_kind(kind, D, Q, k, encoder, transform, raw_docs)
-
