@@ -197,6 +197,19 @@ def test_index_build_checks_the_qrels_before_building(tmp_path, tiny_model_dir):
 # --------------------------------------------------------------------------- real data
 
 
+def test_index_kinds_leave_the_callers_vectors_alone(tiny_model_dir):
+    from isotropy.encoders import Encoder
+
+    enc = Encoder(str(tiny_model_dir), pooling="cls")
+    raw = enc.encode(DOCS * 6)
+    before = raw.copy()
+    D = raw / np.linalg.norm(raw, axis=1, keepdims=True)
+    for kind in ("flat", "hnsw", "ivf"):
+        found = search_kind(kind, D, D[:3], 10, encoder=enc, transform=None, raw_docs=raw)
+        assert found.ranked.shape == (3, 10)
+    assert np.array_equal(raw, before)
+
+
 @pytest.mark.slow
 def test_cranfield_with_the_default_model():
     folder = data_dir() / "retrieval" / "cranfield"

@@ -117,7 +117,8 @@ def _index_kind(kind: str, D: np.ndarray, Q: np.ndarray, k: int, encoder: Any, t
 
     index = Index(encoder, transform, kind)
     names = [str(i) for i in range(len(raw_docs))]
-    index.add_encoded(names, raw_docs, show_progress=False)
+    # a copy: with no transform, Index.add_encoded L2-normalises a float32 array in place
+    index.add_encoded(names, np.array(raw_docs, dtype=np.float32, copy=True), show_progress=False)
     k = min(k, len(D))
     res = index.search_vectors(Q, k)
     ms = _median_ms(lambda i: index.search_vectors(Q[i : i + 1], k), len(Q))
