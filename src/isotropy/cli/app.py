@@ -10,10 +10,10 @@ from pathlib import Path
 
 import typer
 
+from . import retrieval_command as rcli
 from .calibrate_command import register_calibrate_command
 from .fit_commands import register_fit_commands
 from .pooling_commands import PoolingStatsOpt, eval_encoder, register_pooling_commands
-from .retrieval_command import KindOpt, RetrievalOpt
 
 app = typer.Typer(
     name="isotropy",
@@ -255,6 +255,7 @@ def transform(
 
 @app.command("eval")
 def eval_(
+    # long: typer declares every option as a parameter; the STS table and --retrieval share them
     data: Path | None = typer.Option(
         None,
         "--data",
@@ -286,9 +287,7 @@ def eval_(
         "--aggregate",
         help="STS-12..16, tasks of several datasets: 'all' (one correlation over the pooled pairs; SBERT, SimCSE), 'mean' or 'wmean' (plain or pair-weighted mean of the subset correlations; wmean is BERT-flow's and BERT-whitening's setting).",
     ),
-    max_length: int | None = typer.Option(
-        None, "--max-length", help="Tokens per sentence (default 64, the papers'; with --retrieval the model's maximum)."
-    ),
+    max_length: int | None = rcli.EvalMaxLengthOpt,
     batch_size: int = BatchOpt,
     shrinkage: str = typer.Option(
         "0",
@@ -308,41 +307,16 @@ def eval_(
     ),
     pooling_stats: str | None = PoolingStatsOpt,
     force: bool = ForceOpt,
-    retrieval: Path | None = RetrievalOpt,
-    kind: list[str] | None = KindOpt,
+    retrieval: Path | None = rcli.RetrievalOpt,
+    kind: list[str] | None = rcli.KindOpt,
 ) -> None:
     """Spearman x 100 on STS tasks for every pooling x calibration (the papers' table layout), or search quality (--retrieval)."""
     from rich.console import Console
 
     from ..evaluation import check_results_output, evaluate
 
-    if retrieval is not None:
-        from .retrieval_command import eval_retrieval
-
-        enc = eval_encoder(model, pooling, max_length, batch_size, pooling_stats)
-        return eval_retrieval(
-            retrieval,
-            data=data,
-            task=task,
-            kind=kind,
-            out=out,
-            force=force,
-            max_length=max_length,
-            model=model,
-            encoder=enc,
-            poolings=pooling or None,
-            methods=method or ("raw", "whitening"),
-            fit_on=fit_on,
-            aggregate=aggregate,
-            batch_size=batch_size,
-            shrinkage=shrinkage,
-            cache=False if no_cache else (cache_dir or True),
-            show_progress=progress,
-        )
-    if kind:
-        from ..errors import IsotropyError
-
-        raise IsotropyError("--kind applies to --retrieval only")
+    if retrieval is not None or kind:  # search quality: its own harness (isotropy.retrieval)
+        return rcli.eval_retrieval(retrieval, dict(locals()))
     max_length = 64 if max_length is None else max_length
     if out is not None:
         check_results_output(out, force=force, inputs=[data])
@@ -413,21 +387,14 @@ def index_build(
     ),
     pooling_stats: str | None = PoolingStatsOpt,
     force: bool = ForceOpt,
-    eval_queries: Path | None = typer.Option(
-        None,
-        "--eval-queries",
-        help="Queries, one a line, to score the index with (with --qrels): its recall of exact search, nDCG@10.",
-    ),
-    qrels: Path | None = typer.Option(
-        None, "--qrels", help="TSV of 'query document gain': query = --eval-queries line - 1, document = corpus line - 1."
-    ),
+    eval_queries: Path | None = rcli.EvalQueriesOpt,
+    qrels: Path | None = rcli.QrelsOpt,
 ) -> None:
     """Index a sentence file for semantic search."""
     from .jobs import build_index
-    from .retrieval_command import index_eval_task, report_index_eval
 
     auto = _index_method(method, candidates, transform=transform, whiten=whiten, power=power, no_whiten=no_whiten)
-    judged = index_eval_task(corpus, eval_queries, qrels)
+    judged = rcli.index_eval_task(corpus, eval_queries, qrels)
     index = (auto or build_index)(
         corpus,
         output,
@@ -457,7 +424,7 @@ def index_build(
 
         typer.echo(Selection.from_dict(index.selection).table(), err=True)
     typer.echo(f"wrote index of {index.describe()} to {output}", err=True)
-    report_index_eval(index, judged, progress)
+    rcli.report_index_eval(index, judged, progress)
 
 
 def _index_method(method: str | None, candidates: str | None, **others: object):
