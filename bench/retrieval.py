@@ -117,7 +117,7 @@ def _paragraph(name: str, rows: list[dict], pooling: str) -> str:
         q = by_kind.get(("raw", kind))
         if q is None:
             continue
-        k = round(q["bytes_per_vector"] / 4)  # float32 dimensions at the same size
+        k = int(q["bytes_per_vector"]) // 4  # float32 dimensions at the same size (the codes carry a few bytes of header)
         for m in (f"pca-{k}", f"whitening-{k}"):
             if (m, "exact") in by_kind:
                 p = by_kind[(m, "exact")]
