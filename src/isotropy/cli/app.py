@@ -10,6 +10,7 @@ from pathlib import Path
 
 import typer
 
+from . import retrieval_command as rcli
 from .calibrate_command import register_calibrate_command
 from .fit_commands import register_fit_commands
 from .options import AllowOtherOpt, register_global_options
@@ -272,6 +273,7 @@ def transform(
 
 @app.command("eval")
 def eval_(
+    # long: typer declares every option as a parameter; the STS table and --retrieval share them
     data: Path | None = typer.Option(
         None,
         "--data",
@@ -303,7 +305,7 @@ def eval_(
         "--aggregate",
         help="STS-12..16, tasks of several datasets: 'all' (one correlation over the pooled pairs; SBERT, SimCSE), 'mean' or 'wmean' (plain or pair-weighted mean of the subset correlations; wmean is BERT-flow's and BERT-whitening's setting).",
     ),
-    max_length: int = typer.Option(64, "--max-length", help="Tokens per sentence (the papers use 64)."),
+    max_length: int | None = rcli.EvalMaxLengthOpt,
     batch_size: int = BatchOpt,
     shrinkage: str = typer.Option(
         "0",
@@ -323,12 +325,17 @@ def eval_(
     ),
     pooling_stats: str | None = PoolingStatsOpt,
     force: bool = ForceOpt,
+    retrieval: Path | None = rcli.RetrievalOpt,
+    kind: list[str] | None = rcli.KindOpt,
 ) -> None:
-    """Spearman x 100 on STS tasks for every pooling x calibration (the papers' table layout)."""
+    """Spearman x 100 on STS tasks for every pooling x calibration (the papers' table layout), or search quality (--retrieval)."""
     from rich.console import Console
 
     from ..evaluation import check_results_output, evaluate
 
+    if retrieval is not None or kind:  # search quality: its own harness (isotropy.retrieval)
+        return rcli.eval_retrieval(retrieval, dict(locals()))
+    max_length = 64 if max_length is None else max_length
     if out is not None:
         check_results_output(out, force=force, inputs=[data, model, pooling_stats, fit_on])
     results = evaluate(
@@ -399,11 +406,14 @@ def index_build(
     pooling_stats: str | None = PoolingStatsOpt,
     force: bool = ForceOpt,
     allow_other_encoder: bool = AllowOtherOpt,
+    eval_queries: Path | None = rcli.EvalQueriesOpt,
+    qrels: Path | None = rcli.QrelsOpt,
 ) -> None:
     """Index a sentence file for semantic search."""
     from .jobs import build_index
 
     auto = _index_method(method, candidates, transform=transform, whiten=whiten, power=power, no_whiten=no_whiten)
+    judged = rcli.index_eval_task(corpus, eval_queries, qrels)
     index = (auto or build_index)(
         corpus,
         output,
@@ -434,6 +444,7 @@ def index_build(
 
         typer.echo(Selection.from_dict(index.selection).table(), err=True)
     typer.echo(f"wrote index of {index.describe()} to {output}", err=True)
+    rcli.report_index_eval(index, judged, progress)
 
 
 def _index_method(method: str | None, candidates: str | None, **others: object):
