@@ -435,3 +435,12 @@ def test_an_index_of_isotropy_0_1_whose_fingerprint_cannot_be_compared_is_verifi
     cfg_path.write_text(json.dumps(cfg))
     with pytest.raises(IsotropyError, match="other model weights"):
         Index.load(tmp_path / "idx")
+
+
+def test_adding_encoded_vectors_leaves_the_callers_array_alone():
+    from isotropy import Index
+
+    raw = np.random.default_rng(3).standard_normal((6, 384)).astype(np.float32)  # the default model's width
+    before = raw.copy()
+    Index(None, None).add_encoded([f"s{i}" for i in range(6)], raw)
+    np.testing.assert_array_equal(raw, before)

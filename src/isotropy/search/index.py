@@ -195,6 +195,8 @@ class Index:
         transform = self.transform if transform is None else transform
         if transform is not None:
             X = np.asarray(transform.transform(X), dtype=np.float32)
+        if X is raw or np.shares_memory(X, raw):
+            X = X.copy()  # faiss normalises in place: never the caller's array
         X = np.ascontiguousarray(X, dtype=np.float32)
         if X.shape[0]:
             _faiss().normalize_L2(X)
