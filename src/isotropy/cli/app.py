@@ -466,7 +466,21 @@ def search(
     results = search_index(index_dir, query, queries, k=k, ef_search=ef_search, nprobe=nprobe)
     if results.warning:
         typer.echo(f"warning: {results.warning}", err=True)
+    t = results.timings or {}
+    typer.echo(f"loaded the index and model in {t.get('load_s', 0):.2f} s, searched in {t.get('search_s', 0):.3f} s", err=True)
     typer.echo(results.to_json() if as_json else format_results(results))
+
+
+@app.command()
+def serve(
+    index_dir: Path = typer.Argument(..., help="Index folder written by 'isotropy index build'."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (127.0.0.1: this machine only)."),
+    port: int = typer.Option(8000, "--port", help="Port to listen on (0: any free one)."),
+) -> None:
+    """Load an index and its model once and answer searches over HTTP: GET /search?q=...&k=10, POST /search, GET /health."""
+    from ..search.serve import load_and_serve
+
+    load_and_serve(index_dir, host, port, echo=lambda line: typer.echo(line, err=True))
 
 
 @app.command("analyze")
