@@ -518,6 +518,11 @@ def analyze_cmd(
         help="Tokens absent from the corpus: 'last' (ranked after the seen ones, in seeded random order) or 'drop'.",
     ),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of every random sample (pairs, projections, kNN queries)."),
+    recommend: bool = typer.Option(
+        False,
+        "--recommend",
+        help="Also compare --method auto's candidate calibrations on the corpus (about three more encodings).",
+    ),
     progress: bool | None = typer.Option(
         None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."
     ),
@@ -542,6 +547,7 @@ def analyze_cmd(
         max_sentences=max_sentences,
         unseen_tokens=unseen_tokens,
         seed=seed,
+        recommend=recommend,
         show_progress=progress,
         force=force,
     )
