@@ -141,4 +141,15 @@ def test_the_cli_serves_until_interrupted(saved_index):
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
-    assert proc.returncode in (0, 130), proc.stderr.read()
+    assert proc.returncode == 0, proc.stderr.read()  # Ctrl-C stops a server: not an error
+    assert proc.stderr.read().strip().endswith("stopped")
+
+
+def test_a_taken_port_or_a_missing_index_is_one_line(saved_index, tmp_path):
+    from helpers import run_cli
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        code, _, err = run_cli(["serve", saved_index, "--port", taken.getsockname()[1]])
+    assert code == 2 and err.startswith("error: cannot listen on 127.0.0.1:") and len(err.strip().splitlines()) == 1
+    code, _, err = run_cli(["serve", tmp_path / "nothing", "--port", "0"])
+    assert code == 2 and "nothing" in err and len(err.strip().splitlines()) == 1

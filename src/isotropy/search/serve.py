@@ -133,13 +133,21 @@ def load_and_serve(
     _imports()
     if not 0 <= port <= 65535:
         raise IsotropyError(f"--port must be from 0 to 65535, got {port}")
-    start = time.perf_counter()
-    index = Index.load(index_dir, device=device)
-    load_seconds = time.perf_counter() - start
-    server = make_server(index, host, port, load_seconds)
-    try:
-        sock = socket.create_server((host, port))  # bound here, so a taken port is one line, not a uvicorn traceback
+    try:  # bound before the model loads: a taken port or a bad host is one line, at once, not a uvicorn traceback
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.create_server((host, port), family=family)
     except OSError as exc:
         raise IsotropyError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        start = time.perf_counter()
+        index = Index.load(index_dir, device=device)
+        load_seconds = time.perf_counter() - start
+        server = make_server(index, host, port, load_seconds)
+    except BaseException:
+        sock.close()
+        raise
     echo(f"loaded {index_dir} ({len(index)} sentences) in {load_seconds:.1f} s; serving on http://{host}:{sock.getsockname()[1]}")
-    server.run(sockets=[sock])
+    try:
+        server.run(sockets=[sock])  # uvicorn shuts down gracefully on Ctrl-C, then raises it again
+    except KeyboardInterrupt:
+        echo("stopped")
