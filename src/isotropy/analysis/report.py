@@ -469,9 +469,7 @@ def analyze(
         timings["word_s"] = time.perf_counter() - t0
     if recommend is not False:
         t0 = time.perf_counter()
-        rec = recommendation(
-            vectors, sample, encoder, seed=seed, selection=None if recommend is True else recommend, show_progress=show_progress
-        )
+        rec = recommendation(vectors, sample, encoder, seed=seed, selection=None if recommend is True else recommend, show_progress=show_progress)  # fmt: skip
         timings["recommend_s"] = time.perf_counter() - t0
 
     report: dict[str, Any] = {

@@ -13,6 +13,7 @@ import typer
 from .calibrate_command import register_calibrate_command
 from .fit_commands import register_fit_commands
 from .pooling_commands import PoolingStatsOpt, eval_encoder, register_pooling_commands
+from .serve_command import register_serve_command
 
 app = typer.Typer(
     name="isotropy",
@@ -471,16 +472,7 @@ def search(
     typer.echo(results.to_json() if as_json else format_results(results))
 
 
-@app.command()
-def serve(
-    index_dir: Path = typer.Argument(..., help="Index folder written by 'isotropy index build'."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (127.0.0.1: this machine only)."),
-    port: int = typer.Option(8000, "--port", help="Port to listen on (0: any free one)."),
-) -> None:
-    """Load an index and its model once and answer searches over HTTP: GET /search?q=...&k=10, POST /search, GET /health."""
-    from ..search.serve import load_and_serve
-
-    load_and_serve(index_dir, host, port, echo=lambda line: typer.echo(line, err=True))
+register_serve_command(app)
 
 
 @app.command("analyze")
