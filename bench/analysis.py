@@ -1,11 +1,12 @@
 """Benchmark: ``isotropy analyze`` end to end, and the anisotropy numbers it reports on STS-B.
 
-1. **Time.** The command on the embedded default model and a generated 2,000-line
+1. **Time.** The command on the embedded default model and a generated 1,000-line
    corpus, run as a subprocess (imports, model load, encoding, statistics, kNN over
-   the 30,522-token vocabulary, five figures, report folder): wall and CPU time
+   the 30,522-token vocabulary, five figures, report folder; the ``--recommend``
+   comparison of auto's candidates is on request and not included): wall and CPU time
    (user + system of the child). Reference measured in the same run:
    ``isotropy encode`` of the same corpus -- loading the model and encoding, the floor
-   no analysis can go below. Target: under a minute on 2 cores.
+   no analysis can go below. Target (issue #25): at most 15 s on 2 cores.
 2. **Numbers.** STS-B (train+dev+test, unique sentences), default model, ``cls`` and
    ``last-avg`` pooling, max_length 64: the sentence-level table, raw against
    whitening fitted on the same sentences (the papers' "target" setting), and the
@@ -36,6 +37,7 @@ from _report import DATA, ROOT, machine, median_time, update_section  # noqa: E4
 from isotropy import analysis as A  # noqa: E402
 
 BIN = Path(sys.executable).parent
+TARGET_S = 15  # issue #25: 1,000 lines in at most 15 s on 2 cores, default model
 
 
 def make_corpus(n: int, seed: int = 1) -> list[str]:
@@ -137,7 +139,11 @@ def timing_section(lines: int, repeats: int) -> str:
         timings = json.loads((Path(tmp) / "report" / "report.json").read_text())["meta"]["timings"]
     c_ana = sorted(cpu["analyze"])[len(cpu["analyze"]) // 2]
     c_enc = sorted(cpu["encode"])[len(cpu["encode"]) // 2]
-    verdict = "met" if t_ana < 60 else ("met on CPU time, not on wall time (the machine was shared)" if c_ana < 60 else "missed")
+    verdict = (
+        "met"
+        if t_ana <= TARGET_S
+        else ("met on CPU time, not on wall time (the machine was shared)" if c_ana <= TARGET_S else "missed")
+    )
     return "\n".join(
         [
             f"`isotropy analyze` on the default model and a generated {lines}-line corpus "
@@ -152,7 +158,14 @@ def timing_section(lines: int, repeats: int) -> str:
             + ", ".join(f"{k.removesuffix('_s')} {v:.1f}" for k, v in timings.items())
             + ".",
             "",
-            f"Target (under a minute on 2 cores): {verdict}. Encoding dominates; the statistics are "
+            f"Target (at most {TARGET_S} s on 2 cores): {verdict}"
+            + (
+                f" on this run, with the machine loaded (load average {max(load0, load1):.1f} on 2 cores): "
+                "wall time here is mostly waiting for a core; the CPU time is the better guide, though contention inflates it too"
+                if max(load0, load1) > 2.5 and t_ana > TARGET_S
+                else ""
+            )
+            + ". Encoding dominates; the statistics are "
             "d x d eigenproblems computed once per representation and a sampled exact kNN "
             f"(at most {A.MAX_QUERIES} queries per rank bucket).",
         ]
@@ -213,7 +226,7 @@ def stsb_section() -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lines", type=int, default=2000)
+    ap.add_argument("--lines", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--skip-stsb", action="store_true")
     ap.add_argument("--skip-timing", action="store_true")

@@ -429,6 +429,33 @@ def test_write_report_writes_pngs_json_and_markdown(tmp_path, synthetic_report):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left behind
 
 
+def test_spectrum_is_floored_at_the_numerical_rank_and_the_report_says_which_end_is_isotropic(tmp_path):
+    """A rank-deficient representation (eigenvalues ~1e-20 past its rank) does not squash the log axis."""
+    from isotropy.transforms.whitening import Whitening
+
+    X = cone(400, 16, 1.0, 0.3)
+    X[:, 12:] = X[:, :4] @ np.random.default_rng(1).normal(size=(4, 4))  # rank 12 of 16
+    with pytest.warns(Warning):
+        white = Whitening().fit(X)
+    rep = A.sentence_report(X, {"whitening": white}, n_pairs=500)
+    fig = A.plot_spectrum(rep)
+    spectrum = fig.axes[0]
+    for line, name in zip(spectrum.get_lines(), rep["representations"]):
+        ev = np.asarray(rep["representations"][name]["eigenvalues"])
+        share = line.get_ydata()
+        assert len(share) == 12 and f"numerical rank 12 of {len(ev)}" in line.get_label()  # raw: 12 of 16
+        assert share.min() > 1e-12 and len(share) == (ev / ev.sum() > 16 * np.finfo(float).eps * ev.max() / ev.sum()).sum()
+    assert spectrum.get_ylim()[0] > 1e-13
+    md = A._markdown_report({"sentence": rep})
+    for words in (
+        "(-1..1, isotropic 0)",
+        "I(W) (Mu & Viswanath; 0..1, isotropic 1)",
+        "IsoScore (Rudman et al.; 0..1, isotropic 1)",
+    ):
+        assert words in md
+    assert "not scale-invariant" in md and "--recommend" in md  # I(W)'s caveat; the recommendation is on request
+
+
 def test_write_report_is_atomic(tmp_path, synthetic_report, monkeypatch):
     out = tmp_path / "report"
     A.write_report(out, {"sentence": synthetic_report["sentence"]})

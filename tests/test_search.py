@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -335,7 +336,10 @@ def test_cli_build_add_search(tiny_model_dir, tmp_path, capsys):
     assert run_cli(["index", "add", str(out), str(more)]) == 0
     capsys.readouterr()
     assert run_cli(["search", str(out), CORPUS[45], "-k", "3", "--json"]) == 0
-    got = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    got = json.loads(captured.out)
+    assert re.search(r"loaded the index and model in \d+\.\d+ s, searched in \d+\.\d+ s", captured.err)
+    assert set(got["timings"]) == {"load_s", "search_s"} and got["timings"]["load_s"] >= 0
     assert got["results"][0]["hits"][0] == {"rank": 1, "id": 45, "score": pytest.approx(1.0, abs=1e-4), "text": CORPUS[45]}
     qfile = tmp_path / "q.txt"
     qfile.write_text("dog\nriver bridge\n", encoding="utf-8")

@@ -372,7 +372,7 @@ def test_analyze_recommends_with_the_signal_rule(tiny_model_dir, tmp_path):
     from isotropy.encoders import Encoder
 
     enc = Encoder(tiny_model_dir, max_length=32, device="cpu")
-    report = analyze(_sentences(150, 3), enc, None, tmp_path / "report", quiet=True, word_level=False)
+    report = analyze(_sentences(150, 3), enc, None, tmp_path / "report", quiet=True, word_level=False, recommend=True)
     rec = json.loads((tmp_path / "report" / "report.json").read_text())["recommendation"]
     assert rec == report["recommendation"] and rec["mode"] == "label-free" and rec["p_beats_raw"] is None
     assert Selection.from_dict(rec["selection"]).choice == rec["choice"]
@@ -381,5 +381,6 @@ def test_analyze_recommends_with_the_signal_rule(tiny_model_dir, tmp_path):
     md = (tmp_path / "report" / "report.md").read_text()
     assert "## Recommendation" in md and rec["paragraph"] in md
     three = _sentences(3, 4) * 4  # 3 distinct sentences: too few to compare candidates; said, not an error
-    tiny = analyze(three, enc, None, quiet=True, word_level=False)
+    tiny = analyze(three, enc, None, quiet=True, word_level=False, recommend=True)
+    assert analyze(three, enc, None, quiet=True, word_level=False)["recommendation"] is None  # on request only
     assert tiny["recommendation"]["choice"] is None and "No recommendation" in tiny["recommendation"]["paragraph"]

@@ -3,6 +3,8 @@
 * :class:`IsotropyError` -- a problem with the user's input, reported as one clear line
   naming the file, row, option or artefact concerned. The command line prints only the
   message (``error: ...``) and exits with status 2.
+* :class:`InsufficientGain` -- ``calibrate --min-gain``: the calibrated model gains less than asked
+  on the evaluation pairs, so nothing is written (exit status 3).
 * :class:`NotFittedError` -- ``transform`` (or similar) before ``fit``.
 * :class:`Terminated` -- SIGTERM or SIGHUP arrived while a command or an atomic write ran;
   raised like Ctrl-C's KeyboardInterrupt so every cleanup runs (see :mod:`isotropy.storage.atomic`).
@@ -13,11 +15,19 @@ from __future__ import annotations
 
 import signal
 
-__all__ = ["IsotropyError", "NotFittedError", "Terminated", "RankDeficientWarning"]
+__all__ = ["IsotropyError", "InsufficientGain", "NotFittedError", "Terminated", "RankDeficientWarning"]
 
 
 class IsotropyError(ValueError):
     """A problem with the user's input, reported as one clear line (the CLI prints only the message)."""
+
+    exit_code = 2  # the command line's exit status
+
+
+class InsufficientGain(IsotropyError):
+    """``min_gain`` was not reached on the evaluation pairs: nothing was written (the CLI exits 3)."""
+
+    exit_code = 3
 
 
 class NotFittedError(IsotropyError, AttributeError):

@@ -70,13 +70,15 @@ def plot_spectrum(sentence: Mapping[str, Any]):
         total = ev.sum() if ev.sum() > 0 else 1.0
         share = ev / total
         idx = np.arange(1, len(ev) + 1)
-        pos = share > 0
-        ax1.plot(idx[pos], share[pos], color=color, label=name)
+        # the numerical rank (numpy.linalg.matrix_rank's tolerance): eigenvalues below it are rounding, not variance,
+        # and plotting them (1e-20 after a whitening drops directions) would squash the rest of the curve
+        rank = share > share.max() * len(ev) * np.finfo(np.float64).eps
+        ax1.plot(idx[rank], share[rank], color=color, label=f"{name} (numerical rank {int(rank.sum())} of {len(ev)})")
         d90 = rep["dims_for_variance"]["0.9"]
         ax2.plot(idx, np.cumsum(share), color=color, label=f"{name}: 90% in {d90} dims")
         if d90:
             ax2.plot([d90], [np.cumsum(share)[d90 - 1]], "o", color=color)
-    ax1.set_yscale("log")
+    ax1.set_yscale("log")  # floored at the smallest eigenvalue above the numerical rank (the lines drawn)
     ax1.set_xlabel("principal direction (sorted by variance)")
     ax1.set_ylabel("share of total variance")
     ax1.set_title("Covariance eigenvalue spectrum")

@@ -28,7 +28,13 @@ HELD_OUT = (
 
 
 def recommendation(
-    vectors: np.ndarray, sentences: Sequence[str], encoder: Any, *, seed: int = 0, selection: Any = None
+    vectors: np.ndarray,
+    sentences: Sequence[str],
+    encoder: Any,
+    *,
+    seed: int = 0,
+    selection: Any = None,
+    show_progress: bool | None = False,
 ) -> dict[str, Any]:
     """``{"choice", "p_beats_raw", "mode", "criterion", "paragraph", "selection"}`` for ``vectors`` (one row per sentence);
     ``{"choice": None, "paragraph": why not}`` when the corpus is too small to compare the candidates.
@@ -43,7 +49,7 @@ def recommendation(
                 encoder=encoder,
                 seed=seed,
                 source="the corpus",
-                show_progress=False,
+                show_progress=show_progress,
             )
         except IsotropyError as exc:
             return {"choice": None, "paragraph": f"No recommendation: {exc}."}

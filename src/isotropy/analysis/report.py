@@ -64,13 +64,14 @@ def _sentence_rows(sentence: Mapping[str, Any]) -> tuple[list[str], list[list[st
     reps = sentence["representations"]
     names = list(reps)
     rows = [
-        ["average cosine of random pairs"] + [_fmt(reps[n]["average_cosine"]["mean"]) for n in names],
+        ["average cosine of random pairs (-1..1, isotropic 0)"] + [_fmt(reps[n]["average_cosine"]["mean"]) for n in names],
         ["  std of that cosine"] + [_fmt(reps[n]["average_cosine"]["std"]) for n in names],
-        ["isotropy I(W) (Mu & Viswanath)"] + [_fmt(reps[n]["partition_isotropy"]) for n in names],
-        ["IsoScore (Rudman et al.)"] + [_fmt(reps[n]["isoscore"]) for n in names],
-        ["dims holding 90% of variance"] + [f"{reps[n]['dims_for_variance']['0.9']} / {reps[n]['dim']}" for n in names],
-        ["norm of mean vector / mean norm"] + [_fmt(reps[n]["mean_vector_norm_ratio"]) for n in names],
-        ["mean norm"] + [_fmt(reps[n]["mean_norm"]) for n in names],
+        ["isotropy I(W) (Mu & Viswanath; 0..1, isotropic 1)"] + [_fmt(reps[n]["partition_isotropy"]) for n in names],
+        ["IsoScore (Rudman et al.; 0..1, isotropic 1)"] + [_fmt(reps[n]["isoscore"]) for n in names],
+        ["dims holding 90% of variance (1..d, isotropic 0.9 d)"]
+        + [f"{reps[n]['dims_for_variance']['0.9']} / {reps[n]['dim']}" for n in names],
+        ["norm of mean vector / mean norm (0..1, isotropic 0)"] + [_fmt(reps[n]["mean_vector_norm_ratio"]) for n in names],
+        ["mean norm (scale only)"] + [_fmt(reps[n]["mean_norm"]) for n in names],
     ]
     return ["statistic", *names], rows
 
@@ -188,8 +189,15 @@ def _markdown_sentence(sentence: Mapping[str, Any]) -> list[str]:
         "",
         _markdown(*_sentence_rows(sentence)),
         "",
-        "Average cosine near 0, I(W) and IsoScore near 1 and many dimensions for 90% of the variance "
-        "mean isotropic vectors; an average cosine well above 0 is the cone effect.",
+        "Each measure's range and isotropic end are in its row: **average cosine** -1..1, isotropic at 0 (well "
+        "above 0 is the cone effect); **I(W)** 0..1, isotropic at 1; **IsoScore** 0..1, isotropic at 1 (1: every "
+        "direction has the same variance); **dims for 90% of the variance** 1..d, isotropic at about 0.9 d; **norm of "
+        "the mean vector / mean norm** 0..1, isotropic at 0; the mean norm is the scale, neither end isotropic.",
+        "",
+        "I(W) is computed on the vectors as given and is not scale-invariant: it reads exp(c . w), so with large norms "
+        "(whitened vectors have unit variance in every direction: norms near sqrt(d)) a few extreme rows in a skewed "
+        "direction decide it, and a whitening can lower it while IsoScore and the spectrum show a rounder covariance. "
+        "Compare I(W) between columns of similar mean norm; IsoScore and the spectrum are scale-free.",
         "",
     ]
 
@@ -222,6 +230,8 @@ def _markdown_word(word: Mapping[str, Any]) -> list[str]:
 
 
 def _markdown_report(report: Mapping[str, Any]) -> str:
+    from ..selection.select import SAMPLE
+
     out = _markdown_meta(report)
     sentence = report.get("sentence")
     if sentence:
@@ -229,7 +239,14 @@ def _markdown_report(report: Mapping[str, Any]) -> str:
     word = report.get("word")
     if word:
         out += _markdown_word(word)
-    out += recommendation_markdown(report.get("recommendation"))
+    out += recommendation_markdown(report.get("recommendation")) or [
+        "## Recommendation",
+        "",
+        "Not computed: `isotropy analyze --recommend` (Python: `recommend=True`) also compares the candidate "
+        "calibrations of `--method auto` on this corpus (it encodes three perturbed copies of up to "
+        f"{SAMPLE:,} sentences, so it costs about three more encodings).",
+        "",
+    ]
     figs = report.get("figures") or []
     if figs:
         out += ["## Figures", ""]
@@ -405,7 +422,7 @@ def analyze(
     corpus_name: str | None = None,
     quiet: bool = False,
     force: bool = False,
-    recommend: Any = True,
+    recommend: Any = False,
 ) -> dict[str, Any]:
     """Encode ``sentences``, compute the sentence- and word-level reports and write the folder.
 
@@ -451,7 +468,7 @@ def analyze(
         timings["word_s"] = time.perf_counter() - t0
     if recommend is not False:
         t0 = time.perf_counter()
-        rec = recommendation(vectors, sample, encoder, seed=seed, selection=None if recommend is True else recommend)
+        rec = recommendation(vectors, sample, encoder, seed=seed, selection=None if recommend is True else recommend, show_progress=show_progress)  # fmt: skip
         timings["recommend_s"] = time.perf_counter() - t0
 
     report: dict[str, Any] = {

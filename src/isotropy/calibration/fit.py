@@ -175,14 +175,13 @@ def fit_local(encoder: Any, corpus: Corpus, est: Any, *, total: int | None, show
     n = 0
     with ProgressBar(total or 0, show_progress, "encoding", min_total=4 * encoder.batch_size, unit="sentences") as bar:
         for chunk in corpus.chunks(CHUNK_SENTENCES):
-            X = encoder.encode(chunk, show_progress=False)
+            X = encoder.encode(chunk, progress=bar)  # the bar moves batch by batch (rate and time left), not per chunk
             if moments is not None:
                 moments.update(X, name=corpus.where, row_offset=n)
             else:
                 flow_sample.add(X)
             analysis.add(X)
             n += len(chunk)
-            bar.advance(len(chunk))
     seconds = {"encode_s": time.perf_counter() - t0}
     check_size(est, n, dim, corpus.where)
     t1 = time.perf_counter()
@@ -226,7 +225,7 @@ def fit_auto(encoder: Any, corpus: Corpus, auto: AutoMethod, *, total: int | Non
         dev_pairs=auto.dev,
         source=corpus.where,
         dev_source=auto.dev_source,
-        show_progress=False,
+        show_progress=show_progress,  # the label-free criteria encode perturbed copies of the sample: long work
     )
     seconds["select_s"] = time.perf_counter() - t1
     n = len(sentences) if total is None or total <= len(sentences) else int(total)

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..encoders import Encoder
 from ..encoders.backends.onnx import SUBFOLDER
 from ..encoders.models import quiet_transformers
@@ -44,7 +46,7 @@ from ..transforms.base import AffineTransform
 from .card import base_model_id, model_card
 from .corpus import Corpus
 from .fit import AutoMethod, Fitted, check_size, fit_auto, fit_dask, fit_local, resolve_method
-from .scoring import anisotropy, evaluate_both, float32_gap, float32_warning
+from .scoring import anisotropy, check_min_gain, evaluate_both, float32_gap, float32_warning, regression_warning, regressions
 from .static_export import ST_SUBFOLDER, check_static_method, write_static_model
 
 __all__ = ["Calibration", "run_calibration", "ONNX_MODULES"]
@@ -280,8 +282,15 @@ def run_calibration(
     address: Any = None,
     show_progress: bool | None = None,
     force: bool = False,
+    min_gain: float | None = None,
 ) -> Calibration:
-    """The whole job (module docstring)."""
+    """The whole job (module docstring). A calibration that lowers an ``eval_data`` or ``dev`` score is
+    written with a warning (``info["regressions"]``); with ``min_gain`` it is not written at all unless it
+    gains at least that many points on ``eval_data`` (:class:`~isotropy.errors.InsufficientGain`)."""
+    if min_gain is not None and (eval_data is None or not np.isfinite(min_gain)):
+        raise IsotropyError(
+            f"--min-gain {min_gain}: needs a finite number of points and --eval DATA, the pairs the gain is measured on"
+        )
     options = {"n_components": n_components, "power": power, "shrinkage": shrinkage, "candidates": candidates, "dev": dev}
     read = [x if isinstance(x, (str, os.PathLike)) else None for x in (model, dev, pooling_stats)]  # never replaced
     src, total, out, est, want_onnx = _prepare(corpus, output, method, options, eval_data, engine, onnx, quantize, force, read)
@@ -311,6 +320,10 @@ def run_calibration(
         fitted.warnings.append(note)
     if eval_data is not None:
         extra["eval"] = {"data": Path(str(eval_data)).name, **evaluate_both(encoder, fitted.transform, eval_data, show_progress)}
+        if min_gain is not None:
+            check_min_gain(extra["eval"], min_gain)
+    extra["regressions"] = regressions(extra.get("eval"), fitted.selection)
+    fitted.warnings.extend(regression_warning(r) for r in extra["regressions"])
     if want_onnx:
         extra["onnx"] = _onnx_files(encoder, quantize)
     info = _info(out, encoder, fitted, method, st_model, src, extra)

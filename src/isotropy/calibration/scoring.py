@@ -15,7 +15,7 @@ import numpy as np
 
 from ..transforms.base import AffineTransform
 
-__all__ = ["anisotropy", "float32_gap", "float32_warning", "evaluate_both"]
+__all__ = ["anisotropy", "check_min_gain", "evaluate_both", "float32_gap", "float32_warning", "regression_warning", "regressions"]
 
 # Above this share of the output's scale, the float32 Dense is worth a warning (module docstring).
 FLOAT32_WARN = 1e-3
@@ -131,3 +131,49 @@ def evaluate_both(encoder: Any, transform: Any, data: Any, show_progress: bool |
             "calibrated": float(runs["calibrated"][name].score),
         }
     return {"tasks": tasks}
+
+
+def regressions(ev: dict[str, Any] | None, selection: Any) -> list[dict[str, Any]]:
+    """Every score the calibration lowered: ``[{"on", "metric", "base", "calibrated", "change"}]`` (points x 100).
+
+    From ``--eval`` (each task, base model vs calibrated) and ``--dev`` (auto's few-label mode:
+    raw's dev score vs the chosen candidate's)."""
+    out = []
+    for name, row in ((ev or {}).get("tasks") or {}).items():
+        if row["calibrated"] < row["base"]:
+            out.append(
+                {
+                    "on": f"--eval {ev.get('data', '')}: {name}",
+                    "metric": row["metric"],
+                    "base": row["base"],
+                    "calibrated": row["calibrated"],
+                }
+            )
+    if selection is not None and selection.mode == "few-label" and selection.choice != "raw":
+        base, cal = selection.candidate("raw").score, selection.candidate(selection.choice).score
+        if base is not None and cal is not None and cal < base:
+            out.append({"on": "--dev pairs", "metric": selection.criterion, "base": float(base), "calibrated": float(cal)})
+    for r in out:
+        r["change"] = r["calibrated"] - r["base"]
+    return out
+
+
+def regression_warning(r: dict[str, Any]) -> str:
+    return (
+        f"the calibrated model scores LOWER than the base model on {r['on']} ({r['metric']} x 100): "
+        f"{r['base']:.2f} -> {r['calibrated']:.2f} ({r['change']:+.2f} points); keep the base model or try another --method"
+    )
+
+
+def check_min_gain(ev: dict[str, Any], min_gain: float) -> None:
+    """Refuse (:class:`InsufficientGain`) unless the mean gain over ``--eval``'s tasks is at least ``min_gain`` points."""
+    from ..errors import InsufficientGain
+
+    rows = list(ev["tasks"].values())
+    base = float(np.mean([r["base"] for r in rows]))
+    cal = float(np.mean([r["calibrated"] for r in rows]))
+    if cal - base < min_gain:
+        raise InsufficientGain(
+            f"--min-gain {min_gain:g}: the calibrated model gains {cal - base:+.2f} points on {ev.get('data', '--eval')} "
+            f"({base:.2f} -> {cal:.2f}{', mean of its tasks' if len(rows) > 1 else ''}); nothing was written"
+        )

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
             code = app(args=argv, standalone_mode=False, prog_name="isotropy")
     except IsotropyError as exc:
         _err(" ".join(str(exc).split()))
-        sys.exit(2)
+        sys.exit(exc.exit_code)  # 2; 3 for calibrate --min-gain
     except click_exc.NoArgsIsHelpError as exc:
         exc.show()
         sys.exit(2)

@@ -15,6 +15,7 @@ from .calibrate_command import register_calibrate_command
 from .fit_commands import register_fit_commands
 from .options import AllowOtherOpt, register_global_options
 from .pooling_commands import PoolingStatsOpt, eval_encoder, register_pooling_commands
+from .serve_command import register_serve_command
 
 app = typer.Typer(
     name="isotropy",
@@ -497,7 +498,12 @@ def search(
     results = search_index(index_dir, query, queries, k=k, ef_search=ef_search, nprobe=nprobe)
     if results.warning:
         typer.echo(f"warning: {results.warning}", err=True)
+    t = results.timings or {}
+    typer.echo(f"loaded the index and model in {t.get('load_s', 0):.2f} s, searched in {t.get('search_s', 0):.3f} s", err=True)
     typer.echo(results.to_json() if as_json else format_results(results))
+
+
+register_serve_command(app)
 
 
 @app.command("analyze")
@@ -535,6 +541,11 @@ def analyze_cmd(
         help="Tokens absent from the corpus: 'last' (ranked after the seen ones, in seeded random order) or 'drop'.",
     ),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of every random sample (pairs, projections, kNN queries)."),
+    recommend: bool = typer.Option(
+        False,
+        "--recommend",
+        help="Also compare --method auto's candidate calibrations on the corpus (about three more encodings).",
+    ),
     progress: bool | None = typer.Option(
         None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal)."
     ),
@@ -560,6 +571,7 @@ def analyze_cmd(
         max_sentences=max_sentences,
         unseen_tokens=unseen_tokens,
         seed=seed,
+        recommend=recommend,
         show_progress=progress,
         force=force,
         allow_other_encoder=allow_other_encoder,

@@ -55,6 +55,11 @@ EvalOpt = typer.Option(
     "--eval",
     help="Score the base and the calibrated model on these pairs (what 'isotropy eval --data' takes) and write both into the model card.",
 )
+MinGainOpt = typer.Option(
+    None,
+    "--min-gain",
+    help="With --eval: write the model only if it gains at least this many points (Spearman x 100, mean over the tasks) over the base model; else exit 3, nothing written.",
+)
 StockOnlyOpt = typer.Option(
     False,
     "--stock-only",
@@ -106,6 +111,7 @@ def register_calibrate_command(app: typer.Typer) -> None:
         onnx: bool = OnnxOpt,
         quantize: str | None = QuantizeOpt,
         eval_data: str | None = EvalOpt,
+        min_gain: float | None = MinGainOpt,
         pooling_stats: str | None = PoolingStatsOpt,
         stock_only: bool = StockOnlyOpt,
         candidates: str | None = CandidatesOpt,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -393,8 +394,12 @@ def search_index(
     if not queries:
         raise IsotropyError("no query: give a query or --queries FILE")
     Index._check_k(k)
+    start = time.perf_counter()
     index = Index.load(index_dir, ef_search=ef_search, nprobe=nprobe)
-    return index.search(queries, k, show_progress=show_progress)
+    loaded = time.perf_counter()
+    results = index.search(queries, k, show_progress=show_progress)
+    results.timings = {"load_s": round(loaded - start, 3), "search_s": round(time.perf_counter() - loaded, 3)}
+    return results
 
 
 # --------------------------------------------------------------------------- the distributed engine

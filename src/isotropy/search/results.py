@@ -28,6 +28,7 @@ class SearchResults:
     queries: list[str] | None = None
     k: int = 10
     warning: str | None = None
+    timings: dict[str, float] | None = None  # isotropy search: {"load_s", "search_s"}
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
@@ -45,6 +46,7 @@ class SearchResults:
         return {
             "k": self.k,
             "warning": self.warning,
+            **({"timings": self.timings} if self.timings else {}),
             "results": [
                 {"query": self.queries[i] if self.queries is not None else None, "hits": self.hits(i)} for i in range(len(self))
             ],

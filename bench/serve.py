@@ -1,0 +1,145 @@
+"""Benchmark: ``isotropy serve`` against the one-shot ``isotropy search`` (issue #25).
+
+An index of a generated 1,000-line corpus (bench/analysis.py's generator) on the default model,
+built once (``isotropy index build``, its default soft whitening). Then:
+
+1. ``isotropy search INDEX "query" --json`` as a subprocess, ``--repeats`` times: the wall time
+   of the command and the load time it reports (``timings.load_s``: the index and the model);
+2. ``isotropy serve INDEX --port 0`` as a subprocess: the time until ``/health`` answers, then
+   ``--requests`` ``GET /search?q=...&k=10`` one after another (httpx, one connection): the
+   median and 90th percentile latency as the client sees it, and the server's ``took_ms``.
+
+Writes the ``serve`` section of docs/BENCHMARKS.md.
+
+    .venv/bin/python bench/serve.py [--requests 200] [--repeats 3] [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from analysis import make_corpus  # noqa: E402
+
+from _report import machine, update_section  # noqa: E402
+
+BIN = Path(sys.executable).parent
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+QUERIES = ["a dog walks past the station", "someone writes a long letter at night", "the committee builds a bridge"]
+
+
+def one_shot(index: Path, repeats: int) -> tuple[list[float], list[float]]:
+    walls, loads = [], []
+    for i in range(repeats):
+        t0 = time.perf_counter()
+        out = subprocess.run(
+            [str(BIN / "isotropy"), "search", str(index), QUERIES[i % len(QUERIES)], "--json"],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=ENV,
+        )
+        walls.append(time.perf_counter() - t0)
+        loads.append(json.loads(out.stdout)["timings"]["load_s"])
+    return walls, loads
+
+
+def served(index: Path, requests: int) -> dict:
+    import httpx
+
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [str(BIN / "isotropy"), "serve", str(index), "--port", "0"], stderr=subprocess.PIPE, text=True, env=ENV
+    )
+    try:
+        line = proc.stderr.readline()
+        m = re.search(r"serving on (http://\S+)", line)
+        if not m:
+            raise SystemExit(f"the server did not start: {line}")
+        url = m.group(1)
+        with httpx.Client(base_url=url, timeout=60) as client:
+            health = client.get("/health").json()
+            ready = time.perf_counter() - t0
+            client.get("/search", params={"q": "warm up"})
+            latency, took = [], []
+            for i in range(requests):
+                t = time.perf_counter()
+                body = client.get("/search", params={"q": f"{QUERIES[i % len(QUERIES)]} {i}", "k": 10}).json()
+                latency.append(1000 * (time.perf_counter() - t))
+                took.append(body["took_ms"])
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    return {"ready_s": ready, "load_s": health["load_seconds"], "latency_ms": latency, "took_ms": took}
+
+
+def p90(xs: list[float]) -> float:
+    return sorted(xs)[int(0.9 * (len(xs) - 1))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lines", type=int, default=1000)
+    ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = Path(tmp) / "corpus.txt"
+        corpus.write_text("\n".join(make_corpus(args.lines)) + "\n")
+        index = Path(tmp) / "idx"
+        subprocess.run(
+            [str(BIN / "isotropy"), "index", "build", str(corpus), "-o", str(index), "--no-progress"],
+            check=True,
+            capture_output=True,
+            env=ENV,
+        )
+        load0 = os.getloadavg()[0]
+        walls, loads = one_shot(index, args.repeats)
+        srv = served(index, args.requests)
+        load1 = os.getloadavg()[0]
+    lat, took = srv["latency_ms"], srv["took_ms"]
+    md = "\n".join(
+        [
+            "## Serving searches (`isotropy serve`)",
+            "",
+            "Regenerate: `.venv/bin/python bench/serve.py`.",
+            "",
+            f"Machine: {machine()}; load average {load0:.1f} before, {load1:.1f} after"
+            + (": the 2 cores were shared with other jobs, so every figure is inflated." if max(load0, load1) > 2.5 else "."),
+            "",
+            f"An index of a generated {args.lines}-line corpus, default model, `isotropy index build`'s default "
+            "(soft whitening to 128 dims, flat).",
+            "",
+            "| | median | 90th percentile |",
+            "|---|---:|---:|",
+            f"| `isotropy search INDEX QUERY`, whole command (s, {args.repeats} runs) | {statistics.median(walls):.2f} | "
+            f"{max(walls):.2f} (max) |",
+            f"| of which loading the index and model (s, as `search` reports it) | {statistics.median(loads):.2f} | "
+            f"{max(loads):.2f} (max) |",
+            f"| `isotropy serve`: start to `/health` answering (s, once) | {srv['ready_s']:.2f} | |",
+            f"| `GET /search?q=...&k=10`, as the client sees it (ms, {len(lat)} requests) | {statistics.median(lat):.1f} | "
+            f"{p90(lat):.1f} |",
+            f"| of which the search itself (ms, the server's `took_ms`) | {statistics.median(took):.1f} | {p90(took):.1f} |",
+            "",
+            f"A search against the running server takes {statistics.median(lat):.0f} ms; the one-shot command pays "
+            f"{statistics.median(walls):.1f} s each time, almost all of it starting Python and loading the model.",
+        ]
+    )
+    print(md)
+    if not args.no_write:
+        print("wrote", update_section("BENCHMARKS.md", "serve", md, title="Benchmarks"))
+
+
+if __name__ == "__main__":
+    main()
