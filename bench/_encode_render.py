@@ -206,10 +206,10 @@ RERUN = """### How to rerun
 
 ```
 .venv/bin/python bench/encode.py --quick                       # smoke run, no docs (bench/results/encode-quick.json)
-python3.11 -m venv /tmp/st-peers && /tmp/st-peers/bin/pip install -U pip
-/tmp/st-peers/bin/pip install torch==2.13.0   # the CPU build on this project's machines
-/tmp/st-peers/bin/pip install -r bench/peers/requirements-st5.txt
-.venv/bin/python bench/encode.py --peers-python /tmp/st-peers/bin/python   # on an idle machine (~15 min + ~12 for peers)
+python3.11 -m venv .venv-peers && .venv-peers/bin/pip install -U pip
+.venv-peers/bin/pip install torch==2.13.0   # the CPU build on this project's machines
+.venv-peers/bin/pip install -r bench/peers/requirements-st5.txt
+.venv/bin/python bench/encode.py --peers-python .venv-peers/bin/python   # on an idle machine (~15 min + ~12 for peers)
 .venv/bin/python bench/_encode_export_variants.py                   # sdpa vs eager-attention int8 export
 .venv/bin/python bench/encode_memory.py --lines 20000,100000,1000000 --progress
 .venv/bin/python bench/encode.py --render bench/results/encode.json   # redraw this section
@@ -367,6 +367,6 @@ def conditions(result: dict) -> str:
         txt += (
             f" The GEMM peaks were measured under the same load: in {', '.join(over)} a backend beat its 'peak', so "
             "every '% of peak' here is an upper bound (clean 1-thread peaks on this machine: fp32 ~100-115 GFLOP/s, "
-            "int8 MatMulInteger 460-1065 GOP/s, /work/notes/research-17.md section 6)."
+            "int8 MatMulInteger 460-1065 GOP/s, measured by the project's earlier GEMM probes, not kept in the repository)."
         )
     return txt

@@ -38,6 +38,25 @@ def update_section(doc: str | Path, name: str, markdown: str, title: str | None 
     return path
 
 
+def portable(obj):
+    """``obj`` (JSON data) with every absolute path under the project's parent folder made relative to the
+    project root (``../shared/data/...``, ``.cache/...``) and the home folder spelled ``~``: what a bench
+    script records must not name this machine's folders."""
+    if isinstance(obj, dict):
+        return {portable(k): portable(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [portable(v) for v in obj]
+    if isinstance(obj, str) and obj.startswith("/"):
+        home = str(Path.home())
+        if obj.startswith(str(ROOT.parent) + "/"):
+            return os.path.relpath(obj, ROOT)
+        if obj == home or obj.startswith(home + "/"):
+            return "~" + obj[len(home) :]
+    if isinstance(obj, str):  # a path inside a longer text, e.g. "this code (/work/x/src)"
+        return obj.replace(str(ROOT) + "/", "").replace(str(ROOT.parent) + "/", "../")
+    return obj
+
+
 def machine() -> str:
     """One line describing where a benchmark ran."""
     import torch

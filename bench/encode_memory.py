@@ -66,7 +66,8 @@ def run_one(path: Path, out: Path, precision: str, threads: int, progress: bool)
         "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
         "peak_rss_mib": after.ru_maxrss / 1024,  # Linux: KiB; the largest child so far (runs go smallest first)
         "progress_frame": frames[-1].strip() if frames else None,
-        "last_line": text.strip().splitlines()[-1] if text.strip() else "",
+        # the output path is a temporary file of this machine: not recorded
+        "last_line": (text.strip().splitlines()[-1] if text.strip() else "").rsplit(" to /", 1)[0],
     }
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import DATA, ROOT, machine, median_time, update_section  # noqa: E402
+from _report import portable, DATA, ROOT, machine, median_time, update_section  # noqa: E402
 
 MAX_LENGTH = 64
 POOLINGS = ["last-avg", "cls", "first-last-avg", "sif", "idf", "prompt", "prompt-denoised", "ditto"]
@@ -64,7 +64,7 @@ def plain_speeds(sents: list[str], sources: dict[str, Path], rounds: int) -> dic
                 [sys.executable, "-c", code], input=json.dumps(sents), capture_output=True, text=True, check=True
             )
             got[name].append(float(out.stdout.strip().splitlines()[-1]))
-    return {f"last-avg plain path, {name} ({sources[name]})": round(statistics.median(v), 1) for name, v in got.items()}
+    return {f"last-avg plain path, {name}": round(statistics.median(v), 1) for name, v in got.items()}
 
 
 def spearman(a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> float:
@@ -118,7 +118,7 @@ def main() -> None:
         "machine": machine(),
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    OUT.write_text(json.dumps(portable(result), indent=2) + "\n", encoding="utf-8")
 
     rows = ["| pooling | Spearman x 100 | sentences / s | speed vs last-avg |", "|---|---:|---:|---:|"]
     for p in POOLINGS:

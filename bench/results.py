@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _results_render as rr  # noqa: E402
 
-from _report import DATA, DOCS, ROOT, machine, update_section  # noqa: E402
+from _report import portable, DATA, DOCS, ROOT, machine, update_section  # noqa: E402
 
 METHODS = [
     "raw",
@@ -329,7 +329,7 @@ def main() -> None:
         print(text)
         return
     if not args.render_only:
-        write_json(json_path, data)
+        write_json(json_path, portable(data))
     path = update_section("RESULTS.md", "sts-default-model", text, title="Results")
     print(f"wrote {path}" + ("" if args.render_only else f" and {json_path}"))
 

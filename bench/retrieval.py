@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import DATA, ROOT, machine, update_section  # noqa: E402
+from _report import portable, DATA, ROOT, machine, update_section  # noqa: E402
 
 FIXED = ["raw", "center", "abtt", "common-component", "whitening", "soft-0.25", "soft-0.5", "soft-0.75"]
 KS = [12, 48, 96, 128, 192, 256]
@@ -162,7 +162,7 @@ def main() -> None:
         new = [run_model(m, args.pooling, folder) for m in (args.model or [None])]
         # a run for one model replaces that model's entry and keeps the others (--model glove-6b-50d adds it)
         results = [r for r in old if r["model"] not in {n["model"] for n in new}] + new
-        OUT.write_text(json.dumps({"results": results}, indent=1, default=float) + "\n")
+        OUT.write_text(json.dumps(portable({"results": results}), indent=1, default=float) + "\n")
     update_section("RESULTS.md", "retrieval", "## Retrieval: Cranfield\n\n" + render(results))
     print(f"wrote {OUT} and the retrieval section of docs/RESULTS.md")
 
