@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import portable, DATA, ROOT, machine, median_time, update_section  # noqa: E402
+from _report import DATA, ROOT, machine, median_time, portable, update_section  # noqa: E402
 
 MAX_LENGTH = 64
 POOLINGS = ["last-avg", "cls", "first-last-avg", "sif", "idf", "prompt", "prompt-denoised", "ditto"]

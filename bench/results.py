@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _results_render as rr  # noqa: E402
 
-from _report import portable, DATA, DOCS, ROOT, machine, update_section  # noqa: E402
+from _report import DATA, DOCS, ROOT, machine, portable, update_section  # noqa: E402
 
 METHODS = [
     "raw",

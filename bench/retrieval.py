@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import portable, DATA, ROOT, machine, update_section  # noqa: E402
+from _report import DATA, ROOT, machine, portable, update_section  # noqa: E402
 
 FIXED = ["raw", "center", "abtt", "common-component", "whitening", "soft-0.25", "soft-0.5", "soft-0.75"]
 KS = [12, 48, 96, 128, 192, 256]
