@@ -3,7 +3,8 @@
 * :class:`IsotropyError` -- a problem with the user's input, reported as one clear line
   naming the file, row, option or artefact concerned. The command line prints only the
   message (``error: ...``) and exits with status 2.
-* :class:`NotFittedError` -- ``transform`` (or similar) before ``fit``.
+* :class:`NotFittedError` -- ``transform`` (or similar) before ``fit``; also scikit-learn's
+  ``NotFittedError``, so ``except sklearn.exceptions.NotFittedError`` catches it.
 * :class:`Terminated` -- SIGTERM or SIGHUP arrived while a command or an atomic write ran;
   raised like Ctrl-C's KeyboardInterrupt so every cleanup runs (see :mod:`isotropy.storage.atomic`).
 * :class:`RankDeficientWarning` -- a whitening dropped directions without variance.
@@ -12,19 +13,13 @@
 from __future__ import annotations
 
 import signal
+from typing import Any
 
-__all__ = ["IsotropyError", "NotFittedError", "Terminated", "RankDeficientWarning"]
+__all__ = ["IsotropyError", "NotFittedError", "Terminated", "RankDeficientWarning"]  # noqa: F822 (NotFittedError: made on first use, below)
 
 
 class IsotropyError(ValueError):
     """A problem with the user's input, reported as one clear line (the CLI prints only the message)."""
-
-
-class NotFittedError(IsotropyError, AttributeError):
-    """Raised when ``transform`` (or similar) is called before ``fit``.
-
-    Subclasses ValueError and AttributeError, like scikit-learn's own NotFittedError.
-    """
 
 
 class Terminated(BaseException):
@@ -41,3 +36,25 @@ class Terminated(BaseException):
 
 class RankDeficientWarning(UserWarning):
     """The fitting vectors span fewer directions than were asked for; some were dropped."""
+
+
+def _not_fitted_error() -> type:
+    # scikit-learn's import takes a second or more (it loads scipy.stats and pandas): the command
+    # line imports this module at start, so the class is made on first use (PEP 562), once.
+    from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+
+    class NotFittedError(IsotropyError, SklearnNotFittedError):
+        """Raised when ``transform`` (or similar) is called before ``fit``.
+
+        Subclasses scikit-learn's NotFittedError (so ValueError and AttributeError too).
+        """
+
+    NotFittedError.__module__, NotFittedError.__qualname__ = __name__, "NotFittedError"
+    return NotFittedError
+
+
+def __getattr__(name: str) -> Any:
+    if name == "NotFittedError":
+        cls = globals()["NotFittedError"] = _not_fitted_error()
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

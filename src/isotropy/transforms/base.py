@@ -1,11 +1,14 @@
 """The transform protocol every calibration follows (layer 2).
 
-A transform is a scikit-learn style estimator over sentence vectors:
+A transform is a scikit-learn estimator over sentence vectors (it derives from scikit-learn's
+``BaseEstimator`` and ``TransformerMixin``):
 
-* hyper-parameters in ``__init__``, stored unmodified (``get_params``/``set_params``/``repr``
-  come from :class:`isotropy._params.EstimatorParams`);
+* hyper-parameters in ``__init__``, stored unmodified (``get_params``/``set_params``/``clone``
+  come from ``BaseEstimator`` through :class:`isotropy._params.EstimatorParams`);
 * ``fit(X)`` (and, where the statistics allow it, ``partial_fit``), ``transform``,
-  ``inverse_transform`` where it is defined, ``fit_transform``;
+  ``inverse_transform`` where it is defined, ``fit_transform`` (``TransformerMixin``);
+  ``set_output(transform="pandas")`` and ``get_feature_names_out()`` (``whitening0``,
+  ``whitening1``, ...: the output columns are new directions, not the input's);
 * learned state in attributes ending in ``_``; ``n_features_in_`` and ``n_features_out_``
   (the output width); ``__sklearn_is_fitted__``;
 * ``save(path)`` / ``load(path)``: a folder of ``config.json`` + ``state.safetensors``
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
 from .._checks import check_matrix
 from .._params import EstimatorParams
@@ -40,14 +44,15 @@ from .moments import Moments
 __all__ = ["Transform", "AffineTransform", "AffineSolution"]
 
 
-class Transform(EstimatorParams):
-    """Base of every transform: sklearn plumbing, save/load, ``__sklearn_is_fitted__``."""
+class Transform(ClassNamePrefixFeaturesOutMixin, TransformerMixin, EstimatorParams):
+    """Base of every transform: scikit-learn's estimator and transformer, save/load, ``__sklearn_is_fitted__``."""
 
     kind: ClassVar[str] = ""  # the registry key and the saved folder's kind
     version_key: ClassVar[str | None] = None  # config key of the state layout version, if the kind has one
     state_version: ClassVar[int] = 1
     required_arrays: ClassVar[tuple[str, ...]] = ()
     transient_params: ClassVar[tuple[str, ...]] = ()  # not saved (e.g. a device); given again to load
+    _preserves_dtype: ClassVar[tuple[str, ...]] = ("float64", "float32")  # input dtypes transform returns as they are
 
     # ---------------------------------------------------------------- what subclasses provide
 
@@ -89,8 +94,15 @@ class Transform(EstimatorParams):
 
     # ---------------------------------------------------------------- shared
 
-    def fit_transform(self, X: Any, y: Any = None) -> np.ndarray:
-        return self.fit(X).transform(X)
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = list(self._preserves_dtype)
+        return tags
+
+    @property
+    def _n_features_out(self) -> int:
+        # what scikit-learn's get_feature_names_out (ClassNamePrefixFeaturesOutMixin) counts; absent before fit
+        return self.n_features_out_
 
     def __sklearn_is_fitted__(self) -> bool:
         try:
