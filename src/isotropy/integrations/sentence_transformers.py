@@ -56,13 +56,17 @@ from ._common import pooler_dense, transform_for
 from .st_stock import build_stock, make_portable
 
 # Also public, but created on first access (module __getattr__): IsotropyPooling, IsotropyTransform.
-__all__ = [
+# What isotropy.integrations re-exports (with the module classes, created on first access).
+USER_API = [
     "to_sentence_transformer",
     "build_sentence_transformer",
     "save_sentence_transformer",
     "calibrate",
     "load_sentence_transformer",
     "check_sentence_transformer",
+]
+__all__ = [
+    *USER_API,
     "write_model_files",
     "uses_isotropy_modules",
     "ST_KIND",

@@ -41,7 +41,7 @@ from ..errors import IsotropyError, NotFittedError
 from ..storage.artifacts import load_state, save_state
 from .moments import Moments
 
-__all__ = ["Transform", "AffineTransform", "AffineSolution"]
+__all__ = ["Transform", "AffineTransform", "AffineSolution", "stored_moments", "check_config_counts"]
 
 
 class Transform(ClassNamePrefixFeaturesOutMixin, TransformerMixin, EstimatorParams):
@@ -165,6 +165,19 @@ def stored_moments(arrays: dict[str, np.ndarray], path: Path) -> Moments:
         return Moments.from_arrays({k[len("moments.") :]: v for k, v in arrays.items() if k.startswith("moments.")})
     except IsotropyError as exc:
         raise IsotropyError(f"{path}/state.safetensors: {exc}; the artefact is corrupt, refit it") from None
+
+
+def check_config_counts(cfg: dict[str, Any], path: Path, held: list[tuple[str, int, str]]) -> None:
+    """Each ``(key, value, what)``: ``config.json``'s integer ``key`` must equal ``value``, which the arrays
+    hold (``what`` says it in words); a disagreement (an edited config, or the files of two fits mixed up,
+    either of which would transform with the wrong statistics) is one error naming the folder."""
+    for key, value, what in held:
+        said = cfg.get(key)
+        if isinstance(said, bool) or not isinstance(said, int) or said != value:
+            raise IsotropyError(
+                f"{path}: config.json says {key} {said!r}, but state.safetensors holds {what}; the folder was edited "
+                f"or its files mixed up: restore it or refit"
+            )
 
 
 class AffineTransform(Transform):
@@ -292,13 +305,7 @@ class AffineTransform(Transform):
     def _from_state(cls, est: AffineTransform, cfg: dict[str, Any], arrays: dict[str, np.ndarray], path: Path) -> AffineTransform:
         """Rebuild the moments, check them against ``config.json``, and solve (the same code, the same map)."""
         m = stored_moments(arrays, path)
-        for key, held in (("dim", m.dim), ("n_samples_seen", m.n)):
-            said = cfg.get(key)
-            if isinstance(said, bool) or not isinstance(said, int) or said != held:
-                raise IsotropyError(
-                    f"{path}: config.json says {key} {said!r}, but state.safetensors holds {held}; the folder was edited "
-                    f"or its files mixed up: restore it or refit"
-                )
+        check_config_counts(cfg, path, [("dim", m.dim, str(m.dim)), ("n_samples_seen", m.n, str(m.n))])
         try:
             est._check_params(m.dim)
             est._attach(m, est._solve(m))
