@@ -686,3 +686,88 @@ def test_auto_refuses_options_it_does_not_take():
         resolve_method("whitening", candidates="raw,center")
     with pytest.raises(IsotropyError, match="unknown candidate 'whitenning'"):
         resolve_method("auto", candidates="raw,whitenning")
+
+
+# --------------------------------------------------------------------------- the model card (no model needed)
+
+
+def _card_info(**more):
+    info = {
+        "name": "my-model",
+        "method": "whitening",
+        "kind": "whitening",
+        "params": {"n_components": None, "power": 1.0, "shrinkage": "auto"},
+        "describe": "Whitening(shrinkage='auto')",
+        "base_model": "sentence-transformers/all-MiniLM-L6-v2",
+        "base_name": "all-MiniLM-L6-v2",
+        "base_card": {"license": "apache-2.0", "language": "en"},
+        "pooling": "last-avg",
+        "max_length": 128,
+        "dim_in": 384,
+        "dim_out": 384,
+        "corpus": "corpus.txt",
+        "fit": {"n_sentences": 1000, "n_fit": 1000, "seconds": {}},
+        "stock": True,
+        "custom": [],
+        "modules": ["Transformer", "Pooling", "Dense", "Dense"],
+        "warnings": [],
+        "isotropy_version": "0.1.0",
+        "anisotropy": {
+            "before": {"average_cosine": 0.3, "isoscore": 0.1},
+            "after": {"average_cosine": 0.0, "isoscore": 0.9},
+            "cosine_rows": {"n": 1000},
+            "isoscore_rows": {"n": 1000},
+        },
+    }
+    return {**info, **more}
+
+
+def test_the_card_parses_with_model_card_and_carries_the_eval_in_its_model_index(tmp_path):
+    from huggingface_hub import ModelCard
+
+    from isotropy.calibration.card import model_card
+
+    ev = {
+        "data": "STSBenchmark",
+        "tasks": {
+            "STS-B": {"metric": "spearman", "pairs": 1379, "split": "test", "base": 82.0, "calibrated": 80.5},
+            "SICK-R": {"metric": "spearman", "pairs": 4927, "split": "test", "base": 77.0, "calibrated": 78.25},
+        },
+    }
+    (tmp_path / "README.md").write_text(model_card(_card_info(eval=ev)), encoding="utf-8")
+    card = ModelCard.load(tmp_path / "README.md")
+    data = card.data
+    assert data.library_name == "sentence-transformers" and data.base_model == "sentence-transformers/all-MiniLM-L6-v2"
+    assert data.license == "apache-2.0" and data.language == "en" and "whitening" in data.tags
+    got = {
+        (r.dataset_type, r.dataset_split, r.metric_type, r.metric_name.split(", ")[-1]): r.metric_value for r in data.eval_results
+    }
+    assert got == {
+        ("STS-B", "test", "spearman", "calibrated"): 80.5,
+        ("STS-B", "test", "spearman", "base model"): 82.0,
+        ("SICK-R", "test", "spearman", "calibrated"): 78.25,
+        ("SICK-R", "test", "spearman", "base model"): 77.0,
+    }
+    assert "model-index" in card.content.split("---")[1]
+    text = card.text
+    assert "lowered spearman x 100 from 82.00 to 80.50" in text and "SICK-R the calibration lowered" not in text
+    assert "fitted without labels on 1,000 sentences" in text
+    assert "arXiv:2103.15316" in text and "Ledoit" in text  # whitening's paper, and shrinkage's
+
+
+def test_a_card_without_eval_has_no_model_index_and_a_dev_choice_says_labels(tmp_path):
+    from huggingface_hub import ModelCard
+
+    from isotropy.calibration.card import model_card
+
+    selection = {"mode": "few-label", "settings": {"dev_pairs": 120}}
+    info = _card_info(base_model=None, base_card={}, kind="flow", method="flow", stock=False, custom=["the flow"])
+    text = model_card(info)
+    card = ModelCard(text)
+    assert "model-index" not in text.split("---")[1] and card.data.base_model is None and card.data.license is None
+    assert "arXiv:2011.05864" in card.text and "trust_remote_code=True" in card.text
+    assert "no labels" in card.text
+    # the card's labels line for a --dev choice (the selection section itself needs a full Selection: tested end to end)
+    from isotropy.calibration.card import _labels
+
+    assert "120 scored dev pairs" in _labels({"selection": selection}) and "no labels" not in _labels({"selection": selection})

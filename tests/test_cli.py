@@ -1,6 +1,5 @@
 """The command line: encode, demo, and the one-line error contract."""
 
-
 import numpy as np
 import pytest
 from typer.testing import CliRunner

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from isotropy import integrations as eco
 from isotropy.encoders import Encoder
@@ -215,77 +216,93 @@ def test_to_torch_equals_transform(n, d, seed, power, method):
 
 # --------------------------------------------------------------------------- scikit-learn
 
-# Checks each class fails on purpose, with the reason (sklearn.utils.estimator_checks names).
+# Checks each class fails on purpose, with the reason (sklearn.utils.estimator_checks names). They run
+# strict: a listed check that starts passing fails the suite, so the list only shrinks.
 _COMMON_FAILS = {
     "check_n_features_in_after_fitting": "the dimension-mismatch message is isotropy's one-line wording "
     "('X has 3 dimensions but 4 were expected'), not scikit-learn's exact sentence",
-    "check_complex_data": "complex input is cast to real by numpy (ComplexWarning) instead of rejected; "
-    "reported to the lead (_io.check_matrix)",
-    "check_dtype_object": "object arrays of dicts fail with isotropy's own 'must be a numeric matrix' message, "
-    "which the check does not recognise",
+    "check_complex_data": "complex input is refused in isotropy's words ('X has complex values'), "
+    "not 'Complex data not supported'",
+    "check_dtype_object": "object arrays of dicts are an IsotropyError (a ValueError: the CLI's one line), "
+    "not the TypeError the check wants",
     "check_estimators_empty_data_messages": "zero-column input is rejected with isotropy's wording, not '0 feature(s)'",
     "check_estimator_sparse_tag": "sparse input is not supported (dense sentence vectors only); the error "
     "does not use the exact wording the check looks for",
     "check_estimator_sparse_array": "same: sparse input unsupported, wording differs",
     "check_estimator_sparse_matrix": "same: sparse input unsupported, wording differs",
-    "check_fit2d_1sample": "one row cannot be fitted; the error says so in isotropy's words "
-    "('at least 2 rows' / 'fewer than one batch')",
     "check_fit2d_predict1d": "a 1-D row of the fitted width is accepted as one row on purpose (check_matrix)",
 }
-WHITENING_FAILS = {
-    **_COMMON_FAILS,
-    "check_transformer_data_not_an_array": "array-likes are converted with "
-    "numpy.asarray, which the check's array-like refuses by design ('Don't want to call array_function')",
+_NOT_AN_ARRAY = (
+    "array-likes are converted with numpy.asarray, which the check's array-like refuses by design "
+    "('Don't want to call array_function'); the flow's float32 conversion passes"
+)
+_ONE_ROW = "one row cannot be fitted; the error says so in isotropy's words ('at least 2 rows' / 'fewer than one batch')"
+_ONE_COLUMN = (
+    "one dimension cannot be fitted (nothing would be left, or a flow cannot split it); the error says so in isotropy's words"
+)
+ESTIMATOR_FAILS: dict[str, dict[str, str]] = {
+    "Whitening": {**_COMMON_FAILS, "check_transformer_data_not_an_array": _NOT_AN_ARRAY, "check_fit2d_1sample": _ONE_ROW},
+    "Center": {**_COMMON_FAILS, "check_transformer_data_not_an_array": _NOT_AN_ARRAY},
+    "AllButTheTop": {
+        **_COMMON_FAILS,
+        "check_transformer_data_not_an_array": _NOT_AN_ARRAY,
+        "check_fit2d_1sample": _ONE_ROW,
+        "check_fit2d_1feature": _ONE_COLUMN,
+    },
+    "CommonComponentRemoval": {
+        **_COMMON_FAILS,
+        "check_transformer_data_not_an_array": _NOT_AN_ARRAY,
+        "check_fit2d_1feature": _ONE_COLUMN,
+    },
+    "Flow": {
+        **_COMMON_FAILS,
+        "check_fit2d_1sample": _ONE_ROW,
+        "check_fit2d_1feature": _ONE_COLUMN,
+        "check_methods_subset_invariance": "score_samples in float32 differs by ~1e-6 between batch sizes "
+        "(different BLAS blocking), above the check's 1e-7",
+    },
 }
-FLOW_FAILS = {
-    **_COMMON_FAILS,
-    "check_fit2d_1feature": "a flow needs at least 2 dimensions (it splits channels); the message says so in its words",
-    "check_methods_subset_invariance": "score_samples in float32 differs by ~1e-6 between batch sizes "
-    "(different BLAS blocking), above the check's 1e-7",
-}
 
 
-def _run_checks(estimator, expected_fails):
-    import warnings
+def _estimators():
+    from isotropy.transforms import TRANSFORMS, transform_class
 
-    from sklearn.utils.estimator_checks import check_estimator
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        results = check_estimator(estimator, expected_failed_checks=expected_fails, on_fail=None)
-    by_status: dict[str, list[str]] = {}
-    for r in results:
-        by_status.setdefault(r["status"], []).append(r["check_name"])
-    assert not by_status.get("failed"), by_status.get("failed")
-    # every documented failure still fails (else the list above is stale and should shrink)
-    assert set(by_status.get("xfail", [])) == set(expected_fails), set(expected_fails) ^ set(by_status.get("xfail", []))
-    passed = set(by_status.get("passed", []))
-    for essential in (
-        "check_get_params_invariance",
-        "check_set_params",
-        "check_estimator_cloneable",
-        "check_estimators_fit_returns_self",
-        "check_estimators_unfitted",
-        "check_transformers_unfitted",
-        "check_no_attributes_set_in_init",
-        "check_dont_overwrite_parameters",
-        "check_fit_idempotent",
-        "check_pipeline_consistency",
-        "check_n_features_in",
-        "check_estimators_nan_inf",
-        "check_fit_check_is_fitted",
-        "check_do_not_raise_errors_in_init_or_set_params",
-    ):
-        assert essential in passed, essential
-    return by_status
+    tiny = {"flow": {"levels": 1, "depth": 1, "hidden": 4, "batch_size": 4}}  # seconds, not minutes
+    return [transform_class(kind)(**tiny.get(kind, {})) for kind in sorted(TRANSFORMS)]
 
 
-def test_whitening_estimator_checks():
-    _run_checks(Whitening(), WHITENING_FAILS)
+def _expected_fails(estimator) -> dict[str, str]:
+    return ESTIMATOR_FAILS[type(estimator).__name__]
 
 
-def test_flow_estimator_checks():
-    _run_checks(Flow(levels=1, depth=1, hidden=4, batch_size=4), FLOW_FAILS)
+@pytest.mark.filterwarnings("ignore")
+@parametrize_with_checks(_estimators(), expected_failed_checks=_expected_fails, xfail_strict=True)
+def test_scikit_learn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+def test_every_transform_has_its_list_of_expected_failures():
+    assert {type(e).__name__ for e in _estimators()} == set(ESTIMATOR_FAILS)
+
+
+@pytest.mark.parametrize("estimator", _estimators(), ids=lambda e: type(e).__name__)
+def test_set_output_and_feature_names(estimator):
+    """scikit-learn's TransformerMixin: set_output(transform="pandas") and get_feature_names_out."""
+    pd = pytest.importorskip("pandas")
+    from sklearn.base import clone
+    from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(64, 6)) * [5, 3, 2, 1, 0.5, 0.2]
+    with pytest.raises(SklearnNotFittedError):
+        clone(estimator).transform(X)
+    est = clone(estimator).set_output(transform="pandas")
+    Z = est.fit(X).transform(X)
+    names = est.get_feature_names_out()
+    prefix = type(estimator).__name__.lower()
+    assert isinstance(Z, pd.DataFrame) and list(Z.columns) == list(names) and len(names) == est.n_features_out_
+    assert all(str(n).startswith(prefix) for n in names)
+    np.testing.assert_array_equal(Z.to_numpy(), clone(estimator).set_params(**est.get_params()).fit(X).transform(X))
 
 
 def test_pipelines_clone_and_grid_search():

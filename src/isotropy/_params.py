@@ -1,8 +1,10 @@
-"""scikit-learn's estimator contract, shared by Whitening, Flow and SentenceEncoder.
+"""scikit-learn's estimator contract, shared by the transforms and SentenceEncoder.
 
-Written by hand rather than inheriting sklearn.base.BaseEstimator so that
-scikit-learn stays an optional dependency; only ``__sklearn_tags__`` imports it,
-and only scikit-learn itself calls that.
+:class:`EstimatorParams` is scikit-learn's own ``BaseEstimator`` (``get_params``,
+``set_params``, ``clone``, tags, the HTML repr), with two of isotropy's conventions on top:
+an unknown parameter is one :class:`~isotropy.errors.IsotropyError` line naming the valid
+ones, and ``repr`` stays on one line (it is what ``describe()`` and the model card print).
+scikit-learn is therefore a core dependency.
 """
 
 from __future__ import annotations
@@ -10,45 +12,26 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from sklearn.base import BaseEstimator
+
 from .errors import IsotropyError
 
+__all__ = ["EstimatorParams"]
 
-class EstimatorParams:
-    """``get_params``/``set_params``/``repr`` from the ``__init__`` signature, plus transformer tags.
 
-    Subclasses store every ``__init__`` argument unmodified under its own name.
-    """
-
-    _preserves_dtype: tuple[str, ...] = ("float64", "float32")
-
-    @classmethod
-    def _get_param_names(cls) -> list[str]:
-        return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
-
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self._get_param_names()}
+class EstimatorParams(BaseEstimator):
+    """scikit-learn's ``BaseEstimator``; subclasses store every ``__init__`` argument unmodified under its own name."""
 
     def set_params(self, **params: Any):
         valid = self._get_param_names()
-        for key, value in params.items():
+        for key in params:
             if key not in valid:
                 raise IsotropyError(f"invalid parameter {key!r} for {type(self).__name__}; valid ones: {', '.join(valid)}")
-            setattr(self, key, value)
-        return self
+        return super().set_params(**params)
 
-    def __repr__(self) -> str:
-        defaults = {n: p.default for n, p in inspect.signature(type(self).__init__).parameters.items()}
-        args = [f"{k}={v!r}" for k, v in self.get_params().items() if v != defaults.get(k)]
+    def __repr__(self, N_CHAR_MAX: int = 700) -> str:
+        # in the signature's order (get_params sorts the names), only what differs from the default
+        params = self.get_params(deep=False)
+        signature = inspect.signature(type(self).__init__).parameters.items()
+        args = [f"{k}={params[k]!r}" for k, p in signature if k in params and params[k] != p.default]
         return f"{type(self).__name__}({', '.join(args)})"
-
-    def __sklearn_tags__(self):
-        # scikit-learn (>= 1.6) asks every pipeline step for its tags (e.g. Pipeline.transform ->
-        # check_is_fitted): default transformer tags.
-        from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
-
-        return Tags(
-            estimator_type=None,
-            target_tags=TargetTags(required=False),
-            transformer_tags=TransformerTags(preserves_dtype=list(self._preserves_dtype)),
-            input_tags=InputTags(),
-        )

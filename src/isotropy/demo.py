@@ -116,7 +116,9 @@ def demo_data(data: str | os.PathLike | None = None, seed: int = 0) -> DemoData:
     step = max(1, len(test) // DEMO_PAIRS)
     pairs = [(p.s1, p.s2, p.score) for p in test[::step][:DEMO_PAIRS]]
     return DemoData(
-        corpus, pairs, f"STS Benchmark ({folder}): the train split's sentences as the corpus, {len(pairs)} test pairs as the judge"
+        corpus,
+        pairs,
+        f"STS Benchmark ({folder}): the train split's sentences as the corpus, {len(pairs)} test pairs as the judge",
     )
 
 
@@ -196,7 +198,14 @@ def _static(console, demo: DemoData, output: Path, seed: int) -> dict:
         f"  `isotropy calibrate` fitted whitening on the {len(demo.corpus)} corpus sentences (no scores) and folded it "
         f"into the table: {cal.path} (same size and speed as the raw model)"
     )
-    return {"raw": raw, "calibrated": after, "cos_raw": cos_raw, "cos_calibrated": cos_after, "speed": speed, "path": str(cal.path)}
+    return {
+        "raw": raw,
+        "calibrated": after,
+        "cos_raw": cos_raw,
+        "cos_calibrated": cos_after,
+        "speed": speed,
+        "path": str(cal.path),
+    }
 
 
 def _transformer(console, demo: DemoData, seed: int) -> dict:

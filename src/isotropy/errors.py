@@ -5,7 +5,8 @@
   message (``error: ...``) and exits with status 2.
 * :class:`InsufficientGain` -- ``calibrate --min-gain``: the calibrated model gains less than asked
   on the evaluation pairs, so nothing is written (exit status 3).
-* :class:`NotFittedError` -- ``transform`` (or similar) before ``fit``.
+* :class:`NotFittedError` -- ``transform`` (or similar) before ``fit``; also scikit-learn's
+  ``NotFittedError``, so ``except sklearn.exceptions.NotFittedError`` catches it.
 * :class:`Terminated` -- SIGTERM or SIGHUP arrived while a command or an atomic write ran;
   raised like Ctrl-C's KeyboardInterrupt so every cleanup runs (see :mod:`isotropy.storage.atomic`).
 * :class:`RankDeficientWarning` -- a whitening dropped directions without variance.
@@ -14,8 +15,9 @@
 from __future__ import annotations
 
 import signal
+from typing import Any
 
-__all__ = ["IsotropyError", "InsufficientGain", "NotFittedError", "Terminated", "RankDeficientWarning"]
+__all__ = ["IsotropyError", "InsufficientGain", "NotFittedError", "Terminated", "RankDeficientWarning"]  # noqa: F822 (NotFittedError: made on first use, below)
 
 
 class IsotropyError(ValueError):
@@ -28,13 +30,6 @@ class InsufficientGain(IsotropyError):
     """``min_gain`` was not reached on the evaluation pairs: nothing was written (the CLI exits 3)."""
 
     exit_code = 3
-
-
-class NotFittedError(IsotropyError, AttributeError):
-    """Raised when ``transform`` (or similar) is called before ``fit``.
-
-    Subclasses ValueError and AttributeError, like scikit-learn's own NotFittedError.
-    """
 
 
 class Terminated(BaseException):
@@ -51,3 +46,25 @@ class Terminated(BaseException):
 
 class RankDeficientWarning(UserWarning):
     """The fitting vectors span fewer directions than were asked for; some were dropped."""
+
+
+def _not_fitted_error() -> type:
+    # scikit-learn's import takes a second or more (it loads scipy.stats and pandas): the command
+    # line imports this module at start, so the class is made on first use (PEP 562), once.
+    from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+
+    class NotFittedError(IsotropyError, SklearnNotFittedError):
+        """Raised when ``transform`` (or similar) is called before ``fit``.
+
+        Subclasses scikit-learn's NotFittedError (so ValueError and AttributeError too).
+        """
+
+    NotFittedError.__module__, NotFittedError.__qualname__ = __name__, "NotFittedError"
+    return NotFittedError
+
+
+def __getattr__(name: str) -> Any:
+    if name == "NotFittedError":
+        cls = globals()["NotFittedError"] = _not_fitted_error()
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -67,6 +67,7 @@ importable from ``isotropy.analysis`` itself.
 
 from __future__ import annotations
 
+from . import metrics
 from .figures import (
     FIGURES,
 )
@@ -85,37 +86,10 @@ from .figures import (
 from .figures import (
     plot_token_projection as plot_token_projection,
 )
-from .metrics import (
-    DEFAULT_PAIRS as DEFAULT_PAIRS,
-)
-from .metrics import (
-    DEFAULT_SEED as DEFAULT_SEED,
-)
-from .metrics import (
-    HIST_BINS as HIST_BINS,
-)
-from .metrics import (
-    MIN_SENTENCES,
-    average_cosine,
-    covariance_spectrum,
-    dims_for_variance,
-    isoscore,
-    partition_isotropy,
-    projection_2d,
-    sentence_report,
-)
-from .metrics import (
-    RAW as RAW,
-)
-from .metrics import (
-    SCATTER_POINTS as SCATTER_POINTS,
-)
-from .metrics import (
-    VARIANCE_FRACTIONS as VARIANCE_FRACTIONS,
-)
-from .metrics import (
-    random_pairs as random_pairs,
-)
+from .metrics import *  # noqa: F403 (metrics.__all__, re-exported)
+from .metrics import HIST_BINS as HIST_BINS
+from .metrics import SCATTER_POINTS as SCATTER_POINTS
+from .metrics import VARIANCE_FRACTIONS as VARIANCE_FRACTIONS
 from .report import (
     AUTO_WHITENING as AUTO_WHITENING,
 )
@@ -177,17 +151,10 @@ from .words import (
 )
 
 __all__ = [
-    "MIN_SENTENCES",
+    *metrics.__all__,  # the sentence-level statistics: re-exported, not restated
     "WordLevelUnavailable",
-    "average_cosine",
-    "covariance_spectrum",
-    "dims_for_variance",
-    "partition_isotropy",
-    "isoscore",
-    "projection_2d",
     "token_frequencies",
     "frequency_ranking",
-    "sentence_report",
     "word_report",
     "write_report",
     "analyze",

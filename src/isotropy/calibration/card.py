@@ -1,11 +1,41 @@
-"""The model card (``README.md``) of a calibrated folder, with the YAML header sentence-transformers cards use."""
+"""The model card (``README.md``) of a calibrated folder, written through huggingface_hub's ``ModelCard``.
+
+The metadata (``ModelCardData``) is what the hub and sentence-transformers read: ``base_model``,
+the base model's ``license`` and ``language`` when its own card declares them, ``library_name:
+sentence-transformers``, tags, and a ``model-index`` holding the ``--eval`` results (task,
+split, metric, base model and calibrated value). The text says how the folder was calibrated
+(method, corpus size, with or without labels), its limitations (a score the calibration lowered
+among them) and the papers the method comes from.
+"""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
-__all__ = ["model_card", "base_model_id"]
+__all__ = ["model_card", "base_model_id", "base_card_data", "CITATIONS"]
+
+# The papers each calibration (and the card's own figures) come from, by transform kind.
+_SU = "Su, Cao, Liu, Ou (2021). Whitening Sentence Representations for Better Semantics and Faster Retrieval. arXiv:2103.15316"
+_LI = "Li, Zhou, He, Wang, Yang, Li (2020). On the Sentence Embeddings from Pre-trained Language Models. EMNLP 2020, arXiv:2011.05864"
+_MU = (
+    "Mu, Viswanath (2018). All-but-the-Top: Simple and Effective Postprocessing for Word Representations. "
+    "ICLR 2018, arXiv:1702.01417"
+)
+_ARORA = "Arora, Liang, Ma (2017). A Simple but Tough-to-Beat Baseline for Sentence Embeddings. ICLR 2017"
+_LW = (
+    "Ledoit, Wolf (2004). A well-conditioned estimator for large-dimensional covariance matrices. J. Multivariate Analysis 88(2)"
+)
+_ISO = "Rudman, Gillman, Rayne, Eickhoff (2022). IsoScore: Measuring the Uniformity of Embedding Space Utilization. Findings of ACL 2022"
+CITATIONS: dict[str, list[str]] = {
+    "whitening": [_SU],
+    "flow": [_LI],
+    "center": [_MU],
+    "abtt": [_MU],
+    "common-component": [_ARORA],
+    "raw": [],
+}
 
 
 def base_model_id(encoder: Any) -> str | None:
@@ -18,18 +48,66 @@ def base_model_id(encoder: Any) -> str | None:
     return None
 
 
+def base_card_data(encoder: Any) -> dict[str, Any]:
+    """The base model's ``license`` and ``language`` as its own README.md declares them (absent ones left out)."""
+    from huggingface_hub import ModelCard
+
+    folder = getattr(encoder, "folder", None)
+    readme = Path(folder) / "README.md" if folder is not None else None
+    if readme is None or not readme.is_file():
+        return {}
+    try:
+        data = ModelCard.load(readme, ignore_metadata_errors=True).data
+    except Exception:  # a base model's card is optional: a broken one must not stop the calibration
+        return {}
+    return {k: v for k, v in (("license", data.license), ("language", data.language)) if v}
+
+
 def _fmt(x: Any, digits: int = 3) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
-def _header(info: dict[str, Any]) -> list[str]:
+def _eval_results(info: dict[str, Any]) -> list[Any]:
+    """The ``--eval`` scores as ``model-index`` entries: the calibrated value and the base model's, per task."""
+    from huggingface_hub import EvalResult
+
+    ev = info.get("eval") or {}
+    out = []
+    for name, row in (ev.get("tasks") or {}).items():
+        for label, value in (("calibrated", row["calibrated"]), ("base model", row["base"])):
+            if value is None or (isinstance(value, float) and math.isnan(value)):
+                continue
+            out.append(
+                EvalResult(
+                    task_type="sentence-similarity",
+                    task_name="Semantic Textual Similarity",
+                    dataset_type=str(name),
+                    dataset_name=f"{name} ({ev.get('data', name)})",
+                    dataset_split=row.get("split") or "test",
+                    metric_type=str(row["metric"]),
+                    metric_name=f"{row['metric']} x 100, {label}",
+                    metric_value=round(float(value), 4),
+                )
+            )
+    return out
+
+
+def _card_data(info: dict[str, Any]) -> Any:
+    from huggingface_hub import ModelCardData
+
     method = "auto" if info.get("selection") else info["method"]
-    tags = ["sentence-transformers", "sentence-similarity", "feature-extraction", "isotropy", method]
-    lines = ["---", "library_name: sentence-transformers", "pipeline_tag: sentence-similarity", "tags:"]
-    lines += [f"- {t}" for t in dict.fromkeys(tags)]
-    if info.get("base_model"):
-        lines.append(f"base_model: {info['base_model']}")
-    return [*lines, "---", ""]
+    base = info.get("base_card") or {}
+    results = _eval_results(info)
+    return ModelCardData(
+        language=base.get("language"),
+        license=base.get("license"),
+        library_name="sentence-transformers",
+        pipeline_tag="sentence-similarity",
+        tags=list(dict.fromkeys(["sentence-transformers", "sentence-similarity", "feature-extraction", "isotropy", method])),
+        base_model=info.get("base_model") or None,
+        model_name=info["name"] if results else None,
+        eval_results=results or None,
+    )
 
 
 def _usage(info: dict[str, Any]) -> list[str]:
@@ -103,7 +181,7 @@ def _calibration(info: dict[str, Any]) -> list[str]:
         f"- base model: {info['base_model'] or info['base_name']} with pooling `{info['pooling']}`, "
         f"max_length {info['max_length']}, {info['dim_in']} dimensions",
         f"- method: `{info['method']}` ({info['describe']}), output {info['dim_out']} dimensions",
-        f"- fitted without labels on {fit['n_fit']:,} sentences of {info['corpus']}"
+        f"- fitted {_labels(info)} on {fit['n_fit']:,} sentences of {info['corpus']}"
         + (f" (a seeded uniform sample of its {fit['n_sentences']:,})" if fit["n_fit"] != fit["n_sentences"] else ""),
         f"- written by isotropy {info['isotropy_version']}",
         "",
@@ -129,6 +207,46 @@ def _calibration(info: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def _labels(info: dict[str, Any]) -> str:
+    """With or without labels: ``--dev`` pairs chose the calibration in the few-label mode of ``--method auto``."""
+    settings = (info.get("selection") or {}).get("settings") or {}
+    if (info.get("selection") or {}).get("mode") == "few-label":
+        return f"without labels, the method chosen with {settings.get('dev_pairs', '?')} scored dev pairs (`--dev`),"
+    return "without labels"
+
+
+def _limitations(info: dict[str, Any]) -> list[str]:
+    lines = [
+        "## Limitations",
+        "",
+        f"- The calibration is fitted to {info['corpus']}: on text of another kind it can help less, or hurt. "
+        "The anisotropy figures above are measured on that same corpus.",
+    ]
+    for name, row in ((info.get("eval") or {}).get("tasks") or {}).items():
+        base, cal = row.get("base"), row.get("calibrated")
+        if base is not None and cal is not None and not (math.isnan(base) or math.isnan(cal)) and cal < base:
+            lines.append(
+                f"- On {name} the calibration lowered {row['metric']} x 100 from {base:.2f} to {cal:.2f} "
+                f"({cal - base:+.2f}): the base model is better there."
+            )
+    if (info.get("selection") or {}).get("mode") == "label-free":
+        lines.append(
+            "- `--method auto` chose without labels; no label-free criterion was reliable on held-out tasks "
+            "(docs/AUTO.md in isotropy), so it keeps the base model unless told otherwise by scored pairs."
+        )
+    if not info["stock"]:
+        lines.append("- Loading needs the `isotropy` package and `trust_remote_code=True` (see Use).")
+    return [*lines, ""]
+
+
+def _citations(info: dict[str, Any]) -> list[str]:
+    refs = list(CITATIONS.get(info["kind"], []))
+    if (info.get("params") or {}).get("shrinkage") not in (None, 0, 0.0):
+        refs.append(_LW)
+    refs.append(_ISO)
+    return ["## Citations", "", *[f"- {r}" for r in dict.fromkeys(refs)], ""]
+
+
 def _evaluation(info: dict[str, Any]) -> list[str]:
     ev = info.get("eval")
     if not ev:
@@ -145,6 +263,7 @@ def _evaluation(info: dict[str, Any]) -> list[str]:
     ]
     for name, row in ev["tasks"].items():
         lines.append(f"| {name} | {row['metric']} | {row['pairs']:,} | {_fmt(row['base'], 2)} | {_fmt(row['calibrated'], 2)} |")
+    lines += ["", "The same figures are in the `model-index` of this card's metadata."]
     return [*lines, ""]
 
 
@@ -168,6 +287,12 @@ def _selection(info: dict[str, Any]) -> list[str]:
 
 def model_card(info: dict[str, Any]) -> str:
     """The README.md text for ``info`` (what :func:`isotropy.calibration.calibrate` records in isotropy.json)."""
+    from huggingface_hub import ModelCard
+
     base = info["base_model"] or info["base_name"]
-    title = [f"# {info['name']}", "", f"{base}, calibrated with {info['method']} by isotropy (no labels, no training).", ""]
-    return "\n".join(_header(info) + title + _usage(info) + _calibration(info) + _selection(info) + _evaluation(info))
+    how = "no labels" if _labels(info) == "without labels" else "a few scored pairs chose the method"
+    title = [f"# {info['name']}", "", f"{base}, calibrated with {info['method']} by isotropy ({how}, no training).", ""]
+    body = _usage(info) + _calibration(info) + _selection(info) + _evaluation(info) + _limitations(info) + _citations(info)
+    text = "\n".join(title + body)
+    card = ModelCard(f"---\n{_card_data(info).to_yaml()}\n---\n\n{text}")  # parses and checks the metadata
+    return str(card)

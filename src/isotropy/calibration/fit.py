@@ -201,11 +201,9 @@ def fit_local(encoder: Any, corpus: Corpus, est: Any, *, total: int | None, show
 
 def fit_auto(encoder: Any, corpus: Corpus, auto: AutoMethod, *, total: int | None, show_progress: bool | None) -> Fitted:
     """``--method auto``: compare the candidates on a seeded sample of at most :data:`SELECT_ROWS` sentences
-    (:func:`isotropy.selection.select_calibration`), then fit the choice on the whole corpus (streamed again
+    (:func:`isotropy.selection.choose.choose`), then fit the choice on the whole corpus (streamed again
     only when the sample is not the whole corpus)."""
-    from ..selection import select_calibration
-    from ..selection.candidates import parse_candidate
-    from ..transforms import transform_class
+    from ..selection.choose import choose, unfitted_choice
 
     t0 = time.perf_counter()
     if corpus.stdin and corpus.sentences is None:  # read once; the fit of the choice may stream it again
@@ -217,10 +215,10 @@ def fit_auto(encoder: Any, corpus: Corpus, auto: AutoMethod, *, total: int | Non
     X = np.asarray(encoder.encode(sentences, show_progress=show_progress), dtype=np.float64)
     seconds = {"encode_s": time.perf_counter() - t0}
     t1 = time.perf_counter()
-    sel = select_calibration(
-        X,
+    sel = choose(
+        encoder,
         sentences,
-        encoder=encoder,
+        X,
         candidates=auto.candidates,
         dev_pairs=auto.dev,
         source=corpus.where,
@@ -234,10 +232,7 @@ def fit_auto(encoder: Any, corpus: Corpus, auto: AutoMethod, *, total: int | Non
     if sel.choice == "raw" or n == len(sentences):
         fitted = Fitted(sel.transform, n, len(sentences), analysis, moments, [], seconds, sel)
     else:  # a sample of a larger corpus chose: fit the choice on every sentence
-        cand = parse_candidate(sel.choice)
-        fitted = fit_local(
-            encoder, corpus, transform_class(cand.kind)(**dict(cand.params)), total=total, show_progress=show_progress
-        )
+        fitted = fit_local(encoder, corpus, unfitted_choice(sel), total=total, show_progress=show_progress)
         fitted.seconds.update(select_s=seconds["select_s"], select_encode_s=seconds["encode_s"])
         fitted.selection = sel
     return fitted

@@ -43,7 +43,7 @@ from ..integrations.st_onnx import ST_ONNX_DIR, ST_ONNX_INT8_NAME, ST_ONNX_NAME,
 from ..integrations.st_stock import custom_parts
 from ..storage.artifacts import check_output, output_dir
 from ..transforms.base import AffineTransform
-from .card import base_model_id, model_card
+from .card import base_card_data, base_model_id, model_card
 from .corpus import Corpus
 from .fit import AutoMethod, Fitted, check_size, fit_auto, fit_dask, fit_local, resolve_method
 from .scoring import anisotropy, check_min_gain, evaluate_both, float32_gap, float32_warning, regression_warning, regressions
@@ -189,6 +189,7 @@ def _info(out: Path, encoder: Any, fitted: Fitted, method: str, model: Any, src:
         "params": {k: v for k, v in t.get_params().items() if isinstance(v, (int, float, str, bool, type(None)))},
         "describe": t.describe(),
         "base_model": base_model_id(encoder),
+        "base_card": base_card_data(encoder),
         "base_name": Path(str(encoder.model_name)).name,
         "pooling": encoder.pooling,
         "max_length": int(encoder.max_length),

@@ -114,19 +114,22 @@ class _Calibrated:
 
 
 def evaluate_both(encoder: Any, transform: Any, data: Any, show_progress: bool | None = None) -> dict[str, Any]:
-    """``{"tasks": {name: {"metric", "pairs", "base", "calibrated"}}, "data": ...}``: scores x 100."""
+    """``{"tasks": {name: {"metric", "pairs", "split", "base", "calibrated"}}, "data": ...}``: scores x 100
+    (``split``: the evaluated splits, joined by ``+``)."""
     from ..evaluation import evaluate
 
     memo = _Memo(encoder)
-    runs = {}
+    runs, splits = {}, {}
     for label, enc in (("base", memo), ("calibrated", _Calibrated(memo, transform))):
         results = evaluate(None, data=data, encoder=enc, methods=["raw"], cache=False, show_progress=show_progress)
         runs[label] = results.rows[0].scores
+        splits = {name: "+".join(t.get("eval_splits") or ()) for name, t in (results.settings.get("tasks") or {}).items()}
     tasks = {}
     for name, base in runs["base"].items():
         tasks[name] = {
             "metric": base.metric,
             "pairs": int(base.n_pairs),
+            "split": splits.get(name) or "test",
             "base": float(base.score),
             "calibrated": float(runs["calibrated"][name].score),
         }

@@ -11,6 +11,7 @@ to run it on a real cluster.
 
 Modules: :mod:`.spec` (what the client sends and gets back, the inputs),
 :mod:`.cluster` (Dask, the client, gathering, the merge tree, errors as values),
+:mod:`.workers` (a worker's encoder and transform caches),
 :mod:`.tasks` (the worker side), :mod:`.api` (:func:`fit_moments`, :func:`fit_whitening`, :func:`encode`).
 
 Design (decided once, here):
@@ -18,7 +19,7 @@ Design (decided once, here):
 * **Workers get a spec, not a model.** :class:`EncoderSpec` is a handful of plain
   fields (model id or folder, pooling, max_length, batch size, device, backend) plus
   the model's fingerprint as the client saw it. Each worker process loads the model
-  once and keeps it (``tasks._ENCODERS``); a worker whose model files differ from the
+  once and keeps it (``workers._ENCODERS``); a worker whose model files differ from the
   client's (another version of the folder on another node) fails with one clear line
   instead of silently mixing two models into one fit. ``backend="onnx"`` (``model`` =
   a folder written by ``isotropy export onnx``) encodes with onnxruntime instead of torch.

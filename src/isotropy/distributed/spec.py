@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..errors import IsotropyError
 from ..storage.vectors import open_vector_file
+from .workers import worker_encoder
 
 __all__ = ["EncoderSpec", "ShardResult", "EncodeReport", "expand_inputs", "vector_width"]
 
@@ -74,8 +75,6 @@ class EncoderSpec:
     def resolve(self) -> EncoderSpec:
         """Load the model here once: validates the spec before any cluster work, pins the
         pooling and max_length the model defaults to, and records its fingerprint."""
-        from .tasks import worker_encoder
-
         enc = worker_encoder(self)  # cached: repeated calls in one process load the model once
         rec = enc.record()
         model = None if self.model is None else (str(enc.folder) if enc.folder is not None else enc.model_name)

@@ -1,8 +1,8 @@
-"""The worker side: per-process encoder and transform caches, the fault-injection hook, the
-fit and encode shard tasks, and the sidecar that lets a rerun skip a verified shard.
+"""The worker side: the fault-injection hook, the fit and encode shard tasks, and the sidecar
+that lets a rerun skip a verified shard (the per-process caches they use: :mod:`.workers`).
 
-Every task here runs in a Dask worker process (``resolve`` also calls :func:`worker_encoder`
-on the client). Tasks are pickled by reference, so they must stay module-level functions.
+Every task here runs in a Dask worker process. Tasks are pickled by reference, so they must
+stay module-level functions.
 """
 
 from __future__ import annotations
@@ -10,22 +10,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import IsotropyError
-from ..storage.artifacts import file_sha256, folder_digest
+from ..storage.artifacts import file_sha256
 from ..storage.atomic import atomic_file
 from ..storage.text import read_sentences
 from ..storage.vectors import check_finite_output, iter_vector_chunks, write_vectors
 from ..transforms.moments import Moments
 from .cluster import input_errors_as_values, is_error_value
 from .spec import EncoderSpec
+from .workers import worker_encoder, worker_transform
 
 __all__ = [
     "worker_encoder",
@@ -47,44 +45,6 @@ SIDECAR_VERSION = 1
 SIDECAR_DEFAULTS = {"backend": "torch"}
 CHUNK_SENTENCES = 16384  # sentences encoded at a time in a worker (bounds its memory)
 FAULT_ENV = "ISOTROPY_FAULT_ONCE"
-
-_LOCK = threading.Lock()
-_ENCODERS: dict[tuple, Any] = {}
-_TRANSFORMS: dict[tuple, Any] = {}
-
-
-# --------------------------------------------------------------------------- per-process caches
-
-
-def worker_encoder(spec: EncoderSpec):
-    """The encoder for ``spec``, loaded once per worker process (and on the client) and kept."""
-    key = spec.key()
-    with _LOCK:
-        enc = _ENCODERS.get(key)
-        if enc is None:
-            enc = spec.build()
-            if spec.fingerprint is not None and enc.fingerprint() != spec.fingerprint:
-                raise IsotropyError(
-                    f"the worker on {socket.gethostname()} loaded different weights for model {spec.model} "
-                    f"(fingerprint {enc.fingerprint()} != {spec.fingerprint} on the client); "
-                    f"make the same model files available to every worker"
-                )
-            _ENCODERS[key] = enc
-    return enc
-
-
-def worker_transform(path: str, digest: str):
-    """The fitted transform folder ``path``, loaded once per worker process; it must be the client's copy."""
-    from ..transforms import load_transform
-
-    key = (path, digest)
-    with _LOCK:
-        model = _TRANSFORMS.get(key)
-        if model is None:
-            if folder_digest(path) != digest:
-                raise IsotropyError(f"the transform {path} on {socket.gethostname()} differs from the client's copy")
-            model = _TRANSFORMS[key] = load_transform(path)
-    return model
 
 
 def maybe_fault(source: str) -> None:

@@ -22,81 +22,24 @@ from __future__ import annotations
 
 from ..encoders.cache import CACHE_ENV, VectorCache, default_cache_dir, encode_cached, sentences_digest
 from ..storage.text import read_sentences
+
+# Re-exported, not restated: each module's __all__ is the list of its public names.
+from . import methods, metrics, results, tasks
 from .fitting import KEYWORDS as FIT_KEYWORDS
 from .harness import evaluate
-from .methods import METHOD_FORMS, Method, method_forms, parse_method
-from .metrics import (
-    AGGREGATES,
-    accuracy,
-    aggregate_subsets,
-    best_threshold,
-    check_aggregate,
-    cosine_rows,
-    cross_fit_accuracy,
-    roc_auc,
-    spearman,
-)
-from .results import ResultRow, Results, TaskScore, check_results_output
-from .tasks import (
-    HF_NAMES,
-    PAIR_SUFFIXES,
-    STS_TASKS,
-    TASK_NAMES,
-    Pair,
-    Task,
-    canonical_task_name,
-    find_tasks,
-    load_hf,
-    load_pair_folder,
-    load_pairs,
-    load_semeval,
-    load_sick,
-    load_stsb,
-    load_tasks,
-)
+from .methods import *  # noqa: F403
+from .metrics import *  # noqa: F403
+from .results import *  # noqa: F403
+from .tasks import *  # noqa: F403
 
 __all__ = [
-    # the harness
-    "evaluate",
-    # tasks (what was isotropy.data)
-    "Pair",
-    "Task",
-    "STS_TASKS",
-    "TASK_NAMES",
-    "HF_NAMES",
-    "PAIR_SUFFIXES",
-    "canonical_task_name",
-    "find_tasks",
-    "load_tasks",
-    "load_stsb",
-    "load_sick",
-    "load_semeval",
-    "load_pairs",
-    "load_pair_folder",
-    "load_hf",
+    "evaluate",  # the harness
+    *tasks.__all__,  # tasks (what was isotropy.data)
     "read_sentences",
-    # fit corpora and aggregation settings
-    "FIT_KEYWORDS",
-    "AGGREGATES",
-    "check_aggregate",
-    "aggregate_subsets",
-    # metrics
-    "cosine_rows",
-    "spearman",
-    "roc_auc",
-    "best_threshold",
-    "accuracy",
-    "cross_fit_accuracy",
-    # methods
-    "METHOD_FORMS",
-    "method_forms",
-    "Method",
-    "parse_method",
-    # results
-    "TaskScore",
-    "ResultRow",
-    "Results",
-    "check_results_output",
+    "FIT_KEYWORDS",  # fit corpora
+    *metrics.__all__,  # metrics and aggregation settings
+    *methods.__all__,
+    *results.__all__,
     # the vector cache (isotropy.encoders.cache)
     "VectorCache",
     "encode_cached",

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 from .._hub import hub_offline_reason
 from ..errors import IsotropyError
+from ..storage.text import read_sentences
 
 __all__ = [
     "Pair",
@@ -114,31 +115,11 @@ class Task:
 def _read_lines(path: Path) -> list[str]:
     """Lines of a UTF-8 file without terminators; errors name the file and line.
 
-    Splits on ``\\n`` only (not ``str.splitlines``), because the STS files contain
-    characters such as U+2028 that splitlines would treat as line breaks, which
-    would shift the line pairing between input and gold files.
+    The one sentence-file reader of :mod:`isotropy.storage.text`: it splits on ``\\n`` only (not
+    ``str.splitlines``), because the STS files contain characters such as U+2028 that splitlines
+    would treat as line breaks, which would shift the line pairing between input and gold files.
     """
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise IsotropyError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if raw.startswith(b"\xef\xbb\xbf"):
-        raw = raw[3:]
-    nul = raw.find(b"\x00")
-    if nul >= 0:  # valid UTF-8, but no text file holds one: a binary file given by mistake
-        line = raw.count(b"\n", 0, nul) + 1
-        raise IsotropyError(f"{path} line {line} holds a NUL byte: it is a binary file, not UTF-8 text")
-    lines = raw.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    out = []
-    for number, line in enumerate(lines, start=1):
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise IsotropyError(f"{path} line {number} is not valid UTF-8 (byte {exc.start + 1} of the line)") from None
-        out.append(text[:-1] if text.endswith("\r") else text)
-    return out
+    return read_sentences(path, allow_empty_file=True)
 
 
 # The scale each STS task's annotators used (the task papers): a score outside it is a broken or

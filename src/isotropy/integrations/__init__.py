@@ -15,28 +15,11 @@ from __future__ import annotations
 from typing import Any
 
 from .onnx_export import export_onnx
-from .sentence_transformers import (
-    build_sentence_transformer,
-    calibrate,
-    check_sentence_transformer,
-    load_sentence_transformer,
-    save_sentence_transformer,
-    to_sentence_transformer,
-)
+from .sentence_transformers import *  # noqa: F403 (its USER_API is re-exported below)
+from .sentence_transformers import USER_API
 from .sklearn import SentenceEncoder
 
-__all__ = [
-    "IsotropyPooling",
-    "IsotropyTransform",
-    "to_sentence_transformer",
-    "build_sentence_transformer",
-    "save_sentence_transformer",
-    "calibrate",
-    "load_sentence_transformer",
-    "check_sentence_transformer",
-    "SentenceEncoder",
-    "export_onnx",
-]
+__all__ = ["IsotropyPooling", "IsotropyTransform", *USER_API, "SentenceEncoder", "export_onnx"]  # noqa: F405 (the classes: __getattr__)
 
 
 def __getattr__(name: str) -> Any:

@@ -52,17 +52,21 @@ from ..encoders.poolings import parse_pooling, pool
 from ..errors import IsotropyError
 from ..storage.artifacts import check_output, header, output_dir
 from ..transforms import as_transform
-from ._common import transform_for
+from ._common import pooler_dense, transform_for
 from .st_stock import build_stock, make_portable
 
 # Also public, but created on first access (module __getattr__): IsotropyPooling, IsotropyTransform.
-__all__ = [
+# What isotropy.integrations re-exports (with the module classes, created on first access).
+USER_API = [
     "to_sentence_transformer",
     "build_sentence_transformer",
     "save_sentence_transformer",
     "calibrate",
     "load_sentence_transformer",
     "check_sentence_transformer",
+]
+__all__ = [
+    *USER_API,
     "write_model_files",
     "uses_isotropy_modules",
     "ST_KIND",
@@ -327,20 +331,6 @@ def _stock_readme(name: str) -> str:
     )
 
 
-def _pooler_weights(encoder) -> Any:
-    import torch
-
-    pooler = getattr(encoder.model, "pooler", None)
-    dense = getattr(pooler, "dense", None)
-    act = getattr(pooler, "activation", None)
-    if not isinstance(dense, torch.nn.Linear) or not isinstance(act, torch.nn.Tanh):
-        raise IsotropyError(
-            f"pooling 'pooler' of model {encoder.model_name} ({type(pooler).__name__}) is not a BERT-style "
-            "dense + tanh pooler, so it cannot be exported; use 'cls'"
-        )
-    return dense
-
-
 def build_sentence_transformer(
     encoder, transform: Any = None, *, normalize: bool = False, device: str | None = None, stock: bool | None = None
 ):
@@ -389,7 +379,7 @@ def _build(encoder, transform, normalize, device, stock=None):
     for k, v in state.items():
         getattr(pooling, f"state_{k}").copy_(torch.from_numpy(v))
     if p.kind == "pooler":
-        pooling.dense.load_state_dict(_pooler_weights(encoder).state_dict())
+        pooling.dense.load_state_dict(pooler_dense(encoder).state_dict())
     modules = [first, pooling]
     if transform is not None:
         modules.append(__getattr__("IsotropyTransform")(transform))

@@ -5,7 +5,8 @@ The transforms follow the estimator contract (``get_params``, ``set_params``, ``
 LogisticRegression())`` works on vectors. :class:`SentenceEncoder` is the missing first
 step for text: a stateless transformer from sentences to vectors, so a pipeline can start
 from raw text: ``make_pipeline(SentenceEncoder(pooling="first-last-avg"), Whitening(256),
-LogisticRegression())``. scikit-learn stays optional: only ``__sklearn_tags__`` imports it.
+LogisticRegression())``. scikit-learn is a core dependency: the transforms derive from its
+``BaseEstimator`` and ``TransformerMixin``.
 """
 
 from __future__ import annotations
@@ -68,7 +69,6 @@ class SentenceEncoder(EstimatorParams):
         return self.fit(X).transform(X)
 
     def __sklearn_tags__(self):
-        # Only scikit-learn calls this; imported lazily so scikit-learn stays optional.
         from sklearn.utils import InputTags, Tags, TargetTags, TransformerTags
 
         return Tags(

@@ -46,6 +46,7 @@ import numpy as np
 
 from ..encoders.poolings import parse_pooling
 from ..errors import IsotropyError
+from ._common import pooler_dense
 
 __all__ = ["custom_parts", "build_stock", "make_portable", "STOCK_POOLINGS", "LEGACY_TYPES"]
 
@@ -102,9 +103,7 @@ def _pooling_modules(encoder: Any, p: Any, torch: Any) -> tuple[list[Any], bool]
     if p.kind == "cls":
         return [Pooling(dim, pooling_mode="cls")], False
     if p.kind == "pooler":
-        from .sentence_transformers import _pooler_weights
-
-        linear = _pooler_weights(encoder)  # the model's dense + tanh pooler, or one clear error
+        linear = pooler_dense(encoder)  # the model's dense + tanh pooler, or one clear error
         dense = Dense(
             dim,
             dim,

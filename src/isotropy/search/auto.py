@@ -41,7 +41,8 @@ def build_auto_index(
     **params: Any,
 ) -> Index:
     """Index a sentence file (one a line; id = line number - 1) with the calibration ``auto`` chooses; saved to ``output``."""
-    from ..selection import parse_candidates, select_calibration
+    from ..selection import parse_candidates
+    from ..selection.choose import choose
 
     if candidates is not None:
         parse_candidates(candidates, 10**6)  # an unknown name is said before the model loads
@@ -56,15 +57,7 @@ def build_auto_index(
     )
     raw = np.asarray(encoder.encode(sentences, show_progress=show_progress), dtype=np.float32)
     fit = [sentences[i] for i in rows]
-    sel = select_calibration(
-        raw[rows].astype(np.float64),
-        fit,
-        encoder=encoder,
-        candidates=candidates,
-        seed=seed,
-        source=str(corpus),
-        show_progress=False,
-    )
+    sel = choose(encoder, fit, raw[rows], candidates=candidates, seed=seed, source=str(corpus))
     index = Index(encoder, sel.transform, kind, **params)
     index.selection = sel.to_dict()
     try:

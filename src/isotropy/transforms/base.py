@@ -1,11 +1,14 @@
 """The transform protocol every calibration follows (layer 2).
 
-A transform is a scikit-learn style estimator over sentence vectors:
+A transform is a scikit-learn estimator over sentence vectors (it derives from scikit-learn's
+``BaseEstimator`` and ``TransformerMixin``):
 
-* hyper-parameters in ``__init__``, stored unmodified (``get_params``/``set_params``/``repr``
-  come from :class:`isotropy._params.EstimatorParams`);
+* hyper-parameters in ``__init__``, stored unmodified (``get_params``/``set_params``/``clone``
+  come from ``BaseEstimator`` through :class:`isotropy._params.EstimatorParams`);
 * ``fit(X)`` (and, where the statistics allow it, ``partial_fit``), ``transform``,
-  ``inverse_transform`` where it is defined, ``fit_transform``;
+  ``inverse_transform`` where it is defined, ``fit_transform`` (``TransformerMixin``);
+  ``set_output(transform="pandas")`` and ``get_feature_names_out()`` (``whitening0``,
+  ``whitening1``, ...: the output columns are new directions, not the input's);
 * learned state in attributes ending in ``_``; ``n_features_in_`` and ``n_features_out_``
   (the output width); ``__sklearn_is_fitted__``;
 * ``save(path)`` / ``load(path)``: a folder of ``config.json`` + ``state.safetensors``
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 
 from .._checks import check_matrix
 from .._params import EstimatorParams
@@ -37,11 +41,11 @@ from ..errors import IsotropyError, NotFittedError
 from ..storage.artifacts import load_state, save_state
 from .moments import Moments
 
-__all__ = ["Transform", "AffineTransform", "AffineSolution"]
+__all__ = ["Transform", "AffineTransform", "AffineSolution", "stored_moments", "check_config_counts"]
 
 
-class Transform(EstimatorParams):
-    """Base of every transform: sklearn plumbing, save/load, ``__sklearn_is_fitted__``."""
+class Transform(ClassNamePrefixFeaturesOutMixin, TransformerMixin, EstimatorParams):
+    """Base of every transform: scikit-learn's estimator and transformer, save/load, ``__sklearn_is_fitted__``."""
 
     kind: ClassVar[str] = ""  # the registry key and the saved folder's kind
     version_key: ClassVar[str | None] = None  # config key of the state layout version, if the kind has one
@@ -51,6 +55,7 @@ class Transform(EstimatorParams):
     # The encoder of the vectors it was fitted on (storage.integrity.provenance_of_record), when known:
     # not a hyper-parameter, saved in config.json, checked where it is applied.
     provenance: dict[str, Any] | None = None
+    _preserves_dtype: ClassVar[tuple[str, ...]] = ("float64", "float32")  # input dtypes transform returns as they are
 
     # ---------------------------------------------------------------- what subclasses provide
 
@@ -92,8 +97,15 @@ class Transform(EstimatorParams):
 
     # ---------------------------------------------------------------- shared
 
-    def fit_transform(self, X: Any, y: Any = None) -> np.ndarray:
-        return self.fit(X).transform(X)
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = list(self._preserves_dtype)
+        return tags
+
+    @property
+    def _n_features_out(self) -> int:
+        # what scikit-learn's get_feature_names_out (ClassNamePrefixFeaturesOutMixin) counts; absent before fit
+        return self.n_features_out_
 
     def __sklearn_is_fitted__(self) -> bool:
         try:
@@ -165,6 +177,19 @@ def stored_moments(arrays: dict[str, np.ndarray], path: Path) -> Moments:
         return Moments.from_arrays({k[len("moments.") :]: v for k, v in arrays.items() if k.startswith("moments.")})
     except IsotropyError as exc:
         raise IsotropyError(f"{path}/state.safetensors: {exc}; the artefact is corrupt, refit it") from None
+
+
+def check_config_counts(cfg: dict[str, Any], path: Path, held: list[tuple[str, int, str]]) -> None:
+    """Each ``(key, value, what)``: ``config.json``'s integer ``key`` must equal ``value``, which the arrays
+    hold (``what`` says it in words); a disagreement (an edited config, or the files of two fits mixed up,
+    either of which would transform with the wrong statistics) is one error naming the folder."""
+    for key, value, what in held:
+        said = cfg.get(key)
+        if isinstance(said, bool) or not isinstance(said, int) or said != value:
+            raise IsotropyError(
+                f"{path}: config.json says {key} {said!r}, but state.safetensors holds {what}; the folder was edited "
+                f"or its files mixed up: restore it or refit"
+            )
 
 
 class AffineTransform(Transform):
@@ -292,13 +317,7 @@ class AffineTransform(Transform):
     def _from_state(cls, est: AffineTransform, cfg: dict[str, Any], arrays: dict[str, np.ndarray], path: Path) -> AffineTransform:
         """Rebuild the moments, check them against ``config.json``, and solve (the same code, the same map)."""
         m = stored_moments(arrays, path)
-        for key, held in (("dim", m.dim), ("n_samples_seen", m.n)):
-            said = cfg.get(key)
-            if isinstance(said, bool) or not isinstance(said, int) or said != held:
-                raise IsotropyError(
-                    f"{path}: config.json says {key} {said!r}, but state.safetensors holds {held}; the folder was edited "
-                    f"or its files mixed up: restore it or refit"
-                )
+        check_config_counts(cfg, path, [("dim", m.dim, str(m.dim)), ("n_samples_seen", m.n, str(m.n))])
         try:
             est._check_params(m.dim)
             est._attach(m, est._solve(m))

@@ -61,7 +61,7 @@ import numpy as np
 
 from .._math import sorted_eigh
 from ..errors import IsotropyError, RankDeficientWarning
-from .base import AffineSolution, AffineTransform, stored_moments
+from .base import AffineSolution, AffineTransform, check_config_counts, stored_moments
 from .moments import Moments, parse_shrinkage
 
 __all__ = ["Whitening", "RankDeficientWarning", "EIG_RTOL"]
@@ -258,17 +258,12 @@ class Whitening(AffineTransform):
         kk = kernel.shape[1] if kernel.ndim == 2 else -1
         # config.json states what the arrays must be; a disagreement means an edited config or
         # files of two fits mixed up, and either would transform with the wrong statistics
-        for key, held, what in (
+        held = [
             ("dim", m.dim, f"statistics of {m.dim}-dimensional vectors"),
             ("n_components_", kk, f"a kernel with {kk} output dimensions"),
             ("n_samples_seen", m.n, f"statistics of {m.n} rows"),
-        ):
-            said = cfg.get(key)
-            if isinstance(said, bool) or not isinstance(said, int) or said != held:
-                raise IsotropyError(
-                    f"{path}: config.json says {key} {said!r}, but state.safetensors holds {what}; the folder was edited "
-                    f"or its files mixed up: restore it or refit"
-                )
+        ]
+        check_config_counts(cfg, path, held)
         try:
             k, _, _, _ = w._checked_params(m.dim)
         except IsotropyError as exc:
