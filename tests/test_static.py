@@ -86,6 +86,22 @@ def test_oov_policy_zero_vector_counted_never_nan(tmp_path, vectors):
     cov = enc.coverage
     assert (cov.sentences, cov.tokens, cov.unknown, cov.empty) == (3, 4, 3, 2)
     assert cov.empty_rows == [0, 1] and "75.00%" in cov.describe()
+    enc.encode(["the", "qqq"])  # a second chunk: coverage is that encode's, coverage_total both
+    assert (enc.coverage.sentences, enc.coverage.unknown) == (2, 1)
+    total = enc.coverage_total
+    assert (total.sentences, total.tokens, total.unknown, total.empty) == (5, 6, 4, 3)
+    assert total.empty_rows == [0, 1, 4]  # rows counted across the encodes
+    enc.reset_coverage()
+    assert enc.coverage_total.sentences == 0
+
+
+def test_analyze_reports_the_out_of_vocabulary_rate(tmp_path, vectors):
+    from isotropy.analysis import analyze
+
+    enc = Encoder(str(write_table(tmp_path, "glove", vectors)))
+    rep = analyze(["the cat zzz", "a dog", "the qqq"] * 20, enc, word_level=False, quiet=True)
+    assert rep["coverage"]["oov_rate"] == pytest.approx(2 / 7)
+    assert any("out-of-vocabulary" in n for n in rep["notes"])
 
 
 def test_cased_tables_keep_case_and_lowercase_tables_lower(tmp_path, vectors):

@@ -451,6 +451,9 @@ def analyze(
     t0 = time.perf_counter()
     vectors = encoder.encode(sample, show_progress=show_progress)
     timings["encode_s"] = time.perf_counter() - t0
+    coverage = getattr(encoder, "coverage", None)  # a static model's out-of-vocabulary accounting
+    if coverage is not None:
+        _note(notes, f"static model: {coverage.describe()} in the {len(sample)} sentences analysed", quiet)
 
     t0 = time.perf_counter()
     if not loaded and auto_whiten:
@@ -474,6 +477,7 @@ def analyze(
     report: dict[str, Any] = {
         "meta": _meta(encoder, corpus_name, sample, kept, loaded, transforms, seed, timings),
         "notes": notes,
+        "coverage": None if coverage is None else coverage.to_dict(),
         "sentence": sentence,
         "word": word,
         "recommendation": rec,

@@ -228,8 +228,8 @@ def _static_calibration(out, encoder, fitted, method, src, eval_data, show_progr
         fitted.transform = _Raw(encoder.dim)
     t = fitted.transform
     extra: dict[str, Any] = {"anisotropy": anisotropy(fitted)}
-    if encoder.coverage is not None:
-        extra["coverage"] = encoder.coverage.to_dict()  # of the last corpus chunk encoded
+    if encoder.coverage_total is not None:
+        extra["coverage"] = encoder.coverage_total.to_dict()  # of every corpus chunk encoded for the fit
     if eval_data is not None:
         extra["eval"] = {"data": Path(str(eval_data)).name, **evaluate_both(encoder, t, eval_data, show_progress)}
     if fitted.selection is not None:

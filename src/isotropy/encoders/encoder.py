@@ -160,6 +160,18 @@ class Encoder:
         return getattr(self.runtime, "coverage", None)
 
     @property
+    def coverage_total(self):
+        """A static model's out-of-vocabulary accounting of every encode since it was loaded (or since
+        :meth:`reset_coverage`): a streamed corpus is encoded chunk by chunk; None for a transformer."""
+        return getattr(self.runtime, "coverage_total", None)
+
+    def reset_coverage(self) -> None:
+        """Start :attr:`coverage_total` afresh (a no-op for a transformer)."""
+        reset = getattr(self.runtime, "reset_coverage", None)
+        if reset is not None:
+            reset()
+
+    @property
     def num_hidden_states(self) -> int | None:
         info = getattr(self.runtime, "info", None)
         return None if info is None else info.num_hidden_states

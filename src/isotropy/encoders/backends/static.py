@@ -49,6 +49,7 @@ class StaticBackend:
         self.device = "cpu"
         self.tokenizer = TableTokenizer(self.table)
         self.coverage: Coverage | None = None  # of the last encode
+        self.coverage_total = Coverage()  # of every encode since the model was loaded (or reset_coverage())
 
     @property
     def model(self):
@@ -111,7 +112,11 @@ class StaticBackend:
                 out[name][start : start + len(chunk)] = self.table.pool_array(flat, lengths, weights[p.name], norm)
             bar.advance(len(chunk))
         self.coverage = coverage
+        self.coverage_total.merge(coverage)
         return out
+
+    def reset_coverage(self) -> None:
+        self.coverage, self.coverage_total = None, Coverage()
 
     # ------------------------------------------------------------------ identity
 

@@ -95,6 +95,15 @@ class Coverage:
         self.tokens += total
         self.unknown += unknown
 
+    def merge(self, other: Coverage) -> Coverage:
+        """Add ``other``'s counts (a later encode) to these; returns self."""
+        self.empty_rows.extend(self.sentences + r for r in other.empty_rows[: max(0, 5 - len(self.empty_rows))])
+        self.sentences += other.sentences
+        self.tokens += other.tokens
+        self.unknown += other.unknown
+        self.empty += other.empty
+        return self
+
     def describe(self) -> str:
         empty = f", {self.empty} sentences without any known token (zero vectors)" if self.empty else ""
         return f"out-of-vocabulary tokens {100 * self.oov_rate:.2f}% ({self.unknown} of {self.tokens}){empty}"
