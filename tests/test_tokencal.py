@@ -101,3 +101,98 @@ def test_bad_weights_are_one_error_and_change_nothing(weights, says):
     with pytest.raises(IsotropyError, match=says):
         m.update(_rows(1, 4, 3), weights=weights)
     assert all(np.array_equal(v, m.to_arrays()[k]) for k, v in before.items())
+
+
+# --------------------------------------------------------------------------- token-level whitening
+
+from isotropy import load_transform  # noqa: E402
+from isotropy.transforms import make_transform  # noqa: E402
+from isotropy.transforms.token_whitening import (  # noqa: E402
+    ZipfianWhitening,
+    fit_token_whitening,
+    fold_into_table,
+    zipf_probabilities,
+)
+from isotropy.transforms.whitening import Whitening  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def table() -> np.ndarray:
+    """A small 'vocabulary' of 300 tokens in 8 dimensions with a common direction, as word vectors have."""
+    rng = np.random.default_rng(7)
+    E = rng.standard_normal((300, 8)) @ rng.standard_normal((8, 8)) + 4.0 * rng.standard_normal(8)
+    return E.astype(np.float32)
+
+
+def _weighted_cov(Z: np.ndarray, p: np.ndarray) -> np.ndarray:
+    return Moments().update(Z, weights=p * (len(p) / p.sum())).covariance(ddof=1)
+
+
+def test_zipf_probabilities_follow_the_rank_law():
+    p = zipf_probabilities(5, offset=1.0)
+    assert p.sum() == pytest.approx(1.0)
+    np.testing.assert_allclose(p / p[0], [1, 2 / 3, 2 / 4, 2 / 5, 2 / 6])
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(IsotropyError, match="positive integer"):
+            zipf_probabilities(bad)
+    with pytest.raises(IsotropyError, match="zipf_offset"):
+        zipf_probabilities(3, offset=-1)
+
+
+@FAST
+@given(seed=st.integers(0, 10**6), alpha=st.floats(0.5, 2.0))
+def test_zipfian_whitening_makes_the_weighted_table_isotropic(seed, alpha):
+    rng = np.random.default_rng(seed)
+    E = rng.standard_normal((80, 5)) @ rng.standard_normal((5, 5)) + rng.standard_normal(5) * 3
+    p = rng.random(80) ** (1 / alpha) + 1e-3
+    z = fit_token_whitening(E, p)
+    Z = fold_into_table(E, z).astype(np.float64)
+    np.testing.assert_allclose(_weighted_cov(Z, p), np.eye(5), atol=1e-4)
+    np.testing.assert_allclose(p @ Z / p.sum(), 0, atol=1e-4 * np.sqrt(5))  # the weighted mean goes to 0
+    # counts on another scale are the same probabilities
+    np.testing.assert_allclose(fit_token_whitening(E, p * 1e3).transform(E), z.transform(E), rtol=1e-7, atol=1e-8)
+
+
+def test_zipfian_default_weights_are_zipf_over_the_row_order(table):
+    by_rank = ZipfianWhitening(zipf_offset=1.5).fit(table)
+    explicit = ZipfianWhitening().fit(table, sample_weight=zipf_probabilities(len(table), 1.5))
+    np.testing.assert_allclose(by_rank.transform(table), explicit.transform(table), rtol=1e-6, atol=1e-6)
+    uniform = fit_token_whitening(table, weighting="uniform")
+    assert type(uniform) is Whitening
+    np.testing.assert_allclose(uniform.transform(table), Whitening().fit(table).transform(table))
+    # the two weightings differ: frequent rows dominate the Zipfian moments
+    assert not np.allclose(uniform.mean_, by_rank.mean_, atol=1e-3)
+
+
+def test_zipfian_whitening_saves_loads_and_folds(table, tmp_path):
+    z = make_transform("zipfian-whitening", n_components=6, power=0.5).fit(table)
+    assert isinstance(z.n_samples_seen_, float) and z.n_features_out_ == 6
+    z.save(tmp_path / "z")
+    again = load_transform(tmp_path / "z")
+    assert type(again) is ZipfianWhitening and again.get_params() == z.get_params()
+    np.testing.assert_array_equal(again.transform(table), z.transform(table))
+    assert "Zipfian" in z.describe()
+    # folding: the mean of folded rows is the transform of the mean of raw rows, for any sentence
+    folded = fold_into_table(table, z)
+    rng = np.random.default_rng(0)
+    sentences = [rng.integers(0, len(table), size=rng.integers(1, 12)) for _ in range(50)]
+    raw = np.stack([table[ids].astype(np.float64).mean(0) for ids in sentences])
+    pooled = np.stack([folded[ids].astype(np.float64).mean(0) for ids in sentences])
+    np.testing.assert_allclose(pooled, z.transform(raw), atol=1e-5 * np.abs(pooled).max())
+
+
+def test_token_whitening_refuses_bad_input(table):
+    with pytest.raises(IsotropyError, match="one number per row"):
+        fit_token_whitening(table, np.ones(3))
+    with pytest.raises(IsotropyError, match=r"sample_weight\[2\]"):
+        fit_token_whitening(table, np.r_[1.0, 1.0, -1.0, np.ones(len(table) - 3)])
+    with pytest.raises(IsotropyError, match="all 0"):
+        fit_token_whitening(table, np.zeros(len(table)))
+    with pytest.raises(IsotropyError, match="uniform"):
+        fit_token_whitening(table, np.ones(len(table)), weighting="uniform")
+    with pytest.raises(IsotropyError, match="weighting"):
+        fit_token_whitening(table, weighting="tf-idf")
+    with pytest.raises(IsotropyError, match="sample_weight"):
+        ZipfianWhitening().partial_fit(table)
+    with pytest.raises(IsotropyError, match="affine"):
+        fold_into_table(table, object())

@@ -28,6 +28,8 @@ TRANSFORMS: dict[str, str] = {
     "center": "isotropy.transforms.center:Center",
     "abtt": "isotropy.transforms.abtt:AllButTheTop",
     "common-component": "isotropy.transforms.common_component:CommonComponentRemoval",
+    # fitted on a token table (rows in frequency order, or with their probabilities), then folded into it
+    "zipfian-whitening": "isotropy.transforms.token_whitening:ZipfianWhitening",
 }
 
 # Named settings of a registered transform: name -> (kind, the parameters the name fixes, what it is).

@@ -184,20 +184,21 @@ class AffineTransform(Transform):
 
     # ---------------------------------------------------------------- fitting
 
-    def fit(self, X: Any, y: Any = None) -> AffineTransform:
-        """Fit on all rows of ``X`` at once (the kernel is solved now, so problems surface here)."""
+    def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> AffineTransform:
+        """Fit on all rows of ``X`` at once (the kernel is solved now, so problems surface here);
+        ``sample_weight``: a frequency weight per row (a row of weight 2 counts twice)."""
         self._check_params(np.shape(X)[-1] if np.ndim(X) == 2 else None)
-        m = Moments().update(X)
+        m = Moments().update(X, weights=sample_weight)
         self._attach(m, self._solve(m))
         return self
 
-    def partial_fit(self, X: Any, y: Any = None) -> AffineTransform:
+    def partial_fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> AffineTransform:
         """Add one chunk of rows (any size, any number of calls). A failed call changes nothing."""
         self._check_params(np.shape(X)[-1] if np.ndim(X) == 2 else None)
         if not hasattr(self, "moments_"):
-            self.moments_ = Moments().update(X)
+            self.moments_ = Moments().update(X, weights=sample_weight)
         else:
-            self.moments_.update(X)
+            self.moments_.update(X, weights=sample_weight)
         return self
 
     def merge(self, other: AffineTransform) -> AffineTransform:
@@ -255,7 +256,7 @@ class AffineTransform(Transform):
         return self._solution().kernel
 
     @property
-    def n_samples_seen_(self) -> int:
+    def n_samples_seen_(self) -> int | float:
         self._check_fitted()
         return self.moments_.n
 
@@ -282,7 +283,8 @@ class AffineTransform(Transform):
         m = stored_moments(arrays, path)
         for key, held in (("dim", m.dim), ("n_samples_seen", m.n)):
             said = cfg.get(key)
-            if isinstance(said, bool) or not isinstance(said, int) or said != held:
+            # n_samples_seen is a float total when the rows were weighted (Moments, frequency weights)
+            if isinstance(said, bool) or not isinstance(said, int | float) or said != held:
                 raise IsotropyError(
                     f"{path}: config.json says {key} {said!r}, but state.safetensors holds {held}; the folder was edited "
                     f"or its files mixed up: restore it or refit"

@@ -264,7 +264,8 @@ class Whitening(AffineTransform):
             ("n_samples_seen", m.n, f"statistics of {m.n} rows"),
         ):
             said = cfg.get(key)
-            if isinstance(said, bool) or not isinstance(said, int) or said != held:
+            kinds = int | float if key == "n_samples_seen" else int  # a float total of weighted rows
+            if isinstance(said, bool) or not isinstance(said, kinds) or said != held:
                 raise IsotropyError(
                     f"{path}: config.json says {key} {said!r}, but state.safetensors holds {what}; the folder was edited "
                     f"or its files mixed up: restore it or refit"
