@@ -196,3 +196,77 @@ def test_token_whitening_refuses_bad_input(table):
         ZipfianWhitening().partial_fit(table)
     with pytest.raises(IsotropyError, match="affine"):
         fold_into_table(table, object())
+
+
+# --------------------------------------------------------------------------- the teacher map
+
+from isotropy.transforms.teacher_map import TeacherMap  # noqa: E402
+
+
+@FAST
+@given(n=st.integers(12, 60), d_in=st.integers(1, 6), d_out=st.integers(1, 5), seed=st.integers(0, 10**6), loc=st.floats(-30, 30))
+def test_teacher_map_recovers_an_exact_affine_map(n, d_in, d_out, seed, loc):
+    rng = np.random.default_rng(seed)
+    X = loc + rng.standard_normal((n, d_in))
+    A, b = rng.standard_normal((d_in, d_out)), rng.standard_normal(d_out) * 5
+    Y = X @ A + b
+    k = n // 3
+    tm = TeacherMap().partial_fit(X[:k], Y[:k]).merge(TeacherMap().fit(X[k:], Y[k:]))
+    A2, b2 = tm.affine_()
+    np.testing.assert_allclose(A2, A, atol=1e-6 * (1 + np.abs(A).max()))
+    np.testing.assert_allclose(tm.transform(X), Y, atol=1e-6 * (1 + np.abs(Y).max()))
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.3, 10.0])
+def test_teacher_map_equals_scikit_learn(alpha, tmp_path):
+    from sklearn.linear_model import LinearRegression, Ridge
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((70, 6)) @ rng.standard_normal((6, 6)) + 2.0
+    Y = X @ rng.standard_normal((6, 4)) + 0.5 * rng.standard_normal((70, 4))
+    ref = (Ridge(alpha=alpha) if alpha else LinearRegression()).fit(X, Y)
+    tm = TeacherMap(alpha=alpha)
+    for chunk in np.array_split(np.arange(70), 4):
+        tm.partial_fit(X[chunk], Y[chunk])
+    A, b = tm.affine_()
+    np.testing.assert_allclose(A, ref.coef_.T, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(b, ref.intercept_, rtol=1e-7, atol=1e-9)
+    # saved like every transform, loaded by load_transform
+    tm.save(tmp_path / "tm")
+    again = load_transform(tmp_path / "tm")
+    assert type(again) is TeacherMap and again.alpha == alpha
+    np.testing.assert_array_equal(again.transform(X), tm.transform(X))
+    assert again.n_features_in_ == 6 and again.n_features_out_ == 4 and "\n" not in again.describe()
+    import torch
+
+    with torch.no_grad():
+        np.testing.assert_allclose(tm.to_torch()(torch.from_numpy(X)).numpy(), tm.transform(X), atol=1e-10)
+
+
+def test_teacher_map_rank_deficient_student_gives_the_minimum_norm_solution():
+    from sklearn.linear_model import LinearRegression
+
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((50, 3)) @ rng.standard_normal((3, 5))  # rank 3 in 5 columns
+    Y = X @ rng.standard_normal((5, 2)) + 1.0
+    A, b = TeacherMap().fit(X, Y).affine_()
+    ref = LinearRegression().fit(X, Y)
+    np.testing.assert_allclose(X @ A + b, ref.predict(X), atol=1e-8)
+    np.testing.assert_allclose(A, ref.coef_.T, atol=1e-6)
+
+
+def test_teacher_map_refuses_bad_input():
+    X = np.random.default_rng(0).standard_normal((10, 3))
+    with pytest.raises(IsotropyError, match="teacher's vectors Y"):
+        TeacherMap().fit(X)
+    with pytest.raises(IsotropyError, match="same sentences"):
+        TeacherMap().fit(X, X[:9])
+    with pytest.raises(IsotropyError, match="alpha"):
+        TeacherMap(alpha=-1).fit(X, X)
+    with pytest.raises(IsotropyError, match="at least 2 pairs"):
+        TeacherMap().fit(X[:1], X[:1])
+    tm = TeacherMap().fit(X, X[:, :2])
+    with pytest.raises(IsotropyError, match="merge"):
+        tm.merge(TeacherMap().fit(X, X))
+    with pytest.raises(IsotropyError, match="dimensions"):
+        tm.partial_fit(X[:, :2], X[:, :2])

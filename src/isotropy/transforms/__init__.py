@@ -19,7 +19,16 @@ from typing import Any
 from ..errors import IsotropyError
 from ..storage.artifacts import read_config
 
-__all__ = ["TRANSFORMS", "PRESETS", "transform_class", "resolve_transform", "make_transform", "load_transform", "as_transform"]
+__all__ = [
+    "TRANSFORMS",
+    "PAIRED",
+    "PRESETS",
+    "transform_class",
+    "resolve_transform",
+    "make_transform",
+    "load_transform",
+    "as_transform",
+]
 
 # kind (the saved folder's "kind", the CLI's name) -> "module:Class"
 TRANSFORMS: dict[str, str] = {
@@ -30,6 +39,12 @@ TRANSFORMS: dict[str, str] = {
     "common-component": "isotropy.transforms.common_component:CommonComponentRemoval",
     # fitted on a token table (rows in frequency order, or with their probabilities), then folded into it
     "zipfian-whitening": "isotropy.transforms.token_whitening:ZipfianWhitening",
+}
+
+# Transforms fitted on pairs (student, teacher vectors of the same sentences): not a calibration one
+# names for `fit`/`eval`, but saved and loaded like the others.
+PAIRED: dict[str, str] = {
+    "teacher-map": "isotropy.transforms.teacher_map:TeacherMap",
 }
 
 # Named settings of a registered transform: name -> (kind, the parameters the name fixes, what it is).
@@ -80,6 +95,9 @@ def make_transform(name: str, **params: Any):
 def load_transform(path: str | os.PathLike, **transient: Any):
     """Load any saved transform folder, dispatching on the ``kind`` in its config."""
     kind = read_config(path).get("kind")
+    if kind in PAIRED:
+        module, _, name = PAIRED[kind].partition(":")
+        return getattr(importlib.import_module(module), name).load(path, **transient)
     if kind not in TRANSFORMS:
         raise IsotropyError(f"{path} holds a {kind!r}, which is not a transform ({', '.join(TRANSFORMS)})")
     return transform_class(kind).load(path, **transient)
