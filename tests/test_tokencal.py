@@ -270,3 +270,93 @@ def test_teacher_map_refuses_bad_input():
         tm.merge(TeacherMap().fit(X, X))
     with pytest.raises(IsotropyError, match="dimensions"):
         tm.partial_fit(X[:, :2], X[:, :2])
+
+
+# --------------------------------------------------------------------------- isotropy distill
+
+CORPUS = [
+    f"the {a} {b} sat on the {c} mat"
+    for a in ("red", "big", "old")
+    for b in ("cat", "dog", "bird")
+    for c in ("blue", "new", "soft", "flat")
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_static():
+    """A model2vec StaticModel over the default model's tokenizer with a random 16-d table (what
+    distill returns, without its token pass: bench/static_tokencal.py runs the real distill)."""
+    from model2vec import StaticModel
+    from tokenizers import Tokenizer
+
+    from isotropy.encoders import default_model_path
+
+    tok = Tokenizer.from_file(str(default_model_path() / "tokenizer.json"))
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((tok.get_vocab_size(), 16)) @ rng.standard_normal((16, 16)) + 3.0
+    return StaticModel(table.astype(np.float32), tok, normalize=True)
+
+
+def test_distilled_model_with_a_folded_teacher_map_encodes_as_the_map_of_the_raw_model(tiny_static, tiny_model_dir, tmp_path):
+    import copy
+
+    from model2vec import StaticModel
+
+    from isotropy.calibration.distill import fit_teacher_map, fold_static_model
+    from isotropy.encoders import Encoder
+
+    static = copy.deepcopy(tiny_static)
+    assert static.dim == 16
+    probe = CORPUS[::3] + ["a sentence the corpus never had", "mat"]
+    raw = static.encode(probe, normalize=False)
+    tm = fit_teacher_map(static, Encoder(tiny_model_dir), CORPUS, show_progress=False)
+    assert tm.n_features_in_ == 16 and tm.n_features_out_ == 32 and tm.moments_.n == len(CORPUS)
+    fold_static_model(static, tm)
+    static.save_pretrained(tmp_path / "m")
+    again = StaticModel.from_pretrained(str(tmp_path / "m"))  # the saved folder, as model2vec loads it
+    got, want = again.encode(probe).astype(np.float64), tm.transform(raw.astype(np.float64))
+    cos = np.sum(got * want, axis=1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(want, axis=1))
+    assert np.all(cos > 1 - 1e-5), cos.min()
+
+
+def test_distill_command_writes_a_guarded_model2vec_folder(tiny_static, tiny_model_dir, tmp_path, monkeypatch):
+    import json
+
+    from model2vec import StaticModel
+
+    import isotropy.calibration.distill as mod
+    from helpers import run_cli
+
+    monkeypatch.setattr(mod, "distill_static", lambda model, dims, show: __import__("copy").deepcopy(tiny_static))
+    (tmp_path / "c.txt").write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
+    out = tmp_path / "static"
+    code, _, err = run_cli(["distill", "-m", tiny_model_dir, "-o", out, "--dims", "16", "--corpus", tmp_path / "c.txt"])
+    assert code == 0, err
+    info = json.loads((out / "isotropy.json").read_text())
+    assert info["kind"] == "static-model" and info["distill"]["teacher_map"]["sentences"] == len(CORPUS)
+    assert StaticModel.from_pretrained(str(out)).encode(["the red cat"]).shape == (1, 32)
+    # replaced when isotropy wrote it; anything else is refused before any work
+    code, _, err = run_cli(["distill", "-m", tiny_model_dir, "-o", out, "--dims", "16"])
+    assert code == 0, err
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    code, _, err = run_cli(["distill", "-m", tiny_model_dir, "-o", tmp_path / "mine"])
+    assert code == 2 and "refusing to replace" in err and (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+    for args, says in (
+        (["--dims", "-3"], "--dims"),
+        (["--corpus", tmp_path / "missing.txt"], "missing.txt"),
+    ):
+        code, _, err = run_cli(["distill", "-m", tiny_model_dir, "-o", tmp_path / "new", *args])
+        assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
+        assert not (tmp_path / "new").exists()
+
+
+def test_a_quantized_static_model_is_refused_for_folding(tiny_static):
+    import copy
+
+    from isotropy.calibration.distill import fold_static_model
+
+    static = copy.deepcopy(tiny_static)
+    static.weights = np.ones(len(static.embedding), dtype=np.float32)
+    with pytest.raises(IsotropyError, match="vocabulary quantization"):
+        fold_static_model(static, TeacherMap().fit(np.eye(16), np.eye(16)))
