@@ -286,7 +286,7 @@ CORPUS = [
 def tiny_static():
     """A model2vec StaticModel over the default model's tokenizer with a random 16-d table (what
     distill returns, without its token pass: bench/static_tokencal.py runs the real distill)."""
-    from model2vec import StaticModel
+    StaticModel = pytest.importorskip("model2vec").StaticModel
     from tokenizers import Tokenizer
 
     from isotropy.encoders import default_model_path
