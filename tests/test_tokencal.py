@@ -106,7 +106,6 @@ def test_bad_weights_are_one_error_and_change_nothing(weights, says):
 # --------------------------------------------------------------------------- token-level whitening
 
 from isotropy import load_transform  # noqa: E402
-from isotropy.transforms import make_transform  # noqa: E402
 from isotropy.transforms.token_whitening import (  # noqa: E402
     ZipfianWhitening,
     fit_token_whitening,
@@ -165,13 +164,17 @@ def test_zipfian_default_weights_are_zipf_over_the_row_order(table):
 
 
 def test_zipfian_whitening_saves_loads_and_folds(table, tmp_path):
-    z = make_transform("zipfian-whitening", n_components=6, power=0.5).fit(table)
+    z = ZipfianWhitening(n_components=6, power=0.5).fit(table)
     assert isinstance(z.n_samples_seen_, float) and z.n_features_out_ == 6
     z.save(tmp_path / "z")
     again = load_transform(tmp_path / "z")
     assert type(again) is ZipfianWhitening and again.get_params() == z.get_params()
     np.testing.assert_array_equal(again.transform(table), z.transform(table))
     assert "Zipfian" in z.describe()
+    import torch
+
+    with torch.no_grad():
+        np.testing.assert_allclose(z.to_torch()(torch.from_numpy(table)).numpy(), z.transform(table), rtol=1e-4, atol=1e-4)
     # folding: the mean of folded rows is the transform of the mean of raw rows, for any sentence
     folded = fold_into_table(table, z)
     rng = np.random.default_rng(0)

@@ -37,14 +37,15 @@ TRANSFORMS: dict[str, str] = {
     "center": "isotropy.transforms.center:Center",
     "abtt": "isotropy.transforms.abtt:AllButTheTop",
     "common-component": "isotropy.transforms.common_component:CommonComponentRemoval",
-    # fitted on a token table (rows in frequency order, or with their probabilities), then folded into it
-    "zipfian-whitening": "isotropy.transforms.token_whitening:ZipfianWhitening",
 }
 
-# Transforms fitted on pairs (student, teacher vectors of the same sentences): not a calibration one
-# names for `fit`/`eval`, but saved and loaded like the others.
+# Transforms saved and loaded like the others but not fitted on sentence vectors alone, so not a
+# method of `fit`/`eval`/`calibrate` (which fit on sentence vectors): a teacher map is fitted on
+# pairs (student and teacher vectors of the same sentences); a Zipfian whitening on a token table
+# whose rows are in frequency order or come with their probabilities (a static model's table).
 PAIRED: dict[str, str] = {
     "teacher-map": "isotropy.transforms.teacher_map:TeacherMap",
+    "zipfian-whitening": "isotropy.transforms.token_whitening:ZipfianWhitening",
 }
 
 # Named settings of a registered transform: name -> (kind, the parameters the name fixes, what it is).
