@@ -12,6 +12,7 @@ import typer
 
 from . import retrieval_command as rcli
 from .calibrate_command import register_calibrate_command
+from .distill_command import register_distill_command
 from .fit_commands import register_fit_commands
 from .options import AllowOtherOpt, register_global_options
 from .pooling_commands import PoolingStatsOpt, eval_encoder, register_pooling_commands
@@ -139,6 +140,7 @@ def encode(
 
 # `isotropy calibrate`: a corpus in, a calibrated model folder out (cli/calibrate_command.py)
 register_calibrate_command(app)
+register_distill_command(app)  # `isotropy distill`: a static model2vec folder (cli/distill_command.py)
 
 
 @app.command()

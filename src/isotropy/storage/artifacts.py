@@ -124,6 +124,7 @@ FOLDER_KINDS = {
     "sentence-transformers": "calibrated sentence-transformers model",
     "vector-shards": "folder of encoded vector shards",
     "token-frequencies": "token-frequency table (sif, idf poolings)",
+    "static-model": "static model (model2vec folder, isotropy distill)",
 }
 FILE_KINDS = {
     "vectors": "vector file (.npy)",

@@ -19,7 +19,16 @@ from typing import Any
 from ..errors import IsotropyError
 from ..storage.artifacts import read_config
 
-__all__ = ["TRANSFORMS", "PRESETS", "transform_class", "resolve_transform", "make_transform", "load_transform", "as_transform"]
+__all__ = [
+    "TRANSFORMS",
+    "PAIRED",
+    "PRESETS",
+    "transform_class",
+    "resolve_transform",
+    "make_transform",
+    "load_transform",
+    "as_transform",
+]
 
 # kind (the saved folder's "kind", the CLI's name) -> "module:Class"
 TRANSFORMS: dict[str, str] = {
@@ -28,6 +37,15 @@ TRANSFORMS: dict[str, str] = {
     "center": "isotropy.transforms.center:Center",
     "abtt": "isotropy.transforms.abtt:AllButTheTop",
     "common-component": "isotropy.transforms.common_component:CommonComponentRemoval",
+}
+
+# Transforms saved and loaded like the others but not fitted on sentence vectors alone, so not a
+# method of `fit`/`eval`/`calibrate` (which fit on sentence vectors): a teacher map is fitted on
+# pairs (student and teacher vectors of the same sentences); a Zipfian whitening on a token table
+# whose rows are in frequency order or come with their probabilities (a static model's table).
+PAIRED: dict[str, str] = {
+    "teacher-map": "isotropy.transforms.teacher_map:TeacherMap",
+    "zipfian-whitening": "isotropy.transforms.token_whitening:ZipfianWhitening",
 }
 
 # Named settings of a registered transform: name -> (kind, the parameters the name fixes, what it is).
@@ -78,6 +96,9 @@ def make_transform(name: str, **params: Any):
 def load_transform(path: str | os.PathLike, *, verify: bool | None = None, **transient: Any):
     """Load any saved transform folder, dispatching on the ``kind`` in its config (``verify``: see ``Transform.load``)."""
     kind = read_config(path).get("kind")
+    if kind in PAIRED:
+        module, _, name = PAIRED[kind].partition(":")
+        return getattr(importlib.import_module(module), name).load(path, **transient)
     if kind not in TRANSFORMS:
         raise IsotropyError(f"{path} holds a {kind!r}, which is not a transform ({', '.join(TRANSFORMS)})")
     return transform_class(kind).load(path, verify=verify, **transient)

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["AffineMap"]
+__all__ = ["AffineMap", "LinearMap"]
 
 
 class AffineMap(torch.nn.Module):
@@ -25,7 +25,7 @@ class AffineMap(torch.nn.Module):
         # float32, and a whitening kernel in float32 costs ~1e-5 absolute on the outputs. Moves
         # between devices still apply; the arrays are rebuilt from the float64 originals.
         super()._apply(fn, recurse)
-        device = self.kernel.device
+        device = getattr(self, next(iter(self._arrays))).device
         dtype = torch.float32 if device.type == "mps" else self._dtype  # MPS has no float64
         for name, arr in self._arrays.items():
             setattr(self, name, torch.as_tensor(arr, dtype=dtype, device=device))
@@ -33,3 +33,19 @@ class AffineMap(torch.nn.Module):
 
     def forward(self, x):
         return ((x.to(self.kernel.dtype) - self.shift) @ self.kernel).to(x.dtype)
+
+
+class LinearMap(torch.nn.Module):
+    """``x @ weight + bias`` with the fitted arrays as buffers (a teacher map), in ``dtype`` (float64 by default)."""
+
+    def __init__(self, weight: np.ndarray, bias: np.ndarray, dtype: Any = None):
+        super().__init__()
+        self._dtype = dtype or torch.float64
+        self._arrays = {"weight": np.asarray(weight, dtype=np.float64), "bias": np.asarray(bias, dtype=np.float64)}
+        for name, arr in self._arrays.items():
+            self.register_buffer(name, torch.as_tensor(arr, dtype=self._dtype))
+
+    _apply = AffineMap._apply  # the same precision rule as AffineMap's
+
+    def forward(self, x):
+        return (x.to(self.weight.dtype) @ self.weight + self.bias).to(x.dtype)

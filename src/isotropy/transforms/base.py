@@ -179,13 +179,14 @@ def stored_moments(arrays: dict[str, np.ndarray], path: Path) -> Moments:
         raise IsotropyError(f"{path}/state.safetensors: {exc}; the artefact is corrupt, refit it") from None
 
 
-def check_config_counts(cfg: dict[str, Any], path: Path, held: list[tuple[str, int, str]]) -> None:
-    """Each ``(key, value, what)``: ``config.json``'s integer ``key`` must equal ``value``, which the arrays
+def check_config_counts(cfg: dict[str, Any], path: Path, held: list[tuple[str, int | float, str]]) -> None:
+    """Each ``(key, value, what)``: ``config.json``'s integer ``key`` (``n_samples_seen``: a number) must equal ``value``, which the arrays
     hold (``what`` says it in words); a disagreement (an edited config, or the files of two fits mixed up,
     either of which would transform with the wrong statistics) is one error naming the folder."""
     for key, value, what in held:
         said = cfg.get(key)
-        if isinstance(said, bool) or not isinstance(said, int) or said != value:
+        kinds = int | float if key == "n_samples_seen" else int  # a float total when the rows were weighted
+        if isinstance(said, bool) or not isinstance(said, kinds) or said != value:
             raise IsotropyError(
                 f"{path}: config.json says {key} {said!r}, but state.safetensors holds {what}; the folder was edited "
                 f"or its files mixed up: restore it or refit"
@@ -221,20 +222,21 @@ class AffineTransform(Transform):
 
     # ---------------------------------------------------------------- fitting
 
-    def fit(self, X: Any, y: Any = None) -> AffineTransform:
-        """Fit on all rows of ``X`` at once (the kernel is solved now, so problems surface here)."""
+    def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> AffineTransform:
+        """Fit on all rows of ``X`` at once (the kernel is solved now, so problems surface here);
+        ``sample_weight``: a frequency weight per row (a row of weight 2 counts twice)."""
         self._check_params(np.shape(X)[-1] if np.ndim(X) == 2 else None)
-        m = Moments().update(X)
+        m = Moments().update(X, weights=sample_weight)
         self._attach(m, self._solve(m))
         return self
 
-    def partial_fit(self, X: Any, y: Any = None) -> AffineTransform:
+    def partial_fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> AffineTransform:
         """Add one chunk of rows (any size, any number of calls). A failed call changes nothing."""
         self._check_params(np.shape(X)[-1] if np.ndim(X) == 2 else None)
         if not hasattr(self, "moments_"):
-            self.moments_ = Moments().update(X)
+            self.moments_ = Moments().update(X, weights=sample_weight)
         else:
-            self.moments_.update(X)
+            self.moments_.update(X, weights=sample_weight)
         return self
 
     def merge(self, other: AffineTransform) -> AffineTransform:
@@ -292,7 +294,7 @@ class AffineTransform(Transform):
         return self._solution().kernel
 
     @property
-    def n_samples_seen_(self) -> int:
+    def n_samples_seen_(self) -> int | float:
         self._check_fitted()
         return self.moments_.n
 

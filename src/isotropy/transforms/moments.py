@@ -8,6 +8,12 @@ in bounded O(d^2) memory, from chunks of any size, and merges two accumulators e
 fit merges (``to_arrays`` / ``from_arrays`` move it between processes) and a saved
 transform keeps. Two extra moments make the Ledoit-Wolf shrinkage exact too (see
 :meth:`Moments.ledoit_wolf_shrinkage`).
+
+Rows may carry frequency weights (``update(X, weights=w)``): a row of weight 3 counts as the
+same row three times, so ``n`` is then the total weight (an int while every weight is an integer,
+a float otherwise) and ``covariance(ddof=1)`` is ``scatter / (n - 1)``, as for repeated rows. This
+is what the token-level calibrations need: moments of a vocabulary's table weighted by each
+token's probability (``transforms/token_whitening.py``).
 """
 
 from __future__ import annotations
@@ -85,20 +91,45 @@ class Moments:
 
     # ---------------------------------------------------------------- accumulate
 
-    def update(self, X: Any, *, name: str = "X", row_offset: int | None = None) -> Moments:
-        """Add the rows of ``X`` (n x d). On any error the statistics are left untouched.
+    def update(self, X: Any, *, weights: Any = None, name: str = "X", row_offset: int | None = None) -> Moments:
+        """Add the rows of ``X`` (n x d), each with its frequency weight (``weights``: n
+        non-negative finite numbers; None: 1 each). On any error the statistics are left untouched.
 
         ``name`` and ``row_offset`` shape error messages: a bad row is reported as
         ``row_offset + i`` (default: the number of rows seen before this chunk).
         """
-        offset = self.n if row_offset is None else int(row_offset)
+        offset = int(self.n) if row_offset is None else int(row_offset)
         X = self._check(X, name, offset)
         n, d = X.shape
+        w = None if weights is None else self._check_weights(weights, n, name, offset)
+        if w is not None and np.all(w == 1):
+            w = None  # unit weights: the unweighted path, so the result is the same bit for bit
         if n == 0:
             return self
-        stats = self._chunk_stats(X, name, offset)
-        self._absorb(n, *stats)
+        if w is None:
+            self._absorb(n, *self._chunk_stats(X, name, offset))
+            return self
+        total = float(w.sum())
+        if total == 0:
+            return self  # rows of weight 0 add nothing
+        stats = self._chunk_stats(X, name, offset, w)
+        integral = bool(np.all(w == np.round(w))) and isinstance(self.n, int)
+        self._absorb(int(round(total)) if integral else total, *stats)
         return self
+
+    @staticmethod
+    def _check_weights(weights: Any, n: int, name: str, offset: int) -> np.ndarray:
+        try:
+            w = np.asarray(weights, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise IsotropyError(f"the weights of {name} must be numbers") from None
+        if w.shape != (n,):
+            raise IsotropyError(f"the weights of {name} must be one number per row ({n}), got shape {w.shape}")
+        bad = ~np.isfinite(w) | (w < 0)
+        if bad.any():
+            row = offset + int(np.flatnonzero(bad)[0])
+            raise IsotropyError(f"the weight of row {row} (0-based) of {name} is {w[bad][0]}; weights must be finite and >= 0")
+        return w
 
     def _check(self, X: Any, name: str, offset: int) -> np.ndarray:
         arr = X if isinstance(X, np.ndarray) else None
@@ -115,11 +146,12 @@ class Moments:
         return arr
 
     @staticmethod
-    def _chunk_stats(X: np.ndarray, name: str, offset: int):
+    def _chunk_stats(X: np.ndarray, name: str, offset: int, w: np.ndarray | None = None):
+        """``(mean, scatter, third, fourth)`` of the rows, each counted ``w`` times (None: once)."""
         from scipy.linalg.blas import dsyrk
 
         n, d = X.shape
-        ref = X.mean(axis=0, dtype=np.float64)
+        ref = X.mean(axis=0, dtype=np.float64) if w is None else (w @ X) / w.sum()
         if not np.isfinite(ref).all():
             # Any NaN/inf makes the float64 column sums non-finite; find the first such row.
             for start in range(0, n, 4096):
@@ -140,22 +172,31 @@ class Moments:
             m = min(rows, n - start)
             b = buf[:m]
             np.subtract(X[start : start + m], ref, out=b)
-            # b.T is F-contiguous (d x m): dsyrk computes b.T @ b into S's upper triangle.
-            S = dsyrk(1.0, b.T, beta=1.0, c=S, trans=0, lower=0, overwrite_c=1)
-            s += b.sum(axis=0)
             r = np.einsum("ij,ij->i", b, b)
-            T += r @ b
-            Q += float(r @ r)
+            if w is None:
+                # b.T is F-contiguous (d x m): dsyrk computes b.T @ b into S's upper triangle.
+                S = dsyrk(1.0, b.T, beta=1.0, c=S, trans=0, lower=0, overwrite_c=1)
+                s += b.sum(axis=0)
+                T += r @ b
+                Q += float(r @ r)
+                continue
+            wb = w[start : start + m]
+            s += wb @ b
+            T += (wb * r) @ b
+            Q += float(wb @ (r * r))
+            np.multiply(b, np.sqrt(wb)[:, None], out=b)  # sum w b b^T = (sqrt(w) b)^T (sqrt(w) b)
+            S = dsyrk(1.0, b.T, beta=1.0, c=S, trans=0, lower=0, overwrite_c=1)
         upper = np.triu(S)
         S = upper + np.triu(upper, 1).T
         if not (np.isfinite(S).all() and np.isfinite(T).all() and math.isfinite(Q)):
             raise IsotropyError(f"{name} has values too large: its covariance overflows float64")
         # Moments were taken about `ref`; move them to the chunk's exact mean (ref + s/n).
-        delta = -s / n
-        S, T, Q = _shift(n, s, S, T, Q, delta)
+        total = n if w is None else float(w.sum())
+        delta = -s / total
+        S, T, Q = _shift(total, s, S, T, Q, delta)
         return ref - delta, S, T, Q
 
-    def _absorb(self, nb: int, mb: np.ndarray, Sb: np.ndarray, Tb: np.ndarray, Qb: float) -> None:
+    def _absorb(self, nb: float, mb: np.ndarray, Sb: np.ndarray, Tb: np.ndarray, Qb: float) -> None:
         """Chan-merge the statistics of ``nb`` rows (about their own mean) into self."""
         if self.dim is None:
             self._init(mb.shape[0])
@@ -238,7 +279,8 @@ class Moments:
         if self.dim is None:
             raise IsotropyError("these statistics have seen no rows yet")
         return {
-            "n": np.array([self.n], dtype=np.int64),
+            # an int count (isotropy 0.1's layout), or a float total of frequency weights
+            "n": np.array([self.n], dtype=np.int64 if isinstance(self.n, int) else np.float64),
             "mean": self._mean.copy(),
             "scatter": self._scatter.copy(),
             "third": self._third.copy(),
@@ -248,7 +290,8 @@ class Moments:
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> Moments:
         try:
-            n = int(np.asarray(arrays["n"]).reshape(-1)[0])
+            n_arr = np.asarray(arrays["n"]).reshape(-1)
+            n = int(n_arr[0]) if n_arr.dtype.kind in "iu" else float(n_arr[0])
             mean = np.array(arrays["mean"], dtype=np.float64)
             scatter = np.array(arrays["scatter"], dtype=np.float64)
             third = np.array(arrays["third"], dtype=np.float64)
@@ -256,7 +299,7 @@ class Moments:
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise IsotropyError(f"incomplete or malformed moment arrays: {exc!r}") from None
         d = mean.shape[0] if mean.ndim == 1 else -1
-        if d < 1 or scatter.shape != (d, d) or third.shape != (d,) or n < 0:
+        if d < 1 or scatter.shape != (d, d) or third.shape != (d,) or not n >= 0 or not math.isfinite(n):
             raise IsotropyError(
                 f"inconsistent moment arrays: mean {mean.shape}, scatter {scatter.shape}, third {third.shape}, n {n}"
             )
