@@ -1,4 +1,5 @@
-"""scikit-learn's estimator contract, shared by Whitening, Flow and SentenceEncoder.
+"""scikit-learn's estimator contract, shared by Whitening, Flow and SentenceEncoder; and :func:`spell`, a
+parameter as the caller's interface writes it (Python or the command line).
 
 Written by hand rather than inheriting sklearn.base.BaseEstimator so that
 scikit-learn stays an optional dependency; only ``__sklearn_tags__`` imports it,
@@ -8,6 +9,9 @@ and only scikit-learn itself calls that.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from .errors import IsotropyError
@@ -52,3 +56,31 @@ class EstimatorParams:
             transformer_tags=TransformerTags(preserves_dtype=list(self._preserves_dtype)),
             input_tags=InputTags(),
         )
+
+
+# ----------------------------------------------------------------------------- how a parameter is spelled
+
+# Messages that tell the user to change a parameter name it the way the user's interface spells it:
+# shrinkage='auto' from Python, --shrinkage auto from the command line (which switches this on).
+_COMMAND_LINE: ContextVar[bool] = ContextVar("isotropy_command_line_spelling", default=False)
+_NO_VALUE = object()
+
+
+def spell(name: str, value: Any = _NO_VALUE) -> str:
+    """``name`` (and ``value``) as the caller's interface writes it: ``shrinkage='auto'`` or ``--shrinkage auto``."""
+    if _COMMAND_LINE.get():
+        flag = "--" + name.replace("_", "-")
+        if value is _NO_VALUE or value is True:
+            return flag
+        return f"{flag} {value}"
+    return name if value is _NO_VALUE else f"{name}={value!r}"
+
+
+@contextmanager
+def command_line_spelling() -> Iterator[None]:
+    """Within this block, :func:`spell` writes command-line options (the ``isotropy`` command sets it)."""
+    token = _COMMAND_LINE.set(True)
+    try:
+        yield
+    finally:
+        _COMMAND_LINE.reset(token)
