@@ -25,7 +25,7 @@ def test_the_layer_contract_holds():
     cmd = [str(exe)] if exe.exists() else [shutil.which("lint-imports") or "lint-imports"]
     done = subprocess.run([*cmd, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert "1 kept, 0 broken" in done.stdout
+    assert " kept, 0 broken" in done.stdout
 
 
 def _modules():
