@@ -701,7 +701,7 @@ TOOLBOX_CASES = [
     Case(
         "fit abtt with D >= d",
         ("fit", "abtt", "{w}/vecs.npy", "-o", OUT, "--n-components", "32"),
-        ("{w}/vecs.npy", "n_components=32", "32 dimensions"),
+        ("{w}/vecs.npy", "--n-components 32", "32 dimensions"),
     ),
     Case("fit abtt with D < 0", ("fit", "abtt", "{w}/vecs.npy", "-o", OUT, "--n-components", "-1"), ("n_components",)),
     Case("eval --method abtt-K beyond the model", ("eval", "--data", "{w}/pairs.tsv", "--method", "abtt-384"), ("abtt-384",)),

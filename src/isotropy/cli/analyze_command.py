@@ -20,6 +20,7 @@ from .options import (
     Transforms,
     check_device,
     choice,
+    command,
 )
 
 __all__ = ["register_analyze_command"]
@@ -115,4 +116,4 @@ def analyze_cmd(
 
 def register_analyze_command(app: typer.Typer) -> None:
     """Add ``analyze`` to ``app``."""
-    app.command("analyze")(analyze_cmd)
+    command(app, analyze_cmd, "analyze")

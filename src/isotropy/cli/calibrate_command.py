@@ -23,6 +23,7 @@ from .options import (
     canonical_method,
     check_device,
     choice,
+    command,
 )
 
 __all__ = ["register_calibrate_command"]
@@ -95,7 +96,6 @@ def _report(output: str, info: dict[str, Any]) -> None:
 def register_calibrate_command(app: typer.Typer) -> None:
     """Add ``calibrate`` to ``app``."""
 
-    @app.command("calibrate")
     def calibrate_cmd(
         corpus: str = CorpusArg,
         output: Output(
@@ -137,3 +137,5 @@ def register_calibrate_command(app: typer.Typer) -> None:
         from ..calibration import run_calibration
 
         _report(output, run_calibration(options.pop("corpus"), options.pop("output"), **options).info)
+
+    command(app, calibrate_cmd, "calibrate")

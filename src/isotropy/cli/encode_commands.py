@@ -25,6 +25,7 @@ from .options import (
     Transform,
     check_device,
     choice,
+    command,
 )
 
 __all__ = ["register_encode_commands", "register_export_commands"]
@@ -168,14 +169,14 @@ def export_onnx_cmd(
 
 def register_encode_commands(app: typer.Typer) -> None:
     """Add ``encode`` and ``transform`` to ``app``."""
-    app.command()(encode)
-    app.command()(transform)
+    command(app, encode)
+    command(app, transform)
 
 
 def register_demo_command(app: typer.Typer) -> None:
-    app.command()(demo)
+    command(app, demo)
 
 
 def register_export_commands(export_app: typer.Typer) -> None:
     """Add ``export onnx``."""
-    export_app.command("onnx")(export_onnx_cmd)
+    command(export_app, export_onnx_cmd, "onnx")

@@ -23,6 +23,7 @@ from .options import (
     canonical_method,
     check_device,
     choice,
+    command,
     deprecated,
     hidden,
 )
@@ -150,4 +151,4 @@ def _eval_sts(o: dict) -> None:
 
 def register_eval_command(app: typer.Typer) -> None:
     """Add ``eval`` to ``app``."""
-    app.command("eval")(eval_)
+    command(app, eval_, "eval")

@@ -32,6 +32,7 @@ from .options import (
     Progress,
     Shrinkage,
     choice,
+    command,
 )
 
 __all__ = ["register_fit_commands"]
@@ -236,8 +237,8 @@ def register_fit_commands(fit_app: typer.Typer) -> None:
     """Add ``fit whitening``, ``fit flow`` and ``fit NAME`` for every other registered transform and preset."""
     from ..transforms import PRESETS, TRANSFORMS
 
-    fit_app.command("whitening")(fit_whitening)
-    fit_app.command("flow")(fit_flow)
+    command(fit_app, fit_whitening, "whitening")
+    command(fit_app, fit_flow, "flow")
     for name in [*TRANSFORMS, *PRESETS]:
         if name not in ("whitening", "flow"):
             fit_app.command(name)(_command(name))

@@ -23,6 +23,7 @@ from .options import (
     Transform,
     check_device,
     choice,
+    command,
     deprecated,
     hidden,
 )
@@ -183,9 +184,9 @@ def search(
 
 def register_index_commands(index_app: typer.Typer) -> None:
     """Add ``index build`` and ``index add``."""
-    index_app.command("build")(index_build)
-    index_app.command("add")(index_add)
+    command(index_app, index_build, "build")
+    command(index_app, index_add, "add")
 
 
 def register_search_command(app: typer.Typer) -> None:
-    app.command()(search)
+    command(app, search)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 import functools
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -43,6 +44,7 @@ __all__ = [
     "Transforms",
     "canonical_method",
     "choice",
+    "command",
     "deprecated",
     "register_global_options",
 ]
@@ -171,6 +173,21 @@ def Transform(help: str) -> Any:  # noqa: N802
 def Transforms(help: str) -> Any:  # noqa: N802
     """``-t/--transform``, repeatable."""
     return Annotated[list[Path] | None, typer.Option("--transform", "-t", help=f"{help}; repeatable.")]
+
+
+def command(group: typer.Typer, fn: Callable[..., Any], name: str | None = None) -> None:
+    """Register ``fn`` as ``group``'s command ``name``; the values of :func:`choice` options reach it as plain ``str``."""
+
+    @functools.wraps(fn)  # typer reads the signature and annotations through __wrapped__
+    def plain(*args: Any, **kwargs: Any) -> Any:
+        def unwrap(v: Any) -> Any:
+            if isinstance(v, enum.Enum):
+                return v.value
+            return [unwrap(x) for x in v] if isinstance(v, list) else v
+
+        return fn(*(unwrap(a) for a in args), **{k: unwrap(v) for k, v in kwargs.items()})
+
+    group.command(name)(plain)
 
 
 # ----------------------------------------------------------------------------- deprecated spellings

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from .._params import spell
 from ..errors import IsotropyError
 from ..transforms import PRESETS, TRANSFORMS, transform_class
 
@@ -78,7 +79,8 @@ class Method:
             return "add sentences (a flow needs more sentences than dimensions)"
         if self.kind == "whitening":
             return (
-                "add sentences, keep fewer components with whitening-K, or shrink the covariance (shrinkage=0.1, --shrinkage 0.1)"
+                "add sentences, keep fewer components with whitening-K, or shrink the covariance "
+                f"({spell('shrinkage', 0.1)})"
             )
         if "n_components" in _params(self.kind):
             return f"add sentences, or remove fewer directions ({self.kind}-K with a smaller K)"

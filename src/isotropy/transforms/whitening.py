@@ -124,7 +124,7 @@ class Whitening(AffineTransform):
             if k < 1:
                 raise IsotropyError(f"n_components must be at least 1, got {k}")
             if d is not None and k > d:
-                raise IsotropyError(f"n_components={k} is more than the {d} dimensions of the vectors")
+                raise IsotropyError(f"{spell('n_components', k)} is more than the {d} dimensions of the vectors")
         try:
             power = float(self.power)
         except (TypeError, ValueError):
