@@ -78,10 +78,7 @@ class Method:
         if self.kind == "flow":
             return "add sentences (a flow needs more sentences than dimensions)"
         if self.kind == "whitening":
-            return (
-                "add sentences, keep fewer components with whitening-K, or shrink the covariance "
-                f"({spell('shrinkage', 0.1)})"
-            )
+            return f"add sentences, keep fewer components with whitening-K, or shrink the covariance ({spell('shrinkage', 0.1)})"
         if "n_components" in _params(self.kind):
             return f"add sentences, or remove fewer directions ({self.kind}-K with a smaller K)"
         return "add sentences"
