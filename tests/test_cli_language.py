@@ -77,3 +77,27 @@ def test_messages_use_the_interface_spelling():
     with command_line_spelling():
         assert spell("shrinkage", "auto") == "--shrinkage auto" and spell("force", True) == "--force"
         assert spell("n_components") == "--n-components"
+
+
+def test_device_reaches_the_encoders_a_command_builds(monkeypatch):
+    """``--device`` sets the device of every Encoder built with device=None inside the command (a context, not a global)."""
+    import isotropy.encoders.encoder as E
+
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def record(backend, model, device=None, **kw):
+        seen.append(device)
+        raise Stop
+
+    monkeypatch.setattr(E, "make_backend", record)
+    for device in (None, "cpu"):
+        with E.default_device(device), pytest.raises(Stop):
+            E.Encoder()
+    with E.default_device("cpu"), pytest.raises(Stop):
+        E.Encoder(device="cuda")  # an explicit device wins
+    with pytest.raises(Stop):
+        E.Encoder()  # the context is gone after the block
+    assert seen == [None, "cpu", "cuda", None]

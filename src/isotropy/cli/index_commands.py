@@ -147,12 +147,15 @@ def index_add(
     more: Annotated[
         Path, typer.Argument(help="UTF-8 text file of sentences to add, one a line (ids continue after the last one).")
     ],
+    device: Device = None,
     progress: Progress = None,
 ) -> None:
     """Add sentences to an index, encoded exactly like its corpus; the folder is rewritten atomically."""
+    from ..encoders import default_device
     from .jobs import add_to_index
 
-    index, added = add_to_index(index_dir, more, show_progress=progress)
+    with default_device(check_device(device)):
+        index, added = add_to_index(index_dir, more, show_progress=progress)
     typer.echo(f"added {added} sentences; {index_dir} now holds {len(index)}", err=True)
 
 
@@ -166,15 +169,18 @@ def search(
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
     ef_search: Annotated[int | None, typer.Option(EfSearch, help="hnsw: query-time beam width (default: the index's).")] = None,
     nprobe: Annotated[int | None, typer.Option(NProbe, help="ivf: lists visited per query (default: the index's).")] = None,
+    device: Device = None,
     old_k: Annotated[int | None, hidden("-k")] = None,
 ) -> None:
     """Find the sentences of an index most similar to each query (cosine after the index's transform)."""
+    from ..encoders import default_device
     from ..search import format_results
     from .jobs import search_index
 
     k = deprecated("search", "-k", old_k, None if top_k == 10 else top_k)
     k = top_k if k is None else k
-    results = search_index(index_dir, query, queries, k=k, ef_search=ef_search, nprobe=nprobe)
+    with default_device(check_device(device)):
+        results = search_index(index_dir, query, queries, k=k, ef_search=ef_search, nprobe=nprobe)
     if results.warning:
         typer.echo(f"warning: {results.warning}", err=True)
     t = results.timings or {}
