@@ -161,13 +161,15 @@ OUTPUT_CASES = [
         ("transform", "{w}/white", "{w}/vecs.npy", "-o", "{w}/emptydir"),
         ("{w}/emptydir", "is a folder"),
     ),
-    Case("eval --out a folder", ("eval", "--data", "{w}/pairs.tsv", "--out", "{w}/userdir"), ("{w}/userdir", "is a folder")),
     Case(
-        "eval --out a user's JSON", ("eval", "--data", "{w}/pairs.tsv", "--out", "{w}/notes.json"), ("{w}/notes.json", "--force")
+        "eval --output a folder",
+        ("eval", "--data", "{w}/pairs.tsv", "--output", "{w}/userdir"),
+        ("{w}/userdir", "is a folder", "--output"),
     ),
+    Case("eval -o a user's JSON", ("eval", "--data", "{w}/pairs.tsv", "-o", "{w}/notes.json"), ("{w}/notes.json", "--force")),
     Case(
-        "eval --out beside a user's .md",
-        ("eval", "--data", "{w}/pairs.tsv", "--out", "{w}/res.json"),
+        "eval --output beside a user's .md",
+        ("eval", "--data", "{w}/pairs.tsv", "--output", "{w}/res.json"),
         ("{w}/res.md",),
         setup=lambda w: (w / "res.md").write_text("# my page\n", encoding="utf-8"),
     ),
@@ -256,8 +258,8 @@ OUTPUT_CASES = [
         ("{w}/notes.txt", "is the input"),
     ),
     Case(
-        "eval --fit-on is --out, forced",
-        ("eval", "--data", "{w}/pairs.tsv", "--fit-on", "{w}/notes.json", "--out", "{w}/notes.json", "--force"),
+        "eval --fit-on is --output, forced",
+        ("eval", "--data", "{w}/pairs.tsv", "--fit-on", "{w}/notes.json", "--output", "{w}/notes.json", "--force"),
         ("{w}/notes.json", "is the input"),
     ),
     Case(
@@ -365,7 +367,7 @@ OPTION_CASES = [
         ("index", "build", "{w}/corpus.txt", "-o", OUT, "--no-whiten", "--whiten", "8"),
         ("--no-whiten",),
     ),
-    Case("search -k 0", ("search", "{w}/index", "a query", "-k", "0"), ("k",)),
+    Case("search -n 0", ("search", "{w}/index", "a query", "-n", "0"), ("k",)),
     Case("search without a query", ("search", "{w}/index"), ("query",)),
     Case("export onnx --quantize int4", ("export", "onnx", "-o", OUT, "--quantize", "int4"), ("int4",)),
     Case("eval --method bogus", ("eval", "--data", "{w}/pairs.tsv", "--method", "bogus"), ("bogus",)),
@@ -654,7 +656,7 @@ LOAD_CASES: list[Case] = [
     Case(
         "fit whitening -k beyond the rank",
         ("fit", "whitening", "{w}/small.npy", "-o", OUT, "-k", "50"),
-        ("{w}/small.npy", "shrinkage='auto'", "n_components <= 39"),
+        ("{w}/small.npy", "--shrinkage auto", "--n-components <= 39"),  # the command line's own spelling
         setup=_save("small.npy", _small),
     ),
     Case(
@@ -699,7 +701,7 @@ TOOLBOX_CASES = [
     Case(
         "fit abtt with D >= d",
         ("fit", "abtt", "{w}/vecs.npy", "-o", OUT, "--n-components", "32"),
-        ("{w}/vecs.npy", "n_components=32", "32 dimensions"),
+        ("{w}/vecs.npy", "--n-components 32", "32 dimensions"),
     ),
     Case("fit abtt with D < 0", ("fit", "abtt", "{w}/vecs.npy", "-o", OUT, "--n-components", "-1"), ("n_components",)),
     Case("eval --method abtt-K beyond the model", ("eval", "--data", "{w}/pairs.tsv", "--method", "abtt-384"), ("abtt-384",)),

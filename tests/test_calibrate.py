@@ -196,9 +196,9 @@ def test_streamed_fit_equals_a_fit_on_all_vectors_and_never_holds_them(tiny_mode
     sizes = []
     real = Encoder.encode
 
-    def spy(self, sentences, show_progress=None):
+    def spy(self, sentences, *args, **kwargs):
         sizes.append(len(sentences))
-        return real(self, sentences, show_progress=show_progress)
+        return real(self, sentences, *args, **kwargs)
 
     monkeypatch.setattr(Encoder, "encode", spy)
     c = run_calibration(tiny_corpus, tmp_path / "m", model=tiny_model_dir, pooling="cls", max_length=32, shrinkage="auto")

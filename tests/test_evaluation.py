@@ -273,10 +273,14 @@ def test_fit_on_file_too_small_suggests_shrinkage(tmp_path):
     corpus.write_text("a\nb\nc\n")
     with pytest.raises(
         IsotropyError,
-        match=r"--fit-on .*few\.txt has 3 sentences; whitening of 8-dimensional vectors needs at least 9 .*--shrinkage",
+        match=r"--fit-on .*few\.txt has 3 sentences; whitening of 8-dimensional vectors needs at least 9 .*shrinkage=0\.1",
     ) as exc:
         evaluate([task], encoder=FakeEncoder(), methods=["whitening"], fit_on=str(corpus), shrinkage=0.0, cache=False)
     assert "\n" not in str(exc.value)
+    from isotropy._params import command_line_spelling
+
+    with command_line_spelling(), pytest.raises(IsotropyError, match=r"\(--shrinkage 0\.1\)"):  # as `isotropy eval` says it
+        evaluate([task], encoder=FakeEncoder(), methods=["whitening"], fit_on=str(corpus), shrinkage=0.0, cache=False)
     # with shrinkage it fits
     evaluate([task], encoder=FakeEncoder(), methods=["whitening"], fit_on=str(corpus), shrinkage=0.2, cache=False)
     with pytest.raises(IsotropyError, match="neither 'target', 'train', 'others' nor an existing sentence file"):
@@ -386,7 +390,7 @@ def test_cli_eval_on_a_pair_file(tmp_path, capsys):
             "cls",
             "--pooling",
             "mean",
-            "--out",
+            "--output",
             str(tmp_path / "res.json"),
             "--cache-dir",
             str(tmp_path / "cache"),

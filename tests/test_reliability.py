@@ -318,7 +318,7 @@ def test_index_build_on_a_tiny_corpus_falls_back_to_raw_vectors_with_a_warning(t
     assert "warning: " in err and "too few" in err and "raw vectors" in err
     cfg = json.loads((tmp_path / "idx" / "config.json").read_text())
     assert cfg["transform"] is None and cfg["dim"] == 384
-    code, out, err = run_cli(["search", tmp_path / "idx", "a sleeping cat", "-k", "2"])
+    code, out, err = run_cli(["search", tmp_path / "idx", "a sleeping cat", "-n", "2"])
     assert code == 0, err
     scores = [float(line.split()[1]) for line in out.splitlines()[1:]]
     assert scores[0] > scores[1] and abs(scores[0]) < 0.999  # cosines of real vectors, not +-1

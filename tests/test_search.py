@@ -335,7 +335,7 @@ def test_cli_build_add_search(tiny_model_dir, tmp_path, capsys):
     assert cfg["transform"]["kind"] == "whitening" and cfg["dim"] == 32  # default K capped at the model's 32 dims
     assert run_cli(["index", "add", str(out), str(more)]) == 0
     capsys.readouterr()
-    assert run_cli(["search", str(out), CORPUS[45], "-k", "3", "--json"]) == 0
+    assert run_cli(["search", str(out), CORPUS[45], "-n", "3", "--json"]) == 0
     captured = capsys.readouterr()
     got = json.loads(captured.out)
     assert re.search(r"loaded the index and model in \d+\.\d+ s, searched in \d+\.\d+ s", captured.err)
@@ -343,7 +343,7 @@ def test_cli_build_add_search(tiny_model_dir, tmp_path, capsys):
     assert got["results"][0]["hits"][0] == {"rank": 1, "id": 45, "score": pytest.approx(1.0, abs=1e-4), "text": CORPUS[45]}
     qfile = tmp_path / "q.txt"
     qfile.write_text("dog\nriver bridge\n", encoding="utf-8")
-    assert run_cli(["search", str(out), "--queries", str(qfile), "-k", "100"]) == 0
+    assert run_cli(["search", str(out), "--queries", str(qfile), "-n", "100"]) == 0
     captured = capsys.readouterr()
     assert "warning: k=100 is larger than the index, which holds 50 sentences" in captured.err
     assert "query 1: dog" in captured.out and "query 2: river bridge" in captured.out

@@ -176,7 +176,7 @@ def test_fit_has_a_command_for_every_registered_transform_and_preset(tmp_path):
 def test_fit_whitening_and_flow_keep_their_options():
     from typer.main import get_command
 
-    from isotropy.cli.app import app
+    from isotropy.cli import app
 
     fit = get_command(app).commands["fit"]
 
@@ -191,7 +191,7 @@ def test_fit_whitening_and_flow_keep_their_options():
         ["vectors", "--output", "-o", "--levels", "--depth", "--hidden", "--coupling", "--epochs", "--lr", "--batch-size"]
         + ["--seed", "--progress", "--force"]
     )
-    assert opts("abtt") == sorted(["vectors", "--output", "-o", "--n-components", "--progress", "--force"])
+    assert opts("abtt") == sorted(["vectors", "--output", "-o", "--n-components", "-k", "--progress", "--force"])
 
 
 # --------------------------------------------------------------------------- aggregation

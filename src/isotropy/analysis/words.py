@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .._params import spell
 from .._progress import ProgressBar
 from ..errors import IsotropyError
 from .metrics import (
@@ -153,7 +154,7 @@ def _ranking_notes(n_ranked: int, n_seen: int, edges: list[int], ks: list[int], 
     notes: list[str] = []
     if n_ranked <= max(ks):
         raise IsotropyError(
-            f"only {n_ranked} tokens can be ranked ({n_seen} seen in the corpus, unseen={unseen!r}); "
+            f"only {n_ranked} tokens can be ranked ({n_seen} seen in the corpus, {spell('unseen_tokens', unseen)}); "
             f"the kNN statistics need more than {max(ks)}"
         )
     if n_seen < edges[-1]:

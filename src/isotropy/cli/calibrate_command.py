@@ -2,23 +2,35 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
-from .pooling_commands import PoolingStatsOpt
+from .options import (
+    Address,
+    BatchSize,
+    Device,
+    Force,
+    MaxLength,
+    Model,
+    NComponents,
+    Output,
+    Pooling,
+    PoolingStats,
+    Power,
+    Progress,
+    Shrinkage,
+    canonical_method,
+    check_device,
+    choice,
+    command,
+)
 
 __all__ = ["register_calibrate_command"]
 
 CorpusArg = typer.Argument(
     ...,
     help="UTF-8 text, one sentence a line (blank lines are skipped): a file, a glob of shards ('shards/*.txt', quoted), or '-' for standard input. Streamed: memory does not grow with its length.",
-)
-OutputOpt = typer.Option(
-    ...,
-    "--output",
-    "-o",
-    help="The model folder to write (sentence-transformers layout, README.md model card); an existing folder is replaced only when isotropy wrote it.",
 )
 MethodOpt = typer.Option(
     "whitening",
@@ -35,20 +47,15 @@ DevOpt = typer.Option(
     "--dev",
     help="--method auto: scored pairs (at least 20; a pairs file as 'isotropy eval --data' takes) to choose by, under the do-no-harm rule (raw unless a candidate beats it in 90 percent of bootstrap resamples).",
 )
-ComponentsOpt = typer.Option(
-    None, "--n-components", "-k", help="Components the method keeps (whitening) or removes (abtt, common-component)."
-)
-PowerOpt = typer.Option(None, "--power", help="Whitening's power: 1 full, 0.5 soft, 0 PCA only.")
-ShrinkageOpt = typer.Option(
-    None, "--shrinkage", help="Whitening's covariance shrinkage: a number in [0, 1] or 'auto' (Ledoit-Wolf)."
-)
 OnnxOpt = typer.Option(
     False,
     "--onnx",
     help="Also write onnx/model.onnx (sentence-transformers' ONNX backend) and isotropy-onnx/ (pooling and calibration in one graph); needs pip install 'isotropy\\[onnx]'.",
 )
 QuantizeOpt = typer.Option(
-    None, "--quantize", help="int8: also the int8 graphs (onnxruntime dynamic quantization); implies --onnx."
+    None,
+    "--quantize",
+    help="int8: also the int8 graphs (onnxruntime dynamic quantization); implies --onnx.",
 )
 EvalOpt = typer.Option(
     None,
@@ -65,12 +72,6 @@ StockOnlyOpt = typer.Option(
     "--stock-only",
     help="Refuse a method or pooling that needs isotropy's own modules: the folder must load without isotropy or trust_remote_code.",
 )
-EngineOpt = typer.Option(
-    None,
-    "--engine",
-    help="dask: encode the shards and compute the statistics on a cluster (affine methods); pip install 'isotropy\\[distributed]'.",
-)
-ProgressOpt = typer.Option(None, "--progress/--no-progress", help="Show progress bars (default: only on a terminal).")
 
 
 def _report(output: str, info: dict[str, Any]) -> None:
@@ -93,37 +94,48 @@ def _report(output: str, info: dict[str, Any]) -> None:
 
 
 def register_calibrate_command(app: typer.Typer) -> None:
-    """Add ``calibrate`` to ``app`` (called by :mod:`.app` once the options it shares are defined)."""
-    from .app import AddressOpt, BatchOpt, ForceOpt, MaxLenOpt, ModelOpt, PoolingOpt
+    """Add ``calibrate`` to ``app``."""
 
-    @app.command("calibrate")
     def calibrate_cmd(
         corpus: str = CorpusArg,
-        output: str = OutputOpt,
-        model: str | None = ModelOpt,
-        pooling: str | None = PoolingOpt,
+        output: Output(
+            "The model folder to write (sentence-transformers layout, README.md model card); an existing folder is "
+            "replaced only when isotropy wrote it."
+        ) = ...,
+        model: Model = None,
+        pooling: Pooling = None,
         method: str = MethodOpt,
-        n_components: int | None = ComponentsOpt,
-        power: float | None = PowerOpt,
-        shrinkage: str | None = ShrinkageOpt,
-        max_length: int | None = MaxLenOpt,
-        batch_size: int = BatchOpt,
+        n_components: NComponents = None,
+        power: Power = None,
+        shrinkage: Shrinkage = None,
+        max_length: MaxLength = None,
+        batch_size: BatchSize = 64,
+        device: Device = None,
         onnx: bool = OnnxOpt,
-        quantize: str | None = QuantizeOpt,
+        quantize: choice("int8") | None = QuantizeOpt,
         eval_data: str | None = EvalOpt,
         min_gain: float | None = MinGainOpt,
-        pooling_stats: str | None = PoolingStatsOpt,
+        pooling_stats: PoolingStats = None,
         stock_only: bool = StockOnlyOpt,
         candidates: str | None = CandidatesOpt,
         dev: str | None = DevOpt,
-        engine: str | None = EngineOpt,
-        address: str | None = AddressOpt,
-        progress: bool | None = ProgressOpt,
-        force: bool = ForceOpt,
+        engine: Annotated[
+            choice("dask") | None,
+            typer.Option(
+                "--engine",
+                help="dask: encode the shards and compute the statistics on a cluster (affine methods); "
+                "pip install 'isotropy\\[distributed]'.",
+            ),
+        ] = None,
+        address: Address = None,
+        progress: Progress = None,
+        force: Force = False,
     ) -> None:
         """Fit a calibration on a corpus and write a calibrated model that sentence-transformers, MTEB, faiss and inference servers load."""
         options = dict(locals())  # every option above, by its name in run_calibration
-        options.update(show_progress=options.pop("progress"))
+        options.update(show_progress=options.pop("progress"), method=canonical_method(method), device=check_device(device))
         from ..calibration import run_calibration
 
         _report(output, run_calibration(options.pop("corpus"), options.pop("output"), **options).info)
+
+    command(app, calibrate_cmd, "calibrate")

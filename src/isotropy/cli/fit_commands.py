@@ -3,8 +3,8 @@
 Each command's options come from the transform class's ``__init__`` signature (types from
 its annotations, help from the "Parameters" section of its docstring), so a transform added
 to :data:`isotropy.transforms.TRANSFORMS` (or a preset to ``PRESETS``) gets its fit command
-with no edit here. ``fit whitening`` and ``fit flow`` stay hand-written in :mod:`.app` (they
-have short options and the distributed ``--engine``).
+with no edit here. ``fit whitening`` and ``fit flow`` are written by hand below (whitening has
+the distributed ``--engine``; flow its training options). Shared options come from :mod:`.options`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,26 @@ import re
 import types
 import typing
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
+
+from .options import (
+    Address,
+    BatchSize,
+    Engine,
+    Force,
+    Inputs,
+    MaxLength,
+    Model,
+    NComponents,
+    Output,
+    Pooling,
+    Progress,
+    Shrinkage,
+    choice,
+    command,
+)
 
 __all__ = ["register_fit_commands"]
 
@@ -69,10 +86,8 @@ def _fit_parameters(name: str) -> tuple[type, list[inspect.Parameter], list[str]
         inspect.Parameter(
             "output",
             inspect.Parameter.POSITIONAL_OR_KEYWORD,
-            annotation=str,
-            default=typer.Option(
-                ..., "--output", "-o", help=f"Folder to write the fitted {cls.kind} to (config.json + state.safetensors)."
-            ),
+            annotation=Output(f"Folder to write the fitted {cls.kind} to (config.json + state.safetensors)."),
+            default=...,
         ),
     ]
     own = []
@@ -84,27 +99,14 @@ def _fit_parameters(name: str) -> tuple[type, list[inspect.Parameter], list[str]
         kind, optional = _option_type(hints.get(p.name, inspect.Parameter.empty), p.default)
         flag = "--" + p.name.replace("_", "-")
         decls = (f"{flag}/--no-{flag[2:]}",) if kind is bool else (flag,)
+        decls += ("-k",) if p.name == "n_components" else ()  # -k means --n-components in every command
         ann = kind | None if optional else kind
         opt = typer.Option(p.default, *decls, help=docs.get(p.name, ""))
         params.append(inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=ann, default=opt))
         own.append(p.name)
     params += [
-        inspect.Parameter(
-            "progress",
-            inspect.Parameter.POSITIONAL_OR_KEYWORD,
-            annotation=bool | None,
-            default=typer.Option(None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."),
-        ),
-        inspect.Parameter(
-            "force",
-            inspect.Parameter.POSITIONAL_OR_KEYWORD,
-            annotation=bool,
-            default=typer.Option(
-                False,
-                "--force",
-                help="Replace an existing output even when it is not an isotropy output of the same kind (never an input).",
-            ),
-        ),
+        inspect.Parameter("progress", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Progress, default=None),
+        inspect.Parameter("force", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Force, default=False),
     ]
     return cls, params, own
 
@@ -125,8 +127,7 @@ def _command(name: str):
             est = fit_file(
                 name, kw["vectors"], kw["output"], params={k: kw[k] for k in own}, show_progress=kw["progress"], force=kw["force"]
             )
-        for warning in caught:
-            typer.echo(f"warning: {warning.message}", err=True)
+        _echo_warnings(caught)
         typer.echo(f"wrote {est.describe()} to {kw['output']}", err=True)
 
     module_doc = inspect.getdoc(inspect.getmodule(cls)) or inspect.getdoc(cls) or cls.__name__
@@ -143,10 +144,101 @@ def _command(name: str):
     return command
 
 
-def register_fit_commands(fit_app: typer.Typer, skip: tuple[str, ...] = ("whitening", "flow")) -> None:
-    """Add ``fit NAME`` to ``fit_app`` for every registered transform and preset not in ``skip``."""
+def _echo_warnings(caught: list) -> None:
+    for warning in caught:
+        typer.echo(f"warning: {warning.message}", err=True)
+
+
+def fit_whitening(
+    vectors: Annotated[
+        Path | None,
+        typer.Argument(
+            help="Vectors to fit on: a .npy file (rows x dims) or a folder of .npy shards, streamed one chunk at a time."
+        ),
+    ] = None,
+    output: Output("Folder to write the fitted whitening to (config.json + state.safetensors).") = ...,
+    n_components: NComponents = None,
+    power: Annotated[
+        float,
+        typer.Option(
+            "--power", help="Soft whitening: 1 full whitening, 0 pure rotation (PCA without scaling), between interpolates."
+        ),
+    ] = 1.0,
+    shrinkage: Shrinkage = "0",
+    method: Annotated[
+        choice("pca", "zca"),
+        typer.Option("--method", help="pca (rotate to principal axes) or zca (rotate back to the original axes)."),
+    ] = "pca",
+    progress: Progress = None,
+    engine: Engine = None,
+    inputs: Inputs = None,
+    address: Address = None,
+    model: Model = None,
+    pooling: Pooling = None,
+    max_length: MaxLength = None,
+    batch_size: BatchSize = 64,
+    force: Force = False,
+) -> None:
+    """Fit BERT-whitening (y = (x - mu) W) on sentence vectors (or, with --engine, on sentence shards encoded on a cluster)."""
+    import warnings
+
+    from .jobs import check_engine, fit_file
+
+    params = dict(n_components=n_components, power=power, shrinkage=shrinkage, method=method)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if engine is not None or inputs is not None:
+            from ..distributed import EncoderSpec
+            from ..distributed import fit_whitening as fit_shards
+
+            check_engine(engine, inputs, vectors)
+            spec = EncoderSpec(model=model, pooling=pooling, max_length=max_length, batch_size=batch_size)
+            w = fit_shards(inputs, spec, params, output=output, address=address, show_progress=progress, force=force)
+        elif vectors is None:
+            raise typer.BadParameter("give VECTORS, or --engine with --input")
+        else:
+            from .jobs import only_with_engine
+
+            only_with_engine("VECTORS are already encoded", model=model, pooling=pooling, max_length=max_length, address=address)
+            w = fit_file("whitening", vectors, output, params=params, show_progress=progress, force=force)
+    _echo_warnings(caught)
+    typer.echo(f"wrote {w.describe()} to {output}", err=True)
+
+
+def fit_flow(
+    vectors: Annotated[Path, typer.Argument(help="Vectors to fit on: a .npy file (rows x dims) or a folder of .npy shards.")],
+    output: Output("Folder to write the fitted flow to (config.json + state.safetensors).") = ...,
+    levels: Annotated[
+        int, typer.Option("--levels", help="Glow levels (multi-scale: half the channels are factored out between levels).")
+    ] = 2,
+    depth: Annotated[int, typer.Option("--depth", help="Steps per level (actnorm -> invertible 1x1 conv -> coupling).")] = 3,
+    hidden: Annotated[int, typer.Option("--hidden", help="Width of the coupling networks.")] = 32,
+    coupling: Annotated[
+        choice("additive", "affine"), typer.Option("--coupling", help="additive (the paper's) or affine.")
+    ] = "additive",
+    epochs: Annotated[int, typer.Option("--epochs", help="Passes over the vectors.")] = 1,
+    lr: Annotated[float, typer.Option("--lr", help="Adam learning rate.")] = 1e-3,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Rows per optimisation step.")] = 32,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of initialisation and shuffling (same seed, same result).")] = 0,
+    progress: Progress = None,
+    force: Force = False,
+) -> None:
+    """Fit BERT-flow (a Glow normalizing flow, Li et al. 2020) on sentence vectors."""
+    from .jobs import fit_file
+
+    params = dict(
+        levels=levels, depth=depth, hidden=hidden, coupling=coupling, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed
+    )
+    f = fit_file("flow", vectors, output, params=params, show_progress=progress, force=force)
+    typer.echo(f"wrote {f.describe()} to {output}", err=True)
+
+
+def register_fit_commands(fit_app: typer.Typer) -> None:
+    """Add ``fit whitening``, ``fit flow`` and ``fit NAME`` for every other registered transform and preset."""
     from ..transforms import PRESETS, TRANSFORMS
 
+    command(fit_app, fit_whitening, "whitening")
+    command(fit_app, fit_flow, "flow")
     for name in [*TRANSFORMS, *PRESETS]:
-        if name not in skip:
+        if name not in ("whitening", "flow"):
             fit_app.command(name)(_command(name))

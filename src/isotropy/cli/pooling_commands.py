@@ -3,24 +3,20 @@
 * ``isotropy fit token-frequencies CORPUS -o OUT [--model M]`` counts them on a sentence file
   with the model's tokenizer and saves the artefact (:class:`isotropy.encoders.token_stats.TokenFrequencies`);
 * ``--pooling-stats FILE_OR_FOLDER`` on ``encode``, ``index build``, ``eval`` and ``export onnx``
-  loads such a folder, or counts them on a sentence file there and then (:data:`PoolingStatsOpt`).
+  loads such a folder, or counts them on a sentence file there and then (:data:`.options.PoolingStats`).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
-__all__ = ["PoolingStatsOpt", "register_pooling_commands", "fit_token_frequencies", "eval_encoder"]
+from .options import Device, Force, Model, Output, Progress, check_device
 
-PoolingStatsOpt = typer.Option(
-    None,
-    "--pooling-stats",
-    help="Token frequencies for the sif and idf poolings: a folder written by 'isotropy fit token-frequencies', or a text file of sentences (one a line) to count them on now with the model's tokenizer.",
-)
+__all__ = ["register_pooling_commands", "fit_token_frequencies", "eval_encoder"]
 
 
 def fit_token_frequencies(
@@ -30,6 +26,7 @@ def fit_token_frequencies(
     model: str | None = None,
     show_progress: bool | None = None,
     force: bool = False,
+    device: str | None = "cpu",
 ):
     """Count the token frequencies of a sentence file with ``model``'s tokenizer and save them to ``output``."""
     from ..encoders.backends.torch import TorchBackend
@@ -39,7 +36,7 @@ def fit_token_frequencies(
 
     check_output(output, KIND, force=force, inputs=[corpus, model])
     sentences = read_sentences(corpus)
-    backend = TorchBackend(model, device="cpu")
+    backend = TorchBackend(model, device=device or "cpu")  # only its tokenizer counts
     stats = TokenFrequencies.fit(
         backend.tokenizer, sentences, model_name=backend.model_name, source=Path(str(corpus)).name, show_progress=show_progress
     )
@@ -62,20 +59,15 @@ def register_pooling_commands(fit_app: typer.Typer) -> None:
 
     @fit_app.command("token-frequencies")
     def fit_token_frequencies_cmd(
-        corpus: Path = typer.Argument(..., help="UTF-8 text file, one sentence a line, to count the tokens of."),
-        output: str = typer.Option(
-            ..., "--output", "-o", help="Folder to write the token frequencies to (config.json + state.safetensors)."
-        ),
-        model: str | None = typer.Option(
-            None, "--model", "-m", help="The model whose tokenizer counts (default: the embedded all-MiniLM-L6-v2)."
-        ),
-        progress: bool | None = typer.Option(
-            None, "--progress/--no-progress", help="Show a progress bar (default: only on a terminal)."
-        ),
-        force: bool = typer.Option(
-            False, "--force", help="Replace an existing output even when it is not an isotropy output of the same kind."
-        ),
+        corpus: Annotated[Path, typer.Argument(help="UTF-8 text file, one sentence a line, to count the tokens of.")],
+        output: Output("Folder to write the token frequencies to (config.json + state.safetensors).") = ...,
+        model: Model = None,
+        device: Device = None,
+        progress: Progress = None,
+        force: Force = False,
     ) -> None:
         """Count token frequencies on a corpus for the sif and idf poolings (use them with --pooling-stats)."""
-        stats = fit_token_frequencies(corpus, output, model=model, show_progress=progress, force=force)
+        stats = fit_token_frequencies(
+            corpus, output, model=model, show_progress=progress, force=force, device=check_device(device)
+        )
         typer.echo(f"wrote {stats.describe()} to {output}", err=True)

@@ -9,47 +9,55 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
 from ..errors import IsotropyError
+from .options import choice
 
 __all__ = [
-    "EvalMaxLengthOpt",
-    "RetrievalOpt",
-    "KindOpt",
-    "EvalQueriesOpt",
-    "QrelsOpt",
+    "Retrieval",
+    "Kinds",
+    "EvalQueries",
+    "Qrels",
     "eval_retrieval",
     "index_eval_task",
     "report_index_eval",
 ]
 
-RetrievalOpt = typer.Option(
-    None,
-    "--retrieval",
-    help="Score search instead of STS: a folder of documents, queries and qrels (BEIR: corpus.jsonl, queries.jsonl, qrels/test.tsv; plain: documents.txt, queries.txt, qrels.tsv; SMART: Cranfield's cran.all.1400, cran.qry, cranqrel). nDCG@10, recall@100, MRR@10; --fit-on target (the documents), queries, or a file; methods also pca-K.",
-)
-EvalMaxLengthOpt = typer.Option(
-    None, "--max-length", help="Tokens per sentence (default 64, the papers'; with --retrieval the model's maximum)."
-)
-EvalQueriesOpt = typer.Option(
-    None,
-    "--eval-queries",
-    help="Queries, one a line, to score the index with (with --qrels): its recall of exact search, nDCG@10.",
-)
-QrelsOpt = typer.Option(
-    None, "--qrels", help="TSV of 'query document gain': query = --eval-queries line - 1, document = corpus line - 1."
-)
-KindOpt = typer.Option(
-    None, "--kind", help="With --retrieval, repeatable: exact (default), flat, hnsw, ivf, sq8 (int8), binary (sign bits), all."
-)
+Retrieval = Annotated[
+    Path | None,
+    typer.Option(
+        "--retrieval",
+        help="Score search instead of STS: a folder of documents, queries and qrels (BEIR: corpus.jsonl, queries.jsonl, "
+        "qrels/test.tsv; plain: documents.txt, queries.txt, qrels.tsv; SMART: Cranfield's cran.all.1400, cran.qry, "
+        "cranqrel). nDCG@10, recall@100, MRR@10; --fit-on target (the documents), queries, or a file; methods also pca-K.",
+    ),
+]
+EvalQueries = Annotated[
+    Path | None,
+    typer.Option(
+        "--eval-queries",
+        help="Queries, one a line, to score the index with (with --qrels): its recall of exact search, nDCG@10.",
+    ),
+]
+Qrels = Annotated[
+    Path | None,
+    typer.Option("--qrels", help="TSV of 'query document gain': query = --eval-queries line - 1, document = corpus line - 1."),
+]
+Kinds = Annotated[
+    list[choice("exact", "flat", "hnsw", "ivf", "sq8", "binary", "all")] | None,
+    typer.Option(
+        "--kind",
+        help="With --retrieval, repeatable: exact (default), flat, hnsw, ivf, sq8 (int8), binary (sign bits), all.",
+    ),
+]
 
 
 def eval_retrieval(folder: Path | None, opts: dict[str, Any]) -> None:
     """``isotropy eval --retrieval FOLDER``, given the eval command's options: the table on stdout,
-    ``--out`` as JSON + markdown."""
+    ``--output`` as JSON + markdown."""
     from ..retrieval import evaluate_retrieval
     from .pooling_commands import eval_encoder
 
@@ -59,7 +67,7 @@ def eval_retrieval(folder: Path | None, opts: dict[str, Any]) -> None:
         raise IsotropyError("--retrieval scores its own folder: drop --data and --task")
     if opts["aggregate"] != "all":
         raise IsotropyError("--aggregate applies to STS tasks, not to --retrieval")
-    out, force = opts["out"], opts["force"]
+    out, force = opts["output"], opts["force"]
     if out is not None:
         from ..evaluation import check_results_output
 

@@ -9,8 +9,8 @@
 
 from __future__ import annotations
 
-from .encoder import Encoder
+from .encoder import Encoder, default_device
 from .models import DEFAULT_MODEL_NAME, default_model_path
 from .poolings import POOLINGS, parse_pooling
 
-__all__ = ["Encoder", "DEFAULT_MODEL_NAME", "default_model_path", "POOLINGS", "parse_pooling"]
+__all__ = ["Encoder", "default_device", "DEFAULT_MODEL_NAME", "default_model_path", "POOLINGS", "parse_pooling"]

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +32,21 @@ from .backends import backend_for, make_backend
 from .batching import length_sorted_batches
 from .poolings import Pooling, PoolingContext, parse_pooling
 
-__all__ = ["Encoder", "PRECISIONS"]
+__all__ = ["Encoder", "PRECISIONS", "default_device"]
 
 PRECISIONS = ("fp32", "bf16")  # the forward pass's arithmetic (torch backend); fp32 is the default
+_DEFAULT_DEVICE: ContextVar[str | None] = ContextVar("isotropy_default_device", default=None)
+
+
+@contextlib.contextmanager
+def default_device(device: str | None) -> Iterator[None]:
+    """Within this block, an Encoder built with ``device=None`` runs on ``device`` (``isotropy ... --device``);
+    None keeps the backend's own choice (CUDA when available, else CPU)."""
+    token = _DEFAULT_DEVICE.set(device)
+    try:
+        yield
+    finally:
+        _DEFAULT_DEVICE.reset(token)
 
 
 class Encoder:
@@ -108,6 +121,7 @@ class Encoder:
             raise IsotropyError(f"batch_tokens must be a positive integer or None, got {batch_tokens!r}")
         self.batch_tokens = None if batch_tokens is None else int(batch_tokens)
         extra = {} if precision == "fp32" else {"precision": precision}
+        device = _DEFAULT_DEVICE.get() if device is None else device
         self.runtime = make_backend(backend, model, device=device, threads=threads, **extra)
         self.backend = self.runtime.name
         self.pooling = parse_pooling(pooling or self.runtime.default_pooling()).name

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from .._params import spell
 from ..errors import IsotropyError
 from ..transforms import PRESETS, TRANSFORMS, transform_class
 
@@ -77,9 +78,7 @@ class Method:
         if self.kind == "flow":
             return "add sentences (a flow needs more sentences than dimensions)"
         if self.kind == "whitening":
-            return (
-                "add sentences, keep fewer components with whitening-K, or shrink the covariance (shrinkage=0.1, --shrinkage 0.1)"
-            )
+            return f"add sentences, keep fewer components with whitening-K, or shrink the covariance ({spell('shrinkage', 0.1)})"
         if "n_components" in _params(self.kind):
             return f"add sentences, or remove fewer directions ({self.kind}-K with a smaller K)"
         return "add sentences"
@@ -92,7 +91,7 @@ def _params(kind: str) -> list[str]:
 def method_forms() -> list[str]:
     """Every method spelling, the ``KIND-K`` forms included (imports the registered classes)."""
     forms = ["raw", "whitening", "whitening-K (K components, e.g. whitening-256)"]
-    forms += ["soft-whitening-BETA (BETA in [0, 1], e.g. soft-whitening-0.5)", "flow"]
+    forms += ["soft-BETA (whitening of power BETA in [0, 1], e.g. soft-0.5; old spelling soft-whitening-BETA)", "flow"]
     for kind in TRANSFORMS:
         if kind not in _HAND:
             forms.append(kind)
@@ -116,9 +115,9 @@ def parse_method(name: str) -> Method:
     m = re.fullmatch(r"whitening-(\d+)", n)
     if m and int(m.group(1)) >= 1:
         return Method(n, "whitening", n_components=int(m.group(1)))
-    m = re.fullmatch(r"soft-whitening-(\d+(?:\.\d*)?|\.\d+)", n)
-    if m and 0 <= float(m.group(1)) <= 1:
-        return Method(f"soft-whitening-{float(m.group(1)):g}", "whitening", power=float(m.group(1)))
+    m = re.fullmatch(r"soft-(whitening-)?(\d+(?:\.\d*)?|\.\d+)", n)
+    if m and 0 <= float(m.group(2)) <= 1:  # soft-BETA, any power; soft-whitening-BETA is the old spelling, kept as named
+        return Method(f"soft-{m.group(1) or ''}{float(m.group(2)):g}", "whitening", power=float(m.group(2)))
     m = re.fullmatch(r"(.+)-(\d+)", n)
     if m and m.group(1) in TRANSFORMS and m.group(1) not in _HAND and "n_components" in _params(m.group(1)):
         return Method(f"{m.group(1)}-{int(m.group(2))}", m.group(1), n_components=int(m.group(2)))

@@ -221,7 +221,7 @@ class Results:
 
 def check_results_output(out: str | os.PathLike, *, force: bool = False, inputs: Sequence[Any] = ()) -> tuple[Path, Path]:
     """The JSON path and the markdown path beside it, checked before any work (see :func:`isotropy.storage.artifacts.check_output`)."""
-    out = check_output(out, "results", force=force, inputs=inputs, option="--out")
+    out = check_output(out, "results", force=force, inputs=inputs, option="--output")
     md = out.with_suffix(".md") if out.suffix.lower() != ".md" else out.with_name(out.name + ".md")
-    check_output(md, "results-table", force=force, inputs=inputs, option="--out (its .md table)")
+    check_output(md, "results-table", force=force, inputs=inputs, option="--output (its .md table)")
     return out, md

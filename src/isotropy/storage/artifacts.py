@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from .._params import spell
 from ..errors import IsotropyError
 from .atomic import atomic_dir, atomic_file, check_free_space, lock_output, parent_of, signals_deferred, temp_prefix
 from .integrity import seal, verify_folder
@@ -227,11 +228,11 @@ def check_output(
             if folder:
                 raise IsotropyError(
                     f"{path} exists and is not an isotropy {what} ({_sample(path)}); refusing to replace it: "
-                    f"choose a new folder, or pass --force (force=True) to replace it"
+                    f"choose a new folder, or pass {spell('force', True)} to replace it"
                 )
             raise IsotropyError(
                 f"{path} exists and is not an isotropy {what}; refusing to overwrite it: choose another file, "
-                f"or pass --force (force=True) to overwrite it"
+                f"or pass {spell('force', True)} to overwrite it"
             )
     check_output_path(path)
     lock_output(path)  # inside the command line's output_locks(): a second writer of path fails at once

@@ -27,6 +27,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from .._params import spell
 from ..errors import IsotropyError
 
 __all__ = [
@@ -228,8 +229,8 @@ def check_provenance(
     )
     raise IsotropyError(
         f"{transform} was fitted on vectors of another encoder than {what} ({diffs}): its output would be "
-        f"silently wrong; encode with the same settings, refit, or pass --allow-other-encoder "
-        f"(allow_other_encoder=True) to apply it anyway"
+        f"silently wrong; encode with the same settings, refit, or pass {spell('allow_other_encoder', True)} "
+        f"to apply it anyway"
     )
 
 

@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from .._checks import check_matrix
+from .._params import spell
 from .._progress import ProgressBar
 from ..errors import IsotropyError, NotFittedError
 from .base import Transform
@@ -135,8 +136,8 @@ class Flow(Transform):
         n, d = X.shape
         if n < self.batch_size:
             raise IsotropyError(
-                f"X has {n} rows, fewer than one batch (batch_size={self.batch_size}); "
-                "fit the flow on more sentences or lower batch_size"
+                f"X has {n} rows, fewer than one batch ({spell('batch_size', self.batch_size)}); "
+                f"fit the flow on more sentences or lower {spell('batch_size')}"
             )
         need = min_dim(self.levels)
         if d < need:
@@ -208,7 +209,7 @@ class Flow(Transform):
             return self
         X = self._check_input(X)
         if X.shape[0] < self.batch_size:
-            raise IsotropyError(f"X has {X.shape[0]} rows, fewer than one batch (batch_size={self.batch_size})")
+            raise IsotropyError(f"X has {X.shape[0]} rows, fewer than one batch ({spell('batch_size', self.batch_size)})")
         model = copy.deepcopy(self.model_).to(device)
         optimizer = _adam(model, self.lr)
         if getattr(self, "_optimizer_state", None) is not None:

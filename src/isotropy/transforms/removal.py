@@ -23,6 +23,7 @@ from typing import ClassVar
 import numpy as np
 
 from .._math import sorted_eigh
+from .._params import spell
 from ..errors import IsotropyError
 from .base import AffineSolution, AffineTransform
 from .moments import Moments
@@ -60,8 +61,8 @@ class DirectionRemoval(AffineTransform):
             raise IsotropyError(f"{self.label}: n_components must be 0 or more, got {k}")
         if d is not None and k >= d:
             raise IsotropyError(
-                f"{self.label}: n_components={k} would remove all {d} dimensions of the vectors "
-                f"(D >= d); remove fewer (n_components < {d}; the default is {self._default_components(d)})"
+                f"{self.label}: {spell('n_components', k)} would remove all {d} dimensions of the vectors "
+                f"(D >= d); remove fewer ({spell('n_components')} < {d}; the default is {self._default_components(d)})"
             )
         return k
 

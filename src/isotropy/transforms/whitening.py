@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 
 from .._math import sorted_eigh
+from .._params import spell
 from ..errors import IsotropyError, RankDeficientWarning
 from .base import AffineSolution, AffineTransform, check_config_counts, stored_moments
 from .moments import Moments, parse_shrinkage
@@ -123,7 +124,7 @@ class Whitening(AffineTransform):
             if k < 1:
                 raise IsotropyError(f"n_components must be at least 1, got {k}")
             if d is not None and k > d:
-                raise IsotropyError(f"n_components={k} is more than the {d} dimensions of the vectors")
+                raise IsotropyError(f"{spell('n_components', k)} is more than the {d} dimensions of the vectors")
         try:
             power = float(self.power)
         except (TypeError, ValueError):
@@ -135,7 +136,10 @@ class Whitening(AffineTransform):
         if method not in ("pca", "zca"):
             raise IsotropyError(f"method must be 'pca' or 'zca', got {method!r}")
         if method == "zca" and k is not None and d is not None and k != d:
-            raise IsotropyError(f"method='zca' keeps all {d} dimensions; use method='pca' to keep n_components={k}")
+            raise IsotropyError(
+                f"{spell('method', 'zca')} keeps all {d} dimensions; use {spell('method', 'pca')} to keep "
+                f"{spell('n_components', k)}"
+            )
         return k, power, shrinkage, method
 
     def _check_params(self, d: int | None) -> None:
@@ -167,8 +171,8 @@ class Whitening(AffineTransform):
         keep = k
         if power > 0 and rank < k:
             few = f"{m.n} rows for {d} dimensions, " if m.n <= d else "the vectors lie in a subspace, "
-            # The advice names the Whitening parameter, the one spelling every caller shares (the
-            # Python API, `fit whitening`/`eval --shrinkage`); commands without that option (index
+            # The advice names the parameter as the caller's interface spells it (spell(): shrinkage='auto'
+            # from Python, --shrinkage auto from the command line); commands without that option (index
             # build, analyze) already shrink ('auto'), so only rank 0 reaches their users, and no
             # shrinkage helps there.
             if rank == 0:
@@ -178,22 +182,22 @@ class Whitening(AffineTransform):
                 )
             if explicit:
                 fix = (
-                    "set shrinkage (e.g. shrinkage='auto')"
+                    f"set {spell('shrinkage')} (e.g. {spell('shrinkage', 'auto')})"
                     if alpha == 0
-                    else f"raise shrinkage (now {alpha:.3g}{', from auto' if shrinkage == 'auto' else ''})"
+                    else f"raise {spell('shrinkage')} (now {alpha:.3g}{', from auto' if shrinkage == 'auto' else ''})"
                 )
                 raise IsotropyError(
                     f"the covariance is singular ({few}rank {rank}): only {rank} of the {k} requested "
-                    f"directions have variance above {EIG_RTOL:g} x the largest; {fix} or keep n_components <= {rank}"
+                    f"directions have variance above {EIG_RTOL:g} x the largest; {fix} or keep {spell('n_components')} <= {rank}"
                 )
             warnings.warn(
                 f"the covariance has rank {rank} < {d} ({few.rstrip(', ')}); "
                 f"the {d - rank} directions without variance are dropped"
                 + (" (projected out)" if method == "zca" else f", output has {rank} dimensions")
                 + (
-                    "; set shrinkage (e.g. shrinkage='auto') to keep them"
+                    f"; set {spell('shrinkage')} (e.g. {spell('shrinkage', 'auto')}) to keep them"
                     if alpha == 0
-                    else f"; raise shrinkage (now {alpha:.3g}) to keep them"
+                    else f"; raise {spell('shrinkage')} (now {alpha:.3g}) to keep them"
                 ),
                 RankDeficientWarning,
                 stacklevel=3,

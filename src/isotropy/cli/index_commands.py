@@ -1,0 +1,198 @@
+"""``isotropy index build``, ``index add`` and ``search``: a semantic-search index on disk (serve: :mod:`.serve_command`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..errors import IsotropyError
+from . import retrieval_command as rcli
+from .options import (
+    AllowOtherEncoder,
+    BatchSize,
+    Device,
+    Force,
+    MaxLength,
+    Model,
+    Output,
+    Pooling,
+    PoolingStats,
+    Progress,
+    Transform,
+    check_device,
+    choice,
+    command,
+    deprecated,
+    hidden,
+)
+
+__all__ = ["register_index_commands", "register_search_command"]
+
+IndexDir = Annotated[Path, typer.Argument(help="Index folder written by 'isotropy index build'.")]
+EfSearch = "--ef-search"
+NProbe = "--nprobe"
+
+
+def index_build(
+    # long: typer declares every option as a parameter (encoder, calibration, faiss kind, evaluation)
+    corpus: Annotated[Path, typer.Argument(help="UTF-8 text file, one sentence a line; a sentence's id is its line number - 1.")],
+    output: Output("Index folder to write (an existing index is replaced atomically).") = ...,
+    model: Model = None,
+    pooling: Pooling = None,
+    max_length: MaxLength = None,
+    device: Device = None,
+    transform: Transform(
+        "A fitted transform folder (whitening or flow) to apply instead of fitting a whitening on the corpus"
+    ) = None,
+    whiten: Annotated[
+        int | None,
+        typer.Option(
+            "--whiten",
+            help="Whitening fitted on the corpus, keeping K dimensions (default: soft whitening, power 0.5, to 128 dims -- "
+            "fewer on a corpus of <= 128 sentences; see docs/BENCHMARKS.md 'search').",
+        ),
+    ] = None,
+    power: Annotated[
+        float | None, typer.Option("--power", help="Power of that whitening: 1 full, 0.5 soft (default), 0 PCA only.")
+    ] = None,
+    no_whiten: Annotated[bool, typer.Option("--no-whiten", help="Index the raw encoder vectors (L2-normalised).")] = False,
+    method: Annotated[
+        choice("auto") | None,
+        typer.Option(
+            "--method",
+            help="auto: compare candidate calibrations on the corpus (label-free) and index with the choice, raw unless one "
+            "is better; the evidence is printed and saved in the index (docs/AUTO.md).",
+        ),
+    ] = None,
+    candidates: Annotated[
+        str | None,
+        typer.Option("--candidates", help="--method auto: the candidates, comma-separated (raw,center,abtt-4,soft-0.5,...)."),
+    ] = None,
+    kind: Annotated[
+        choice("flat", "hnsw", "ivf"), typer.Option("--kind", help="flat (exact), hnsw or ivf (approximate).")
+    ] = "flat",
+    hnsw_m: Annotated[int, typer.Option("--hnsw-m", help="hnsw: links per node.")] = 32,
+    ef_construction: Annotated[int, typer.Option("--ef-construction", help="hnsw: build-time beam width.")] = 200,
+    ef_search: Annotated[int, typer.Option(EfSearch, help="hnsw: query-time beam width (also settable per search).")] = 64,
+    nlist: Annotated[
+        int | None,
+        typer.Option("--nlist", help="ivf: number of lists, trained on the corpus (default min(4 sqrt(n), n/39))."),
+    ] = None,
+    nprobe: Annotated[int, typer.Option(NProbe, help="ivf: lists visited per query (also settable per search).")] = 16,
+    batch_size: BatchSize = 64,
+    progress: Progress = None,
+    pooling_stats: PoolingStats = None,
+    force: Force = False,
+    allow_other_encoder: AllowOtherEncoder = False,
+    eval_queries: rcli.EvalQueries = None,
+    qrels: rcli.Qrels = None,
+) -> None:
+    """Index a sentence file for semantic search."""
+    from ..encoders import default_device
+    from .jobs import build_index
+
+    auto = _index_method(method, candidates, transform=transform, whiten=whiten, power=power, no_whiten=no_whiten)
+    judged = rcli.index_eval_task(corpus, eval_queries, qrels)
+    how = (
+        {"candidates": candidates} if auto else {"transform": transform, "whiten": whiten, "power": power, "no_whiten": no_whiten}
+    )
+    with default_device(check_device(device)):
+        index = (auto or build_index)(
+            corpus,
+            output,
+            model=model,
+            pooling=pooling,
+            max_length=max_length,
+            **how,
+            kind=kind,
+            batch_size=batch_size,
+            show_progress=progress,
+            m=hnsw_m,
+            ef_construction=ef_construction,
+            ef_search=ef_search,
+            nlist=nlist,
+            nprobe=nprobe,
+            force=force,
+            pooling_stats=pooling_stats,
+            **({} if auto else {"allow_other_encoder": allow_other_encoder}),
+        )
+        for warning in index.warnings:
+            typer.echo(f"warning: {warning}", err=True)
+        if index.selection:
+            from ..selection import Selection
+
+            typer.echo(Selection.from_dict(index.selection).table(), err=True)
+        typer.echo(f"wrote index of {index.describe()} to {output}", err=True)
+        rcli.report_index_eval(index, judged, progress)
+
+
+def _index_method(method: str | None, candidates: str | None, **others: object):
+    """``isotropy.search.build_auto_index`` for ``--method auto`` (None: the other options decide)."""
+    if method is None:
+        if candidates is not None:
+            raise IsotropyError("--candidates applies to --method auto only")
+        return None
+    given = [f"--{k.replace('_', '-')}" for k, v in others.items() if v not in (None, False)]
+    if given:
+        raise IsotropyError(f"--method auto chooses the calibration itself: drop {', '.join(given)}")
+    from ..search import build_auto_index
+
+    return build_auto_index
+
+
+def index_add(
+    index_dir: IndexDir,
+    more: Annotated[
+        Path, typer.Argument(help="UTF-8 text file of sentences to add, one a line (ids continue after the last one).")
+    ],
+    device: Device = None,
+    progress: Progress = None,
+) -> None:
+    """Add sentences to an index, encoded exactly like its corpus; the folder is rewritten atomically."""
+    from ..encoders import default_device
+    from .jobs import add_to_index
+
+    with default_device(check_device(device)):
+        index, added = add_to_index(index_dir, more, show_progress=progress)
+    typer.echo(f"added {added} sentences; {index_dir} now holds {len(index)}", err=True)
+
+
+def search(
+    index_dir: IndexDir,
+    query: Annotated[list[str] | None, typer.Argument(help="Query sentence(s).")] = None,
+    queries: Annotated[
+        Path | None, typer.Option("--queries", "-q", help="UTF-8 file of queries, one a line (batch mode).")
+    ] = None,
+    top_k: Annotated[int, typer.Option("--top-k", "-n", help="Hits per query (k nearest neighbours).")] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+    ef_search: Annotated[int | None, typer.Option(EfSearch, help="hnsw: query-time beam width (default: the index's).")] = None,
+    nprobe: Annotated[int | None, typer.Option(NProbe, help="ivf: lists visited per query (default: the index's).")] = None,
+    device: Device = None,
+    old_k: Annotated[int | None, hidden("-k")] = None,
+) -> None:
+    """Find the sentences of an index most similar to each query (cosine after the index's transform)."""
+    from ..encoders import default_device
+    from ..search import format_results
+    from .jobs import search_index
+
+    k = deprecated("search", "-k", old_k, None if top_k == 10 else top_k)
+    k = top_k if k is None else k
+    with default_device(check_device(device)):
+        results = search_index(index_dir, query, queries, k=k, ef_search=ef_search, nprobe=nprobe)
+    if results.warning:
+        typer.echo(f"warning: {results.warning}", err=True)
+    t = results.timings or {}
+    typer.echo(f"loaded the index and model in {t.get('load_s', 0):.2f} s, searched in {t.get('search_s', 0):.3f} s", err=True)
+    typer.echo(results.to_json() if as_json else format_results(results))
+
+
+def register_index_commands(index_app: typer.Typer) -> None:
+    """Add ``index build`` and ``index add``."""
+    command(index_app, index_build, "build")
+    command(index_app, index_add, "add")
+
+
+def register_search_command(app: typer.Typer) -> None:
+    command(app, search)
