@@ -368,6 +368,21 @@ def _auto_whitening(vectors: np.ndarray, notes: list[str], source: str) -> dict[
     return loaded
 
 
+def _default_encoder() -> Any:
+    from ..encoders import Encoder
+
+    return Encoder()
+
+
+def _coverage(encoder: Any, n: int, notes: list[str], quiet: bool) -> dict[str, Any] | None:
+    """A static model's out-of-vocabulary accounting of the sentences just encoded (a note too); None for a transformer."""
+    coverage = getattr(encoder, "coverage", None)
+    if coverage is None:
+        return None
+    _note(notes, f"static model: {coverage.describe()} in the {n} sentences analysed", quiet)
+    return coverage.to_dict()
+
+
 def _word_part(encoder: Any, kept: list[str], notes: list[str], quiet: bool, **kwargs: Any) -> dict[str, Any] | None:
     """:func:`word_report` with its notes moved to ``notes``; None (and a note) when the model has no embedding matrix."""
     try:
@@ -441,19 +456,14 @@ def analyze(
     kept = _check_analyze_args(sentences, corpus_name or "the corpus", seed, n_pairs, unseen_tokens)
     sample = _sample_sentences(kept, max_sentences, seed)
     loaded = _load_transforms(transforms)
-    if encoder is None:
-        from ..encoders import Encoder
-
-        encoder = Encoder()
+    encoder = _default_encoder() if encoder is None else encoder
     timings: dict[str, float] = {}
     notes: list[str] = []
     rec = None
     t0 = time.perf_counter()
     vectors = encoder.encode(sample, show_progress=show_progress)
     timings["encode_s"] = time.perf_counter() - t0
-    coverage = getattr(encoder, "coverage", None)  # a static model's out-of-vocabulary accounting
-    if coverage is not None:
-        _note(notes, f"static model: {coverage.describe()} in the {len(sample)} sentences analysed", quiet)
+    coverage = _coverage(encoder, len(sample), notes, quiet)
 
     t0 = time.perf_counter()
     if not loaded and auto_whiten:
@@ -477,7 +487,7 @@ def analyze(
     report: dict[str, Any] = {
         "meta": _meta(encoder, corpus_name, sample, kept, loaded, transforms, seed, timings),
         "notes": notes,
-        "coverage": None if coverage is None else coverage.to_dict(),
+        "coverage": coverage,
         "sentence": sentence,
         "word": word,
         "recommendation": rec,
