@@ -1,4 +1,4 @@
-"""Tests for isotropy.search (and the index jobs of isotropy.cli.jobs): exact search vs numpy, persistence, add, encoder/transform safety, bad input, CLI."""
+"""Tests for isotropy.search (and the index jobs of isotropy.files): exact search vs numpy, persistence, add, encoder/transform safety, bad input, CLI."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from isotropy.cli.jobs import build_index as build_index_file
-from isotropy.cli.jobs import search_index
 from isotropy.errors import IsotropyError
+from isotropy.files import build_index as build_index_file
+from isotropy.files import search_index
 from isotropy.search import Index, SearchResults
 from isotropy.search import index as search_index_module
 from isotropy.transforms.whitening import Whitening

@@ -99,7 +99,7 @@ def encode(
     if engine is not None or inputs is not None:
         from ..distributed import EncoderSpec
         from ..distributed import encode as encode_shards
-        from .jobs import check_engine
+        from .engine import check_engine
 
         check_engine(engine, inputs, input)
         if precision != "fp32":
@@ -118,7 +118,7 @@ def encode(
         raise IsotropyError(
             f"--address {address} applies only with --engine dask (a cluster to encode on); drop it or add --engine"
         )
-    from .jobs import encode_file
+    from ..files import encode_file
 
     (rows, dims), enc = encode_file(
         input,
@@ -189,7 +189,8 @@ def fit_whitening(
     """Fit BERT-whitening (y = (x - mu) W) on sentence vectors (or, with --engine, on sentence shards encoded on a cluster)."""
     import warnings
 
-    from .jobs import check_engine, fit_file
+    from ..files import fit_file
+    from .engine import check_engine
 
     params = dict(n_components=n_components, power=power, shrinkage=shrinkage, method=method)
     with warnings.catch_warnings(record=True) as caught:
@@ -204,7 +205,7 @@ def fit_whitening(
         elif vectors is None:
             raise typer.BadParameter("give VECTORS, or --engine with --input")
         else:
-            from .jobs import only_with_engine
+            from .engine import only_with_engine
 
             only_with_engine("VECTORS are already encoded", model=model, pooling=pooling, max_length=max_length, address=address)
             w = fit_file("whitening", vectors, output, params=params, show_progress=progress, force=force)
@@ -235,7 +236,7 @@ def fit_flow(
     force: bool = ForceOpt,
 ) -> None:
     """Fit BERT-flow (a Glow normalizing flow, Li et al. 2020) on sentence vectors."""
-    from .jobs import fit_file
+    from ..files import fit_file
 
     params = dict(
         levels=levels, depth=depth, hidden=hidden, coupling=coupling, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed
@@ -264,7 +265,7 @@ def transform(
     allow_other_encoder: bool = AllowOtherOpt,
 ) -> None:
     """Apply a fitted transform to vectors, streaming."""
-    from .jobs import transform_file
+    from ..files import transform_file
 
     rows, dims = transform_file(
         model_dir, vectors, output, show_progress=progress, force=force, allow_other_encoder=allow_other_encoder
@@ -411,7 +412,7 @@ def index_build(
     qrels: Path | None = rcli.QrelsOpt,
 ) -> None:
     """Index a sentence file for semantic search."""
-    from .jobs import build_index
+    from ..files import build_index
 
     auto = _index_method(method, candidates, transform=transform, whiten=whiten, power=power, no_whiten=no_whiten)
     judged = rcli.index_eval_task(corpus, eval_queries, qrels)
@@ -475,7 +476,7 @@ def index_add(
     ),
 ) -> None:
     """Add sentences to an index, encoded exactly like its corpus; the folder is rewritten atomically."""
-    from .jobs import add_to_index
+    from ..files import add_to_index
 
     index, added = add_to_index(index_dir, more, show_progress=progress)
     typer.echo(f"added {added} sentences; {index_dir} now holds {len(index)}", err=True)
@@ -492,8 +493,8 @@ def search(
     nprobe: int | None = typer.Option(None, "--nprobe", help="ivf: lists visited per query (default: the index's)."),
 ) -> None:
     """Find the sentences of an index most similar to each query (cosine after the index's transform)."""
+    from ..files import search_index
     from ..search import format_results
-    from .jobs import search_index
 
     results = search_index(index_dir, query, queries, k=k, ef_search=ef_search, nprobe=nprobe)
     if results.warning:

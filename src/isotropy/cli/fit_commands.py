@@ -118,7 +118,7 @@ def _command(name: str):
     def command(**kw: Any) -> None:
         import warnings
 
-        from .jobs import fit_file
+        from ..files import fit_file
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
