@@ -5,7 +5,11 @@ Pipeline, identical for documents and queries: encode (the index's own
 flow, or one fitted on the corpus itself) -> L2-normalise -> faiss inner-product
 index, so scores are cosine similarities in the transformed space.
 
-Index kinds (faiss does the work; this module adds the sentence store, the
+Modules: :mod:`.index` (the :class:`Index`: add and search), :mod:`.kinds` (the faiss
+kinds), :mod:`.store` (the saved folder: write, read back, verify), :mod:`.auto`
+(``--method auto``), :mod:`.serve` (``isotropy serve``), :mod:`.results`.
+
+Index kinds (faiss does the work; this package adds the sentence store, the
 encoder/transform bookkeeping and the save format):
 
 * ``flat`` (default): exact search, ``faiss.IndexFlatIP``.
