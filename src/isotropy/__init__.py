@@ -28,6 +28,7 @@ _EXPORTS = {
     "fit_file": "isotropy.files",
     "transform_file": "isotropy.files",
     "build_index": "isotropy.files",
+    "build_auto_index": "isotropy.files",
     "add_to_index": "isotropy.files",
     "search_index": "isotropy.files",
 }

@@ -462,7 +462,7 @@ def _index_method(method: str | None, candidates: str | None, **others: object):
     given = [f"--{k.replace('_', '-')}" for k, v in others.items() if v not in (None, False)]
     if given:
         raise IsotropyError(f"--method auto chooses the calibration itself: drop {', '.join(given)}")
-    from ..search import build_auto_index
+    from ..files import build_auto_index
 
     return build_auto_index
 

@@ -8,13 +8,13 @@ before encoding anything, streams what can be streamed, and raises one-line
 :class:`~isotropy.errors.IsotropyError` for bad input.
 
 * :mod:`.vectors`: :func:`encode_file`, :func:`fit_file`, :func:`transform_file`;
-* :mod:`.index`: :func:`build_index`, :func:`add_to_index`, :func:`search_index` (and
+* :mod:`.index`: :func:`build_index` (:func:`build_auto_index`: ``--method auto``), :func:`add_to_index`, :func:`search_index` (and
   :func:`default_whitening`, what ``index build`` fits on the corpus by default).
 """
 
 from __future__ import annotations
 
-from .index import add_to_index, build_index, default_whitening, search_index
+from .index import add_to_index, build_auto_index, build_index, default_whitening, search_index
 from .vectors import ENCODE_CHUNK, encode_file, fit_file, transform_file
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "fit_file",
     "transform_file",
     "build_index",
+    "build_auto_index",
     "add_to_index",
     "search_index",
     "default_whitening",

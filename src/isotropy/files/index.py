@@ -2,6 +2,13 @@
 
 The file-level face of :class:`isotropy.search.Index`: outputs are checked before any encoding,
 sentence files are read through :mod:`isotropy.storage.text`, errors are one line.
+
+``index build --method auto`` (:func:`build_auto_index`): the corpus is encoded once;
+:func:`isotropy.selection.select_calibration` compares the candidates on those vectors
+(label-free: the criteria encode word-deleted copies of a sample of the sentences with the same
+encoder) and the chosen one (``raw``: none) is the index's transform. The evidence
+(:meth:`Selection.to_dict`) is saved in the index's ``config.json`` under ``selection`` and read
+back by :meth:`Index.load` (``index.selection``).
 """
 
 from __future__ import annotations
@@ -12,6 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..encoders import Encoder
 from ..errors import IsotropyError
 from ..search import Index
@@ -20,7 +29,15 @@ from ..storage.atomic import artefact_lock
 from ..storage.text import read_sentences
 from ..transforms import load_transform, transform_class
 
-__all__ = ["DEFAULT_WHITEN_K", "DEFAULT_WHITEN_POWER", "default_whitening", "build_index", "add_to_index", "search_index"]
+__all__ = [
+    "DEFAULT_WHITEN_K",
+    "DEFAULT_WHITEN_POWER",
+    "default_whitening",
+    "build_index",
+    "build_auto_index",
+    "add_to_index",
+    "search_index",
+]
 
 # Default of `isotropy index build`: soft whitening (power 0.5) to 128 dims, fitted on the corpus;
 # from bench/search.py (docs/BENCHMARKS.md, section search): on the STS retrieval task with the
@@ -105,9 +122,7 @@ def build_index(
     if len(chosen) > 1:
         raise IsotropyError(f"choose one of {', '.join(chosen)}")
     check_output(output, "index", force=force, inputs=[corpus, transform, pooling_stats, model])
-    sentences = read_sentences(corpus)
-    if not any(s.strip() for s in sentences):
-        raise IsotropyError(f"{corpus} holds no sentence (every line is empty): there is nothing to index")
+    sentences = _read_corpus(corpus)
     encoder = Encoder(
         model, pooling=pooling, max_length=max_length, batch_size=batch_size, backend=backend, pooling_stats=pooling_stats
     )
@@ -115,8 +130,64 @@ def build_index(
     index = Index(encoder, t, kind, allow_other_encoder=allow_other_encoder, **params)
     if warning:
         index.warnings.append(warning)
+    return _fill_and_save(index, corpus, output, force, lambda: index.add(sentences, show_progress=show_progress))
+
+
+def build_auto_index(
+    corpus: str | os.PathLike,
+    output: str | os.PathLike,
+    *,
+    model: str | os.PathLike | None = None,
+    pooling: str | None = None,
+    max_length: int | None = None,
+    candidates: Any = None,
+    kind: str = "flat",
+    batch_size: int = 64,
+    backend: str = "torch",
+    pooling_stats: Any = None,
+    seed: int = 0,
+    show_progress: bool | None = None,
+    force: bool = False,
+    **params: Any,
+) -> Index:
+    """``isotropy index build --method auto``: index a sentence file (one a line; id = line number - 1)
+    with the calibration ``auto`` chooses on it (see the module docs); saved to ``output``."""
+    from ..selection import parse_candidates, select_calibration
+
+    if candidates is not None:
+        parse_candidates(candidates, 10**6)  # an unknown name is said before the model loads
+    check_output(output, "index", force=force, inputs=[corpus, pooling_stats, model])
+    sentences = _read_corpus(corpus)
+    rows = [i for i, s in enumerate(sentences) if s.strip()]
+    encoder = Encoder(
+        model, pooling=pooling, max_length=max_length, batch_size=batch_size, backend=backend, pooling_stats=pooling_stats
+    )
+    raw = np.asarray(encoder.encode(sentences, show_progress=show_progress), dtype=np.float32)
+    sel = select_calibration(
+        raw[rows].astype(np.float64),
+        [sentences[i] for i in rows],
+        encoder=encoder,
+        candidates=candidates,
+        seed=seed,
+        source=str(corpus),
+        show_progress=False,
+    )
+    index = Index(encoder, sel.transform, kind, **params)
+    index.selection = sel.to_dict()
+    return _fill_and_save(index, corpus, output, force, lambda: index.add_encoded(sentences, raw, show_progress=show_progress))
+
+
+def _read_corpus(corpus: str | os.PathLike) -> list[str]:
+    sentences = read_sentences(corpus)
+    if not any(s.strip() for s in sentences):
+        raise IsotropyError(f"{corpus} holds no sentence (every line is empty): there is nothing to index")
+    return sentences
+
+
+def _fill_and_save(index: Index, corpus: str | os.PathLike, output: str | os.PathLike, force: bool, add) -> Index:
+    """Run ``add`` (errors named by the corpus file), then save the index to ``output``."""
     try:
-        index.add(sentences, show_progress=show_progress)
+        add()
     except IsotropyError as exc:
         raise IsotropyError(f"{corpus}: {exc}") from None
     index.save(output, force=force)

@@ -278,32 +278,5 @@ class Index:
 
     # ------------------------------------------------------------------ persistence (store.py)
 
-    def save(self, path: str | os.PathLike, *, force: bool = False) -> Path:
-        """Write the index folder atomically (see the docs of :mod:`isotropy.search` for its layout).
-
-        An existing ``path`` is replaced only when it holds an index (or is empty), unless
-        ``force``. Saving back to the folder the index was loaded from fails, writing
-        nothing, when another writer changed that folder in the meantime (so one of two
-        concurrent ``add``s is never silently lost; ``isotropy index add`` also locks it).
-        """
-        return save_index(self, path, force=force)
-
-    @classmethod
-    def load(
-        cls,
-        path: str | os.PathLike,
-        *,
-        ef_search: int | None = None,
-        nprobe: int | None = None,
-        batch_size: int = 64,
-        device: str | None = None,
-        verify: bool | None = None,
-    ) -> Index:
-        """Read a folder written by :meth:`save`, rebuilding and verifying its encoder and transform.
-
-        The encoder is rebuilt on the backend it was built with (an index over an ONNX
-        export reloads on onnxruntime); its weights fingerprint and the recomputed
-        ``encoding_key`` must match the recorded ones, and every file the sha256 its config records
-        (``verify=False`` skips that; None: unless ``--no-verify``); named paths stay inside the folder.
-        """
-        return load_index(cls, path, ef_search=ef_search, nprobe=nprobe, batch_size=batch_size, device=device, verify=verify)
+    save = save_index  # Index.save(path, *, force=False): the folder written atomically
+    load = classmethod(load_index)  # Index.load(path, *, ef_search, nprobe, batch_size, device, verify)

@@ -46,7 +46,7 @@ def encoding_key(fingerprint: str, pooling: str, max_length: int, transform_dige
 
 
 def save_index(index: Any, path: str | os.PathLike, *, force: bool = False) -> Path:
-    """Write ``index``'s folder atomically (:meth:`Index.save`; the layout: :mod:`isotropy.search`).
+    """``Index.save``: write the index folder atomically (see the docs of :mod:`isotropy.search` for its layout).
 
     An existing ``path`` is replaced only when it holds an index (or is empty), unless
     ``force``. Saving back to the folder the index was loaded from fails, writing
@@ -122,8 +122,7 @@ def load_index(
     device: str | None = None,
     verify: bool | None = None,
 ) -> Any:
-    """An index (of class ``cls``) read from a folder written by :func:`save_index`, its encoder and transform
-    rebuilt and verified (:meth:`Index.load`).
+    """``Index.load``: read a folder written by :meth:`Index.save`, rebuilding and verifying its encoder and transform.
 
     The encoder is rebuilt on the backend it was built with (an index over an ONNX
     export reloads on onnxruntime); its weights fingerprint and the recomputed
