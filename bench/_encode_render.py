@@ -260,7 +260,7 @@ def memory_section(mem: dict | None) -> list[str]:
     if ro:
         md.append(
             "Where it grows: `isotropy encode` reads the whole file into a list of lines before encoding it in chunks "
-            "(`read_sentences` in `cli/jobs.encode_file`). Peak RSS of a process that only does that read: "
+            "(`read_sentences` in `files/vectors.encode_file`). Peak RSS of a process that only does that read: "
             + ", ".join(f"{r['lines']:,} lines {r['peak_rss_mib'] - r['rss_after_import_mib']:.0f} MiB" for r in ro)
             + f" above its baseline, so from {ro[0]['lines']:,} to {ro[-1]['lines']:,} lines encode's peak grows by about "
             f"{ro[-1]['peak_rss_mib'] - ro[0]['peak_rss_mib']:.0f} MiB (not run end to end at 1M: at the speed of this loaded "

@@ -1,6 +1,6 @@
 """Benchmark: streaming whitening fit on 1,000,000 x 768 float32 rows read from .npy shards on disk.
 
-Compares the wall time of ``isotropy.cli.jobs.fit_file("whitening", ...)`` (float64
+Compares the wall time of ``isotropy.files.fit_file("whitening", ...)`` (float64
 statistics, streamed, including the eigendecomposition) with one in-memory
 float32 ``X.T @ X`` on the same data, measured in the same run, and reports the
 peak extra (Python-heap, tracemalloc) memory of the fit at two row counts.
@@ -27,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import ROOT, machine, median_time, update_section  # noqa: E402
-from isotropy.cli.jobs import fit_file  # noqa: E402
+from isotropy.files import fit_file  # noqa: E402
 from isotropy.transforms.moments import BLOCK_BYTES, Moments  # noqa: E402
 
 
@@ -197,7 +197,7 @@ Machine: {machine()}; BLAS: {blas}.
 | what | time (s) | vs `X.T @ X` |
 |---|---:|---:|
 | reference: `X.T @ X`, float32, in memory (numpy -> `ssyrk`) | {t_ref:.2f} | 1.00x |
-| `isotropy fit whitening` path (`isotropy.cli.jobs.fit_file`), streamed from disk, float64, eigh included | {t_fit:.2f} | {ratio:.2f}x |
+| `isotropy fit whitening` path (`isotropy.files.fit_file`), streamed from disk, float64, eigh included | {t_fit:.2f} | {ratio:.2f}x |
 | of which: eigendecomposition + kernel (768 x 768) | {t_eigh:.2f} | {t_eigh / t_ref:.2f}x |
 | `Moments().update(X)` on the in-memory array (no file reading), float64 | {t_mem:.2f} | {t_mem / t_ref:.2f}x |
 | rejected: float32 GEMM on centred blocks, summed in float64 | {t_fp32:.2f} | {t_fp32 / t_ref:.2f}x |

@@ -192,7 +192,7 @@ def test_bf16_keeps_stsb_spearman_within_0_3_points(encoder, bf16_encoder):
 def test_encode_file_streams_the_file_and_advances_the_bar_batch_by_batch(tmp_path, monkeypatch):
     """The file is read a line at a time (never as a whole), and the bar moves once per batch, not per chunk."""
     from isotropy._progress import ProgressBar
-    from isotropy.cli import jobs
+    from isotropy.files import vectors as jobs
     from isotropy.storage import text
 
     lines = [f"line {i} {'word ' * (i % 7)}" for i in range(150)] + ["", "last"]

@@ -162,7 +162,7 @@ def test_disk_full_while_adding_to_an_index_is_one_line(tmp_path, monkeypatch):
 
 
 def test_out_of_memory_is_one_line(monkeypatch, vecs, tmp_path):
-    from isotropy.cli import jobs
+    from isotropy.files import vectors as jobs
 
     def oom(*a, **k):
         raise MemoryError

@@ -1,4 +1,4 @@
-"""Tests for isotropy.search (and the index jobs of isotropy.cli.jobs): exact search vs numpy, persistence, add, encoder/transform safety, bad input, CLI."""
+"""Tests for isotropy.search (and the index jobs of isotropy.files): exact search vs numpy, persistence, add, encoder/transform safety, bad input, CLI."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from isotropy.cli.jobs import build_index as build_index_file
-from isotropy.cli.jobs import search_index
 from isotropy.errors import IsotropyError
+from isotropy.files import build_index as build_index_file
+from isotropy.files import search_index
 from isotropy.search import Index, SearchResults
-from isotropy.search import index as search_index_module
+from isotropy.search import store as index_store
 from isotropy.transforms.whitening import Whitening
 
 WORDS = ["cat", "dog", "stock", "market", "rain", "storm", "piano", "guitar", "river", "bridge"]
@@ -431,7 +431,7 @@ def test_an_index_of_isotropy_0_1_whose_fingerprint_cannot_be_compared_is_verifi
     del cfg["encoder"]["fingerprint_version"]
     cfg["encoder"]["model"] = str(tiny_encoder.folder)
     cfg["encoder"]["fingerprint"] = "0" * 32
-    cfg["encoding_key"] = search_index_module._encoding_key("0" * 32, tiny_encoder.pooling, tiny_encoder.max_length, None)
+    cfg["encoding_key"] = index_store.encoding_key("0" * 32, tiny_encoder.pooling, tiny_encoder.max_length, None)
     cfg_path.write_text(json.dumps(cfg))
     loaded = Index.load(tmp_path / "idx")  # the stored vectors match a fresh encoding: accepted
     assert loaded.search([CORPUS[3]], k=1).ids[0, 0] == 3

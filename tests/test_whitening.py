@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from isotropy import IsotropyError, NotFittedError, Whitening, load_transform
-from isotropy.cli.jobs import fit_file, transform_file
 from isotropy.errors import RankDeficientWarning
+from isotropy.files import fit_file, transform_file
 from isotropy.transforms.moments import Moments
 
 

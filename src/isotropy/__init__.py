@@ -24,6 +24,13 @@ _EXPORTS = {
     "to_sentence_transformer": "isotropy.integrations",
     "calibrate": "isotropy.calibration",
     "select_calibration": "isotropy.selection",
+    "encode_file": "isotropy.files",
+    "fit_file": "isotropy.files",
+    "transform_file": "isotropy.files",
+    "build_index": "isotropy.files",
+    "build_auto_index": "isotropy.files",
+    "add_to_index": "isotropy.files",
+    "search_index": "isotropy.files",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -7,6 +7,9 @@ imports them by that name; code written against 0.1 (``from isotropy.ecosystem i
 to_sentence_transformer``) keeps working too. Every name is handed out from
 :mod:`isotropy.integrations` (the classes created on first access, as there); nothing is
 defined here. New folders name the classes at their new home.
+
+It is removed in isotropy 1.0 (docs/ARCHITECTURE.md): the 0.x releases load 0.1's folders as
+they are; recalibrating one writes the new module paths.
 """
 
 

@@ -1,7 +1,7 @@
 """The ``isotropy`` command line (layer 5): :data:`app` holds the commands, :func:`main` runs them.
 
-Every command parses its options, makes one call into the library (:mod:`isotropy.cli.jobs`
-or a feature's entry point) and prints. :func:`main` turns every failure into one line.
+Every command parses its options, makes one call into the library (:mod:`isotropy.files`,
+the file-level jobs, or a feature's entry point) and prints. :func:`main` turns every failure into one line.
 """
 
 from __future__ import annotations

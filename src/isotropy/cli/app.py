@@ -1,6 +1,6 @@
 """The ``isotropy`` commands (layer 5), assembled: each module registers its commands on :mod:`.root`'s typer objects.
 
-Every command parses, makes one call into the library (:mod:`isotropy.cli.jobs`, the file-level
+Every command parses, makes one call into the library (:mod:`isotropy.files`, the file-level
 jobs, or a feature's entry point) and prints; :func:`isotropy.cli.main` turns errors into one line.
 The shared options (one definition each, one meaning per short flag) live in :mod:`.options`;
 ``docs/CLI.md`` is generated from this app (``python bench/cli_doc.py``).

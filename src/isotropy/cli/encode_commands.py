@@ -63,7 +63,7 @@ def encode(
     if engine is not None or inputs is not None:
         from ..distributed import EncoderSpec
         from ..distributed import encode as encode_shards
-        from .jobs import check_engine
+        from .engine import check_engine
 
         check_engine(engine, inputs, input)
         if precision != "fp32":
@@ -81,7 +81,7 @@ def encode(
             f"--address {address} applies only with --engine dask (a cluster to encode on); drop it or add --engine"
         )
     from ..encoders import default_device
-    from .jobs import encode_file
+    from ..files import encode_file
 
     with default_device(check_device(device)):
         (rows, dims), enc = encode_file(
@@ -120,7 +120,7 @@ def transform(
     allow_other_encoder: AllowOtherEncoder = False,
 ) -> None:
     """Apply a fitted transform to vectors, streaming."""
-    from .jobs import transform_file
+    from ..files import transform_file
 
     rows, dims = transform_file(
         model_dir, vectors, output, show_progress=progress, force=force, allow_other_encoder=allow_other_encoder

@@ -120,7 +120,7 @@ def _command(name: str):
     def command(**kw: Any) -> None:
         import warnings
 
-        from .jobs import fit_file
+        from ..files import fit_file
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -182,7 +182,8 @@ def fit_whitening(
     """Fit BERT-whitening (y = (x - mu) W) on sentence vectors (or, with --engine, on sentence shards encoded on a cluster)."""
     import warnings
 
-    from .jobs import check_engine, fit_file
+    from ..files import fit_file
+    from .engine import check_engine
 
     params = dict(n_components=n_components, power=power, shrinkage=shrinkage, method=method)
     with warnings.catch_warnings(record=True) as caught:
@@ -197,7 +198,7 @@ def fit_whitening(
         elif vectors is None:
             raise typer.BadParameter("give VECTORS, or --engine with --input")
         else:
-            from .jobs import only_with_engine
+            from .engine import only_with_engine
 
             only_with_engine("VECTORS are already encoded", model=model, pooling=pooling, max_length=max_length, address=address)
             w = fit_file("whitening", vectors, output, params=params, show_progress=progress, force=force)
@@ -224,7 +225,7 @@ def fit_flow(
     force: Force = False,
 ) -> None:
     """Fit BERT-flow (a Glow normalizing flow, Li et al. 2020) on sentence vectors."""
-    from .jobs import fit_file
+    from ..files import fit_file
 
     params = dict(
         levels=levels, depth=depth, hidden=hidden, coupling=coupling, epochs=epochs, lr=lr, batch_size=batch_size, seed=seed

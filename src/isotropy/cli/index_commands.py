@@ -91,7 +91,7 @@ def index_build(
 ) -> None:
     """Index a sentence file for semantic search."""
     from ..encoders import default_device
-    from .jobs import build_index
+    from ..files import build_index
 
     auto = _index_method(method, candidates, transform=transform, whiten=whiten, power=power, no_whiten=no_whiten)
     judged = rcli.index_eval_task(corpus, eval_queries, qrels)
@@ -129,7 +129,7 @@ def index_build(
 
 
 def _index_method(method: str | None, candidates: str | None, **others: object):
-    """``isotropy.search.build_auto_index`` for ``--method auto`` (None: the other options decide)."""
+    """``isotropy.files.build_auto_index`` for ``--method auto`` (None: the other options decide)."""
     if method is None:
         if candidates is not None:
             raise IsotropyError("--candidates applies to --method auto only")
@@ -137,7 +137,7 @@ def _index_method(method: str | None, candidates: str | None, **others: object):
     given = [f"--{k.replace('_', '-')}" for k, v in others.items() if v not in (None, False)]
     if given:
         raise IsotropyError(f"--method auto chooses the calibration itself: drop {', '.join(given)}")
-    from ..search import build_auto_index
+    from ..files import build_auto_index
 
     return build_auto_index
 
@@ -152,7 +152,7 @@ def index_add(
 ) -> None:
     """Add sentences to an index, encoded exactly like its corpus; the folder is rewritten atomically."""
     from ..encoders import default_device
-    from .jobs import add_to_index
+    from ..files import add_to_index
 
     with default_device(check_device(device)):
         index, added = add_to_index(index_dir, more, show_progress=progress)
@@ -175,7 +175,7 @@ def search(
     """Find the sentences of an index most similar to each query (cosine after the index's transform)."""
     from ..encoders import default_device
     from ..search import format_results
-    from .jobs import search_index
+    from ..files import search_index
 
     k = deprecated("search", "-k", old_k, None if top_k == 10 else top_k)
     k = top_k if k is None else k

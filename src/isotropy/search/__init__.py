@@ -5,7 +5,11 @@ Pipeline, identical for documents and queries: encode (the index's own
 flow, or one fitted on the corpus itself) -> L2-normalise -> faiss inner-product
 index, so scores are cosine similarities in the transformed space.
 
-Index kinds (faiss does the work; this module adds the sentence store, the
+Modules: :mod:`.index` (the :class:`Index`: add and search), :mod:`.kinds` (the faiss
+kinds), :mod:`.store` (the saved folder: write, read back, verify),
+:mod:`.serve` (``isotropy serve``), :mod:`.results`.
+
+Index kinds (faiss does the work; this package adds the sentence store, the
 encoder/transform bookkeeping and the save format):
 
 * ``flat`` (default): exact search, ``faiss.IndexFlatIP``.
@@ -29,7 +33,7 @@ an interrupted build or ``add`` never leaves a half index that a search would lo
 * ``sentences.jsonl`` -- one JSON string per line (a sentence given through the API
   may contain newlines), row ``i`` = id ``i``;
 * ``transform/`` -- the fitted transform's own saved folder (absent for raw vectors);
-  built with ``--method auto`` (:func:`build_auto_index`), ``config.json`` also holds the
+  built with ``--method auto`` (:func:`isotropy.files.build_auto_index`), ``config.json`` also holds the
   ``selection`` evidence (``Index.selection``).
 
 On load the encoder is rebuilt from the recorded settings -- its backend too, so an index
@@ -40,8 +44,7 @@ refused with one clear error, so queries are always encoded like the corpus.
 
 from __future__ import annotations
 
-from .auto import build_auto_index
 from .index import INDEX_KINDS, Index
 from .results import SearchResults, format_results
 
-__all__ = ["build_auto_index", "Index", "SearchResults", "INDEX_KINDS", "format_results"]
+__all__ = ["Index", "SearchResults", "INDEX_KINDS", "format_results"]

@@ -201,13 +201,14 @@ def check_output(
     kind: str,
     *,
     force: bool = False,
-    inputs: Sequence[str | os.PathLike | None] = (),
+    inputs: Sequence[Any] = (),
     option: str = "--output",
 ) -> Path:
     """Fail before any work when writing ``path`` would destroy something isotropy did not write.
 
     ``kind`` is the output's kind (a key of FOLDER_KINDS or FILE_KINDS). Refused: an empty
-    path; a path that is, contains or lies inside one of ``inputs``; an existing folder that
+    path; a path that is, contains or lies inside one of ``inputs`` (those that name files: None,
+    ``-`` and objects given in their place are skipped); an existing folder that
     is not an empty folder or an isotropy output of the same kind (a file of the same kind,
     for file outputs), unless ``force``; a folder where a file is expected and the reverse
     (even with ``force``); a parent folder that is missing or not writable.
@@ -239,11 +240,11 @@ def check_output(
     return path
 
 
-def _check_inputs(path: Path, inputs: Sequence[str | os.PathLike | None], folder: bool) -> None:
+def _check_inputs(path: Path, inputs: Sequence[Any], folder: bool) -> None:
     out = path.resolve()
     for item in inputs:
-        if item is None or str(item) in ("", "-"):
-            continue
+        if not isinstance(item, (str, os.PathLike)) or str(item) in ("", "-"):
+            continue  # None, standard input, or an object given in place of a file (a fitted transform)
         src = Path(item).expanduser()
         if not (src.exists() or src.is_symlink()):
             continue  # nothing there to lose (a hub model id, a file yet to be named missing by its reader)

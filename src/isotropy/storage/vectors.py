@@ -12,7 +12,8 @@ import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,8 @@ __all__ = [
     "VECTORS_KIND",
     "list_vector_files",
     "open_vector_file",
+    "open_vectors",
+    "VectorSource",
     "iter_vector_chunks",
     "load_vectors",
     "save_npy",
@@ -83,30 +86,83 @@ def open_vector_file(file: Path) -> np.ndarray:
     return arr
 
 
+CHUNK_BYTES = 64 * 2**20  # float64 bytes of vectors a streamed job holds at a time (VectorSource.chunks)
+
+
+@dataclass(frozen=True)
+class VectorSource:
+    """A .npy file or a folder of shards, opened once by :func:`open_vectors`: what a streamed job needs.
+
+    ``files`` (in read order) and their ``shapes`` come from the headers (every file checked as
+    :func:`open_vector_file` does, its sidecar's sha256 verified); ``rows`` is their total and
+    ``width`` the first file's (a shard of another width is named by whoever reads its rows:
+    :meth:`load` here, the moments or the transform in a stream). The rows themselves are read
+    only by :meth:`chunks`, :meth:`head` or :meth:`load`.
+    """
+
+    path: Path
+    files: tuple[Path, ...]
+    shapes: tuple[tuple[int, int], ...]
+    dtype: np.dtype  # the first file's
+
+    @property
+    def rows(self) -> int:
+        return sum(s[0] for s in self.shapes)
+
+    @property
+    def width(self) -> int:
+        return self.shapes[0][1]
+
+    def chunks(self, chunk_rows: int | None = None) -> Iterator[tuple[Path, int, np.ndarray]]:
+        """Stream ``(file, first_row, chunk)``, memory-mapped: at most ``chunk_rows`` rows at a time
+        (None: as many as fit :data:`CHUNK_BYTES` in float64, at least 1024)."""
+        if chunk_rows is None:
+            chunk_rows = max(1024, CHUNK_BYTES // (8 * max(1, self.width)))
+        for file in self.files:
+            arr = open_vector_file(file)
+            for start in range(0, arr.shape[0], chunk_rows):
+                yield file, start, np.asarray(arr[start : start + chunk_rows])
+
+    def head(self, n: int = 1) -> np.ndarray:
+        """The first ``n`` rows of the first file (e.g. a probe of what a transform gives)."""
+        return np.asarray(open_vector_file(self.files[0])[:n])
+
+    def load(self) -> np.ndarray:
+        """Every row in memory: the file, or the shards concatenated (which must share one width)."""
+        parts = [open_vector_file(f) for f in self.files]
+        for f, p in zip(self.files, parts):
+            if p.shape[1] != parts[0].shape[1]:
+                raise IsotropyError(
+                    f"{self.path}: shards differ in width: {f} has {p.shape[1]} columns but {self.files[0]} has {parts[0].shape[1]}"
+                )
+        try:
+            return np.concatenate([np.asarray(p) for p in parts], axis=0) if len(parts) > 1 else np.array(parts[0])
+        except OSError as exc:  # a shard shrank while we read it
+            raise IsotropyError(f"{self.path}: cannot read the vectors: {exc.strerror or exc}") from None
+
+    def provenance(self) -> dict | None:
+        """The encoder of these vectors, from their sidecars (see :func:`vectors_provenance`)."""
+        return _provenance(self.files)
+
+
+def open_vectors(path: str | os.PathLike) -> VectorSource:
+    """Open a .npy file or a folder of shards once: its files, shapes, total rows, width and a chunk stream."""
+    files = list_vector_files(path)
+    arrays = [open_vector_file(f) for f in files]  # headers only (memory maps, dropped here)
+    return VectorSource(Path(path), tuple(files), tuple((int(a.shape[0]), int(a.shape[1])) for a in arrays), arrays[0].dtype)
+
+
 def iter_vector_chunks(path: str | os.PathLike, chunk_rows: int = 65536) -> Iterator[tuple[Path, int, np.ndarray]]:
     """Stream ``(file, first_row, chunk)`` from a .npy file or folder of shards, memory-mapped.
 
     Memory stays bounded by ``chunk_rows`` rows whatever the file size.
     """
-    for file in list_vector_files(path):
-        arr = open_vector_file(file)
-        for start in range(0, arr.shape[0], chunk_rows):
-            yield file, start, np.asarray(arr[start : start + chunk_rows])
+    yield from open_vectors(path).chunks(chunk_rows)
 
 
 def load_vectors(path: str | os.PathLike) -> np.ndarray:
     """Load a .npy file or concatenate a folder of shards (every file checked as :func:`open_vector_file` does)."""
-    files = list_vector_files(path)
-    parts = [open_vector_file(f) for f in files]
-    for f, p in zip(files, parts):
-        if p.shape[1] != parts[0].shape[1]:
-            raise IsotropyError(
-                f"{path}: shards differ in width: {f} has {p.shape[1]} columns but {files[0]} has {parts[0].shape[1]}"
-            )
-    try:
-        return np.concatenate([np.asarray(p) for p in parts], axis=0) if len(parts) > 1 else np.array(parts[0])
-    except OSError as exc:  # a shard shrank while we read it
-        raise IsotropyError(f"{path}: cannot read the vectors: {exc.strerror or exc}") from None
+    return open_vectors(path).load()
 
 
 def check_finite_output(array: np.ndarray, what: str, row_offset: int = 0) -> None:
@@ -265,8 +321,12 @@ def _verify_sidecar(npy: Path) -> None:
 def vectors_provenance(path: str | os.PathLike) -> dict | None:
     """The encoder (model, fingerprint, pooling, max_length, dim) of the vectors at ``path`` (a .npy or a
     folder of shards), from their sidecars; None when unknown or when shards disagree."""
+    return _provenance(list_vector_files(path))
+
+
+def _provenance(files: Sequence[Path]) -> dict | None:
     seen = []
-    for file in list_vector_files(path):
+    for file in files:
         meta = read_sidecar(file)
         if meta is None:
             return None

@@ -1,0 +1,232 @@
+"""Index files: build a search index from a sentence file, add a file to one, search one.
+
+The file-level face of :class:`isotropy.search.Index`: outputs are checked before any encoding,
+sentence files are read through :mod:`isotropy.storage.text`, errors are one line.
+
+``index build --method auto`` (:func:`build_auto_index`): the corpus is encoded once;
+:func:`isotropy.selection.select_calibration` compares the candidates on those vectors
+(label-free: the criteria encode word-deleted copies of a sample of the sentences with the same
+encoder) and the chosen one (``raw``: none) is the index's transform. The evidence
+(:meth:`Selection.to_dict`) is saved in the index's ``config.json`` under ``selection`` and read
+back by :meth:`Index.load` (``index.selection``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..encoders import Encoder
+from ..errors import IsotropyError
+from ..search import Index
+from ..storage.artifacts import check_output, read_config
+from ..storage.atomic import artefact_lock
+from ..storage.text import read_sentences
+from ..transforms import load_transform, transform_class
+
+__all__ = [
+    "DEFAULT_WHITEN_K",
+    "DEFAULT_WHITEN_POWER",
+    "default_whitening",
+    "build_index",
+    "build_auto_index",
+    "add_to_index",
+    "search_index",
+]
+
+# Default of `isotropy index build`: soft whitening (power 0.5) to 128 dims, fitted on the corpus;
+# from bench/search.py (docs/BENCHMARKS.md, section search): on the STS retrieval task with the
+# default model it kept recall@10 within 1 point of raw 384-dim vectors (89.4 vs 90.2) with a third
+# of the index memory, where full whitening lost more (89.1 at 128 dims); this model is trained for
+# similarity, so full whitening has little anisotropy left to fix.
+DEFAULT_WHITEN_K = 128
+DEFAULT_WHITEN_POWER = 0.5
+
+
+def default_whitening(dim: int, n_components: int | None = DEFAULT_WHITEN_K, power: float = DEFAULT_WHITEN_POWER):
+    """The whitening ``isotropy index build`` fits on the corpus by default: ``n_components``
+    (capped at the encoder's dimension), ``power``, Ledoit-Wolf shrinkage (so small corpora work)."""
+    k = None if n_components is None else min(int(n_components), int(dim))
+    return transform_class("whitening")(n_components=k, power=power, shrinkage="auto")
+
+
+def _index_transform(corpus, n: int, encoder: Encoder, transform, whiten, power, no_whiten) -> tuple[Any, str | None]:
+    """The transform an index build uses, and a warning when the default had to be skipped."""
+    if transform is not None:
+        return load_transform(transform), None
+    if no_whiten:
+        return None, None
+    if whiten is not None and (isinstance(whiten, bool) or whiten < 1):
+        raise IsotropyError(f"--whiten must be a positive number of dimensions, got {whiten}")
+    if whiten is not None and whiten > encoder.dim:
+        raise IsotropyError(f"--whiten {whiten} is more than the {encoder.dim} dimensions of {encoder.model_name}")
+    k = min(DEFAULT_WHITEN_K, encoder.dim) if whiten is None else whiten
+    # n centred sentences span at most n - 1 directions: a whitening to k dims needs n > k
+    # (below that, the extra directions hold only the shrinkage's made-up variance).
+    if n > k:
+        return default_whitening(encoder.dim, k, DEFAULT_WHITEN_POWER if power is None else power), None
+    if whiten is not None or power is not None:
+        raise IsotropyError(
+            f"a whitening to {k} dimensions needs more than {k} sentences, but {corpus} has {n}; "
+            f"lower --whiten, pass --transform with a whitening fitted on a larger corpus, or use --no-whiten"
+        )
+    return None, (
+        f"{corpus} has {n} sentences, too few to fit the default whitening to {k} dimensions "
+        f"(it needs more than {k}); indexing the raw vectors instead (pass --transform with a whitening "
+        f"fitted on a larger corpus to calibrate them)"
+    )
+
+
+def build_index(
+    corpus: str | os.PathLike,
+    output: str | os.PathLike,
+    *,
+    model: str | None = None,
+    pooling: str | None = None,
+    max_length: int | None = None,
+    transform: str | os.PathLike | None = None,
+    whiten: int | None = None,
+    power: float | None = None,
+    no_whiten: bool = False,
+    kind: str = "flat",
+    batch_size: int = 64,
+    backend: str = "torch",
+    show_progress: bool | None = None,
+    force: bool = False,
+    pooling_stats: Any = None,
+    allow_other_encoder: bool = False,
+    **params: Any,
+) -> Index:
+    """``isotropy index build``: index a sentence file (one a line; id = line number - 1) into ``output``.
+
+    Transform: ``transform`` (a fitted folder), else raw with ``no_whiten``, else a
+    whitening fitted on the corpus itself with ``whiten`` components (default 128) and
+    ``power`` (default 0.5, soft whitening), with Ledoit-Wolf shrinkage. A whitening to k
+    dimensions needs more than k sentences: on a smaller corpus the default falls back to
+    raw vectors with a warning (in ``index.warnings``), and an explicit ``whiten`` is an error.
+    """
+    chosen = [
+        name
+        for name, on in (
+            ("--transform", transform is not None),
+            ("--whiten/--power", whiten is not None or power is not None),
+            ("--no-whiten", no_whiten),
+        )
+        if on
+    ]
+    if len(chosen) > 1:
+        raise IsotropyError(f"choose one of {', '.join(chosen)}")
+    check_output(output, "index", force=force, inputs=[corpus, transform, pooling_stats, model])
+    sentences = _read_corpus(corpus)
+    encoder = Encoder(
+        model, pooling=pooling, max_length=max_length, batch_size=batch_size, backend=backend, pooling_stats=pooling_stats
+    )
+    t, warning = _index_transform(corpus, len(sentences), encoder, transform, whiten, power, no_whiten)
+    index = Index(encoder, t, kind, allow_other_encoder=allow_other_encoder, **params)
+    if warning:
+        index.warnings.append(warning)
+    return _fill_and_save(index, corpus, output, force, lambda: index.add(sentences, show_progress=show_progress))
+
+
+def build_auto_index(
+    corpus: str | os.PathLike,
+    output: str | os.PathLike,
+    *,
+    model: str | os.PathLike | None = None,
+    pooling: str | None = None,
+    max_length: int | None = None,
+    candidates: Any = None,
+    kind: str = "flat",
+    batch_size: int = 64,
+    backend: str = "torch",
+    pooling_stats: Any = None,
+    seed: int = 0,
+    show_progress: bool | None = None,
+    force: bool = False,
+    **params: Any,
+) -> Index:
+    """``isotropy index build --method auto``: index a sentence file (one a line; id = line number - 1)
+    with the calibration ``auto`` chooses on it (see the module docs); saved to ``output``."""
+    from ..selection import parse_candidates
+    from ..selection.choose import choose
+
+    if candidates is not None:
+        parse_candidates(candidates, 10**6)  # an unknown name is said before the model loads
+    check_output(output, "index", force=force, inputs=[corpus, pooling_stats, model])
+    sentences = _read_corpus(corpus)
+    rows = [i for i, s in enumerate(sentences) if s.strip()]
+    encoder = Encoder(
+        model, pooling=pooling, max_length=max_length, batch_size=batch_size, backend=backend, pooling_stats=pooling_stats
+    )
+    raw = np.asarray(encoder.encode(sentences, show_progress=show_progress), dtype=np.float32)
+    sel = choose(encoder, [sentences[i] for i in rows], raw[rows], candidates=candidates, seed=seed, source=str(corpus))
+    index = Index(encoder, sel.transform, kind, **params)
+    index.selection = sel.to_dict()
+    return _fill_and_save(index, corpus, output, force, lambda: index.add_encoded(sentences, raw, show_progress=show_progress))
+
+
+def _read_corpus(corpus: str | os.PathLike) -> list[str]:
+    sentences = read_sentences(corpus)
+    if not any(s.strip() for s in sentences):
+        raise IsotropyError(f"{corpus} holds no sentence (every line is empty): there is nothing to index")
+    return sentences
+
+
+def _fill_and_save(index: Index, corpus: str | os.PathLike, output: str | os.PathLike, force: bool, add) -> Index:
+    """Run ``add`` (errors named by the corpus file), then save the index to ``output``."""
+    try:
+        add()
+    except IsotropyError as exc:
+        raise IsotropyError(f"{corpus}: {exc}") from None
+    index.save(output, force=force)
+    return index
+
+
+def add_to_index(index_dir: str | os.PathLike, more: str | os.PathLike, show_progress: bool | None = None) -> tuple[Index, int]:
+    """``isotropy index add``: append a sentence file to a saved index, rewriting it atomically.
+
+    The index is locked from load to save, so a second ``add`` waits for this one
+    instead of silently dropping one of the two batches. Returns ``(index, added)``.
+    """
+    index_dir = Path(index_dir)
+    read_config(index_dir, "index")  # a missing or foreign folder is named before any lock is taken
+    sentences = read_sentences(more)
+    blank = next((i for i, s in enumerate(sentences, start=1) if not s.strip()), None)
+    if blank is not None:  # it would become a searchable row that matches nothing
+        raise IsotropyError(f"{more} line {blank} is blank: there is no sentence to index there; remove the blank lines")
+    with artefact_lock(index_dir):
+        index = Index.load(index_dir)
+        index.add(sentences, show_progress=show_progress)
+        index.save(index_dir)
+    return index, len(sentences)
+
+
+def search_index(
+    index_dir: str | os.PathLike,
+    queries: Sequence[str] | None = None,
+    queries_file: str | os.PathLike | None = None,
+    k: int = 10,
+    ef_search: int | None = None,
+    nprobe: int | None = None,
+    show_progress: bool | None = None,
+):
+    """``isotropy search``: queries given directly or read from a UTF-8 file (one a line)."""
+    queries = list(queries or [])
+    if queries and queries_file is not None:
+        raise IsotropyError("give either a query or --queries FILE, not both")
+    if queries_file is not None:
+        queries = read_sentences(queries_file)
+    if not queries:
+        raise IsotropyError("no query: give a query or --queries FILE")
+    Index._check_k(k)
+    start = time.perf_counter()
+    index = Index.load(index_dir, ef_search=ef_search, nprobe=nprobe)
+    loaded = time.perf_counter()
+    results = index.search(queries, k, show_progress=show_progress)
+    results.timings = {"load_s": round(loaded - start, 3), "search_s": round(time.perf_counter() - loaded, 3)}
+    return results

@@ -1,0 +1,117 @@
+"""The faiss kinds of an :class:`~isotropy.search.Index`: their parameters, construction, query knobs.
+
+Every kind is an inner-product index over L2-normalised vectors, so its scores are cosines:
+
+* ``flat``: exact, ``faiss.IndexFlatIP``;
+* ``hnsw``: ``faiss.IndexHNSWFlat`` (``m`` links per node, ``ef_construction``, ``ef_search``);
+* ``ivf``: ``faiss.IndexIVFFlat`` (``nlist`` lists trained on the first batch, ``nprobe`` visited per query).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..errors import IsotropyError
+
+__all__ = ["INDEX_KINDS", "faiss_module", "check_params", "new_faiss", "set_query_params", "describe_kind", "reconstruct"]
+
+INDEX_KINDS = ("flat", "hnsw", "ivf")
+
+
+def faiss_module():
+    """faiss, imported on first use (``import isotropy.search`` does not load it)."""
+    import faiss
+
+    return faiss
+
+
+def _is_int(value: Any, low: int) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= low
+
+
+def check_params(
+    kind: str, *, m: int, ef_construction: int, ef_search: int, nlist: int | None, nprobe: int
+) -> dict[str, int | None]:
+    """The parameters of an index of ``kind``, checked (one line naming a bad one), as plain ints."""
+    if kind not in INDEX_KINDS:
+        raise IsotropyError(f"unknown index kind {kind!r}; valid kinds: {', '.join(INDEX_KINDS)}")
+    for name, value, low in (
+        ("m", m, 2),
+        ("ef_construction", ef_construction, 1),
+        ("ef_search", ef_search, 1),
+        ("nprobe", nprobe, 1),
+    ):
+        if not _is_int(value, low):
+            raise IsotropyError(f"{name} must be an integer >= {low}, got {value!r}")
+    if nlist is not None and not _is_int(nlist, 1):
+        raise IsotropyError(f"nlist must be a positive integer or None, got {nlist!r}")
+    return {
+        "m": int(m),
+        "ef_construction": int(ef_construction),
+        "ef_search": int(ef_search),
+        "nlist": None if nlist is None else int(nlist),
+        "nprobe": int(nprobe),
+    }
+
+
+def new_faiss(kind: str, params: dict[str, Any], X: np.ndarray):
+    """An empty faiss index of ``kind`` for vectors like ``X`` (an ``ivf`` is trained on ``X``; a
+    ``nlist`` of None is chosen from its rows and written back into ``params``)."""
+    faiss = faiss_module()
+    n, d = X.shape
+    if kind == "flat":
+        return faiss.IndexFlatIP(d)
+    if kind == "hnsw":
+        idx = faiss.IndexHNSWFlat(d, params["m"], faiss.METRIC_INNER_PRODUCT)
+        idx.hnsw.efConstruction = params["ef_construction"]
+        idx.hnsw.efSearch = params["ef_search"]
+        return idx
+    nlist = params["nlist"]
+    if nlist is None:
+        # faiss's k-means wants >= 39 points per centroid; 4 sqrt(n) is the usual rule of thumb.
+        nlist = max(1, min(int(4 * math.sqrt(n)), n // 39))
+        params["nlist"] = nlist
+    if n < nlist:
+        raise IsotropyError(
+            f"an ivf index with nlist={nlist} is trained on the first batch, which has only {n} sentences; "
+            f"add at least {nlist} sentences first, lower nlist, or use kind 'flat' or 'hnsw'"
+        )
+    quantizer = faiss.IndexFlatIP(d)
+    idx = faiss.IndexIVFFlat(quantizer, d, nlist, faiss.METRIC_INNER_PRODUCT)
+    idx.cp.verbose = False
+    idx.train(X)
+    idx.nprobe = params["nprobe"]
+    return idx  # faiss's Python wrapper keeps `quantizer` alive as long as `idx`
+
+
+def set_query_params(params: dict[str, Any], fidx: Any, kind: str, ef_search: int | None, nprobe: int | None) -> None:
+    """Check and set the query-time knobs (``ef_search`` of hnsw, ``nprobe`` of ivf) in ``params`` and on ``fidx``."""
+    for name, value in (("ef_search", ef_search), ("nprobe", nprobe)):
+        if value is None:
+            continue
+        if not _is_int(value, 1):
+            raise IsotropyError(f"{name} must be a positive integer, got {value!r}")
+        params[name] = int(value)
+    if fidx is not None:
+        if kind == "hnsw":
+            fidx.hnsw.efSearch = params["ef_search"]
+        elif kind == "ivf":
+            fidx.nprobe = params["nprobe"]
+
+
+def describe_kind(kind: str, params: dict[str, Any]) -> str:
+    return {
+        "flat": "flat (exact)",
+        "hnsw": f"hnsw (m {params['m']}, ef_construction {params['ef_construction']}, ef_search {params['ef_search']})",
+        "ivf": f"ivf (nlist {params['nlist']}, nprobe {params['nprobe']})",
+    }[kind]
+
+
+def reconstruct(fidx: Any, kind: str, ids: list[int]) -> np.ndarray:
+    """The stored vectors of rows ``ids``; RuntimeError from a faiss index that cannot give them back."""
+    if kind == "ivf":
+        faiss_module().extract_index_ivf(fidx).make_direct_map()
+    return np.stack([fidx.reconstruct(i) for i in ids])
