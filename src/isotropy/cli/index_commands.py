@@ -174,8 +174,8 @@ def search(
 ) -> None:
     """Find the sentences of an index most similar to each query (cosine after the index's transform)."""
     from ..encoders import default_device
-    from ..search import format_results
     from ..files import search_index
+    from ..search import format_results
 
     k = deprecated("search", "-k", old_k, None if top_k == 10 else top_k)
     k = top_k if k is None else k
