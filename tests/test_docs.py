@@ -27,3 +27,12 @@ def test_no_document_or_recorded_result_cites_a_machine_path():
             if m:
                 found.append(f"{rel}:{n}: {line[max(0, m.start() - 40) : m.end() + 40]}")
     assert not found, "\n".join(found)
+
+
+def test_the_package_version_is_pyprojects():
+    import tomllib
+
+    import isotropy
+
+    with open(ROOT / "pyproject.toml", "rb") as fh:
+        assert isotropy.__version__ == tomllib.load(fh)["project"]["version"]

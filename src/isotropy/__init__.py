@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+__version__ = "0.3.0"  # the same as pyproject.toml's (tests/test_docs.py)
 
 _EXPORTS = {
     "Encoder": "isotropy.encoders",
