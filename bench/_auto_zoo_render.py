@@ -23,6 +23,19 @@ def _share(got: float, best: float) -> float:
     return got / best if best > 0 else 1.0
 
 
+def _cell(k: str) -> str:
+    """A cell key ``entry|task`` as table text (no pipe)."""
+    return k.replace("|", " on ")
+
+
+def _loss_note(c: dict) -> str:
+    t = c["truth"]
+    best = max(t, key=t.get)
+    if best == "raw":
+        return f"every calibration loses there, best {max((v for m, v in t.items() if m != 'raw')) - t['raw']:+.2f}"
+    return f"the oracle was {best}, {t[best] - t['raw']:+.2f}"
+
+
 def _why_low(c: dict) -> str:
     """Why label-free auto kept less than half of the oracle's gain in a cell."""
     t = c["truth"]
@@ -40,15 +53,16 @@ def targets(zoo: dict) -> tuple[list[str], dict]:
     worst = min(lf_gain, key=lf_gain.get)
     losers = [k for k, g in lf_gain.items() if g < -HARM]
     rows.append(
-        f"| label-free auto never below raw - 0.5 on any cell | worst {_f(lf_gain[worst])} ({worst}); "
-        f"{len(losers)} of {len(cells)} cells below: {', '.join(f'{k} {_f(lf_gain[k])}' for k in losers) or 'none'} "
+        f"| label-free auto never below raw - 0.5 on any cell | worst {_f(lf_gain[worst])} ({_cell(worst)}); "
+        f"{len(losers)} of {len(cells)} cells below: "
+        f"{', '.join(f'{_cell(k)} {_f(lf_gain[k])} ({_loss_note(cells[k])})' for k in losers) or 'none'} "
         f"| {_met(not losers)} |"
     )
     big = [k for k in cells if oracle[k] >= BIG]
     keep = {k: _share(lf_gain[k], oracle[k]) for k in big}
     mean_keep = float(np.mean(list(keep.values()))) if big else 1.0
     low = [k for k in big if keep[k] < 0.5]
-    reasons = "; ".join(f"{k}: {100 * keep[k]:.0f}% of {_f(oracle[k])} ({_why_low(cells[k])})" for k in low)
+    reasons = "; ".join(f"{_cell(k)}: {100 * keep[k]:.0f}% of {_f(oracle[k])} ({_why_low(cells[k])})" for k in low)
     rows.append(
         f"| where the oracle gains >= 3 ({len(big)} cells), label-free auto keeps >= 70% of its gain on average | "
         f"{100 * mean_keep:.0f}%; below half: {reasons or 'none'} | {_met(mean_keep >= KEEP_LF)} |"
@@ -57,9 +71,10 @@ def targets(zoo: dict) -> tuple[list[str], dict]:
         k: sum(c["truth"][x] - c["truth"]["raw"] >= -HARM for x in c["few_label"]) for k, c in cells.items() if c["few_label"]
     }
     bad = [k for k, v in few_ok.items() if v < DRAWS_OK]
+    bad_text = ", ".join(f"{_cell(k)} {few_ok[k]}/{len(cells[k]['few_label'])}" for k in bad) or "none"
     rows.append(
         f"| few-label auto >= raw - 0.5 in >= 19 of 20 draws per cell | fewest {min(few_ok.values())}/20; "
-        f"{len(bad)} of {len(few_ok)} cells below 19: {', '.join(f'{k} {few_ok[k]}/20' for k in bad) or 'none'} "
+        f"{len(bad)} of {len(few_ok)} cells below 19: {bad_text} "
         f"| {_met(not bad)} |"
     )
     fk = {

@@ -263,7 +263,9 @@ def decide_by_signals(sig: dict[str, float], rule: dict[str, Any] | None = None,
     if act == "raw":
         reason = f"{why}: raw kept"
     else:
-        reason = f"{why}: {act}, which gained >= {rule['margin']:g} on every such model of the {rule['tuned_on']}"
+        reason = (
+            f"{why}: {act}, which gained >= {rule['margin']:g} Spearman points on every {kind} zoo model ({rule['tuned_on']})"
+        )
     return {"choice": act, "fired": act != "raw", "reason": reason, "expected": rule["expected"][kind]}
 
 
