@@ -1,21 +1,80 @@
 """The model zoo of bench/auto.py (issue #24): label-free signals and the signal rule, held out task by task.
 
+The zoo is encoded by the library itself, as a user runs it (``isotropy.encoders.Encoder``, vectors in
+the shared ``VectorCache``):
+
+* ``glove-6b-50d`` -- ``Encoder("glove-6b-50d")``: pooling ``mean`` (the static backend's ``last-avg``) and
+  ``sif`` (weights ``a / (a + p)``, ``p`` Zipf's law on GloVe's frequency rank);
+* ``m2v-384``, ``m2v-256`` -- the embedded default model distilled to a static table by ``model2vec.distill``
+  (PCA to 384 or 256 dims), distilled once and kept under ``$ISOTROPY_CACHE/zoo/``, then ``Encoder(folder)``;
+  pooling ``mean`` (the mean of the token rows: the vectors model2vec's ``encode`` returns before it
+  normalises them to unit length; every cosine is the same);
+* ``minilm`` -- the embedded default transformer, max_length 64; poolings ``last-avg``, ``cls``, ``first-last-avg``.
+
 ``tune_zoo``: every zoo entry fitted on the STS-B TRAIN split's sentences and scored on its train
 pairs (no test label of any task): the signals of :mod:`isotropy.selection.signals` and every
-candidate's gain over raw; the signal rule's settings (:data:`isotropy.selection.signals.SIGNAL_RULE`)
-are read off this table. ``run_zoo``: leave one task out over the 7 STS tasks, calibrations fitted
+candidate's gain over raw; the signal rule (:data:`isotropy.selection.signals.SIGNAL_RULE`) is read off
+this table by ``tuned_rule``. ``run_zoo``: leave one task out over the 7 STS tasks, calibrations fitted
 on ``others``; per cell raw, every fixed method, the oracle, label-free auto (the signal rule, and
-each signal deciding alone with its STS-B-train threshold) and few-label auto (20 draws of 100 pairs).
+each vector signal deciding alone with its STS-B-train threshold) and few-label auto (draws of 100 pairs).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from functools import cache as _memo
 
 import numpy as np
-from _zoo import ZOO, zoo_vectors
 
 DRAWS, DEV_PAIRS = 20, 100
+ZOO = {
+    "glove-6b-50d": ("mean", "sif"),
+    "m2v-384": ("mean",),
+    "m2v-256": ("mean",),
+    "minilm": ("last-avg", "cls", "first-last-avg"),
+}
+LIBRARY_POOLING = {"mean": "last-avg"}  # the zoo's name -> the library's pooling name on a static model
+
+
+def distilled(dims: int):
+    """The folder of the default model distilled to a ``dims``-d model2vec table (distilled once, cached)."""
+    from isotropy.encoders.cache import default_cache_dir
+    from isotropy.encoders.models import default_model_path
+
+    folder = default_cache_dir() / "zoo" / f"m2v-minilm-{dims}"
+    if not (folder / "config.json").exists():
+        from model2vec.distill import distill
+
+        print(f"distilling the default model to a {dims}-d static table (once; cached in {folder})", flush=True)
+        distill(str(default_model_path()), pca_dims=dims, device="cpu").save_pretrained(str(folder))
+    return folder
+
+
+@_memo
+def encoder(model: str):
+    """The library encoder of a zoo model (every pooling of the entry is read off it)."""
+    from isotropy.encoders import Encoder
+
+    if model == "minilm":
+        return Encoder(None, pooling=ZOO["minilm"][0], max_length=64)
+    source = model if model == "glove-6b-50d" else str(distilled(int(model.removeprefix("m2v-"))))
+    return Encoder(source, pooling=LIBRARY_POOLING.get(ZOO[model][0], ZOO[model][0]))
+
+
+def is_static(model: str) -> bool:
+    return encoder(model).backend == "static"
+
+
+def zoo_vectors(model: str, pooling: str, sentences: Sequence[str]) -> np.ndarray:
+    """``len(sentences) x d`` float32 sentence vectors of ``model`` under ``pooling``, through the shared vector cache."""
+    from isotropy.encoders.cache import VectorCache, encode_cached
+
+    if model not in ZOO or pooling not in ZOO[model]:
+        raise ValueError(f"unknown zoo entry {model}/{pooling}; the zoo: {ZOO}")
+    names = [LIBRARY_POOLING.get(p, p) if model != "minilm" else p for p in ZOO[model]]
+    got = encode_cached(encoder(model), [str(s) for s in sentences], names, VectorCache(), show_progress=None)
+    return np.asarray(got[LIBRARY_POOLING.get(pooling, pooling) if model != "minilm" else pooling], dtype=np.float32)
 
 
 def entries() -> list[tuple[str, str]]:
@@ -67,19 +126,22 @@ def tune_zoo(data_dir: str) -> dict:
         V = zoo_vectors(model, pooling, uniq).astype(np.float64)
         X = V[rows]
         sel = Selector(X, candidates(X), seed=0, source="STS-B train")
-        out[label(model, pooling)] = {"signals": corpus_signals(X, 0), "truth": truths(sel, V, a, b, gold), "dim": X.shape[1]}
+        out[label(model, pooling)] = {
+            "signals": corpus_signals(X, 0),
+            "truth": truths(sel, V, a, b, gold),
+            "dim": X.shape[1],
+            "kind": "static" if is_static(model) else "transformer",
+        }
         print(f"tuned {model}/{pooling}", flush=True)
     return {"entries": out, "wall_s": time.perf_counter() - t0}
 
 
-def tuned_rule(tune: dict) -> dict:
-    """The signal rule read off the STS-B train table: for each signal and direction, the threshold (a midpoint
-    between two entries) that best tells "full whitening gains >= 0.5 over raw" from "it does not"
-    (most entries right, then the widest gap relative to the signal's spread); the deciding signal is the best
-    such; the action is the calibration with the best mean gain over the entries where that signal fires."""
-    from isotropy.selection.signals import SIGNAL_NAMES, SIGNAL_RULE, signal_alone
+def _thresholds(ent: dict) -> tuple[dict, dict]:
+    """Each vector signal's best threshold alone: the midpoint between two entries and the direction that best tell
+    "full whitening gains >= 0.5 over raw" from "it does not" (most entries right, then the widest gap relative
+    to the signal's spread). ``({signal: (op, t)}, {signal: (entries right, gap)})``."""
+    from isotropy.selection.signals import SIGNAL_NAMES
 
-    ent = tune["entries"]
     helps = {e: r["truth"]["whitening"] - r["truth"]["raw"] >= 0.5 for e, r in ent.items()}  # the method a user would pick
     thresholds, quality = {}, {}
     for name in SIGNAL_NAMES:
@@ -92,35 +154,62 @@ def tuned_rule(tune: dict) -> dict:
             for op in (">", "<"):
                 right = sum((v > t if op == ">" else v < t) == helps[e] for v, e in vals)
                 if best is None or (right, gap) > best[0]:
-                    best = ((right, gap), (op, float(t)))
+                    best = ((right, gap), (op, round(float(t), 4)))
         thresholds[name], quality[name] = best[1], best[0]
-    decide = max(quality, key=quality.get)
-    rule = {**SIGNAL_RULE, "thresholds": thresholds, "decide": decide}
-    fired = [e for e, r in ent.items() if signal_alone(r["signals"], decide, rule)]
-    shared = set.intersection(*(set(r["truth"]) for r in ent.values()))  # abtt-D / whitening-K names depend on d
-    names = [n for n in next(iter(ent.values()))["truth"] if n != "raw" and n in shared]
-    gain = {n: float(np.mean([ent[e]["truth"][n] - ent[e]["truth"]["raw"] for e in fired])) if fired else -1.0 for n in names}
-    act = max(gain, key=gain.get)
-    g = [ent[e]["truth"][act] - ent[e]["truth"]["raw"] for e in fired]
-    rule["act"] = act
-    rule["expected"] = {
-        False: "unchanged similarities (raw kept)",
-        True: f"{act}: {np.mean(g):+.1f} Spearman points on average on the STS-B train split of the models where the "
-        f"rule fired ({min(g):+.1f} to {max(g):+.1f}, {len(g)} models)"
-        if g
-        else "not measured",
+    return thresholds, quality
+
+
+def tuned_rule(tune: dict) -> dict:
+    """The label-free rule read off the STS-B train table (no test label): per encoder kind, the calibrations that
+    gained >= MARGIN on EVERY entry of that kind, and among them the best mean gain; none: raw. Vectors of an
+    unknown encoder: raw. Each vector signal's own best threshold (:func:`_thresholds`) is recorded as evidence."""
+    from isotropy.selection.signals import SIGNAL_RULE
+
+    ent = tune["entries"]
+    margin = SIGNAL_RULE["margin"]
+    act, expected, worst = {"unknown": "raw"}, {"unknown": SIGNAL_RULE["expected"]["unknown"]}, {}
+    for kind in ("static", "transformer"):
+        rows = [r for r in ent.values() if r["kind"] == kind]
+        shared = set.intersection(*(set(r["truth"]) for r in rows)) - {"raw"}  # abtt-D / whitening-K names depend on d
+        gains = {n: [r["truth"][n] - r["truth"]["raw"] for r in rows] for n in sorted(shared)}
+        safe = {n: g for n, g in gains.items() if min(g) >= margin}
+        best_worst = max(gains, key=lambda n: min(gains[n]))
+        worst[kind] = (best_worst, round(min(gains[best_worst]), 2))
+        if safe:
+            a = max(safe, key=lambda n: np.mean(safe[n]))
+            g = safe[a]
+            act[kind] = a
+            expected[kind] = (
+                f"{a}: {np.mean(g):+.1f} Spearman points on average on the STS-B train split of the {len(g)} {kind} zoo "
+                f"models ({min(g):+.1f} to {max(g):+.1f})"
+            )
+        else:
+            act[kind] = "raw"
+            expected[kind] = (
+                f"unchanged similarities (raw kept); no calibration gained >= {margin:g} on every {kind} zoo model of "
+                f"the STS-B train split (best worst case: {best_worst}, {min(gains[best_worst]):+.2f})"
+            )
+    thresholds, quality = _thresholds(ent)
+    return {
+        "act": act,
+        "margin": margin,
+        "tuned_on": "STS-B train split",
+        "thresholds": thresholds,
+        "expected": expected,
+        "quality": {k: list(v) for k, v in quality.items()},
+        "best_worst_case": worst,
     }
-    rule["quality"] = {k: list(v) for k, v in quality.items()}
-    return rule
 
 
-def run_zoo(data_dir: str, tasks_names: list[str], rule: dict) -> dict:
+def run_zoo(data_dir: str, tasks_names: list[str], draws: int = DRAWS, checkpoint=None) -> dict:
+    """Every cell's truth, signals and few-label choices; the label-free decisions are added by :func:`decide`
+    (cheap, from the stored signals), so a rule can be re-read off the tuning table without re-running."""
     from auto import Corpus, dev_pool
 
     from isotropy.evaluation import load_tasks
     from isotropy.evaluation.fitting import plan_others
     from isotropy.selection.select import Selector
-    from isotropy.selection.signals import SIGNAL_RULE, corpus_signals, decide_by_signals, signal_alone
+    from isotropy.selection.signals import corpus_signals
 
     t_start = time.perf_counter()
     tasks = load_tasks(data_dir, tasks_names)
@@ -136,27 +225,37 @@ def run_zoo(data_dir: str, tasks_names: list[str], rule: dict) -> dict:
             ev = c.task.eval_pairs
             a, b = c.rows([p.s1 for p in ev]), c.rows([p.s2 for p in ev])
             gold = np.array([p.score for p in ev])
-            sig = corpus_signals(X, 0)
-            decision = decide_by_signals(sig, rule)
-            alone = {s: signal_alone(sig, s, rule) for s in SIGNAL_RULE["thresholds"]}
             pool = devs[i][1]
             few = []
-            for k in range(DRAWS if len(pool) >= DEV_PAIRS else 0):
+            for k in range(draws if len(pool) >= DEV_PAIRS else 0):
                 pick = np.random.default_rng([k, i]).choice(len(pool), size=DEV_PAIRS, replace=False)
                 L = np.stack([corpora[pool[q][0]].vectors[pooling][pool[q][1]] for q in pick]).astype(np.float64)
                 R = np.stack([corpora[pool[q][0]].vectors[pooling][pool[q][2]] for q in pick]).astype(np.float64)
                 few.append(sel.few_label((L, R, np.array([pool[q][3] for q in pick]))).choice)
             cells[f"{label(model, pooling)}|{c.task.name}"] = {
                 "truth": truths(sel, c.vectors[pooling].astype(np.float64), a, b, gold),
-                "signals": sig,
-                "label_free": decision["choice"],
-                "fired": decision["fired"],
-                "reason": decision["reason"],
-                "alone": alone,
+                "signals": corpus_signals(X, 0),
+                "kind": "static" if is_static(model) else "transformer",
                 "few_label": few,
                 "dev_source": devs[i][0],
                 "fit_rows": int(len(X)),
             }
         print(f"{model}/{pooling}: {time.perf_counter() - t1:.0f} s", flush=True)
-    meta = {"tasks": [t.name for t in tasks], "wall_s": time.perf_counter() - t_start}
-    return {"cells": cells, "rule": {k: v for k, v in rule.items() if k != "expected"}, "meta": meta}
+        if checkpoint is not None:  # what a run cut short leaves: whole entries
+            checkpoint({"cells": cells, "meta": {"tasks": [t.name for t in tasks], "draws": draws, "partial": True}})
+    meta = {"tasks": [t.name for t in tasks], "draws": draws, "partial": False, "wall_s": time.perf_counter() - t_start}
+    return {"cells": cells, "meta": meta}
+
+
+def decide(zoo: dict, rule: dict) -> dict:
+    """``zoo`` with each cell's label-free choice by the product's rule (``decide_by_signals``) and each vector
+    signal deciding alone with its STS-B-train threshold (``rule["thresholds"]``, act = the static branch's)."""
+    from isotropy.selection.signals import SIGNAL_RULE, decide_by_signals, signal_alone
+
+    act = SIGNAL_RULE["act"]["static"]
+    for c in zoo["cells"].values():
+        d = decide_by_signals(c["signals"], kind=c["kind"])
+        c.update(label_free=d["choice"], fired=d["fired"], reason=d["reason"])
+        c["alone"] = {s: act if signal_alone(c["signals"], s, rule) else "raw" for s in rule["thresholds"]}
+    zoo["rule"] = {k: v for k, v in rule.items() if k != "expected"}
+    return zoo

@@ -23,6 +23,28 @@ def _share(got: float, best: float) -> float:
     return got / best if best > 0 else 1.0
 
 
+def _cell(k: str) -> str:
+    """A cell key ``entry|task`` as table text (no pipe)."""
+    return k.replace("|", " on ")
+
+
+def _loss_note(c: dict) -> str:
+    t = c["truth"]
+    best = max(t, key=t.get)
+    if best == "raw":
+        return f"every calibration loses there, best {max((v for m, v in t.items() if m != 'raw')) - t['raw']:+.2f}"
+    return f"the oracle was {best}, {t[best] - t['raw']:+.2f}"
+
+
+def _why_low(c: dict) -> str:
+    """Why label-free auto kept less than half of the oracle's gain in a cell."""
+    t = c["truth"]
+    best = max(t, key=t.get)
+    if not c["fired"]:
+        return f"{c['kind']}: the rule keeps raw for this kind; the oracle was {best}"
+    return f"acted with {c['label_free']} ({_f(t[c['label_free']] - t['raw'])}); the oracle was {best}"
+
+
 def targets(zoo: dict) -> tuple[list[str], dict]:
     cells = zoo["cells"]
     rows, stat = [], {}
@@ -31,17 +53,16 @@ def targets(zoo: dict) -> tuple[list[str], dict]:
     worst = min(lf_gain, key=lf_gain.get)
     losers = [k for k, g in lf_gain.items() if g < -HARM]
     rows.append(
-        f"| label-free auto never below raw - 0.5 on any cell | worst {_f(lf_gain[worst])} ({worst}); "
-        f"{len(losers)} of {len(cells)} cells below: {', '.join(f'{k} {_f(lf_gain[k])}' for k in losers) or 'none'} "
+        f"| label-free auto never below raw - 0.5 on any cell | worst {_f(lf_gain[worst])} ({_cell(worst)}); "
+        f"{len(losers)} of {len(cells)} cells below: "
+        f"{', '.join(f'{_cell(k)} {_f(lf_gain[k])} ({_loss_note(cells[k])})' for k in losers) or 'none'} "
         f"| {_met(not losers)} |"
     )
     big = [k for k in cells if oracle[k] >= BIG]
     keep = {k: _share(lf_gain[k], oracle[k]) for k in big}
     mean_keep = float(np.mean(list(keep.values()))) if big else 1.0
     low = [k for k in big if keep[k] < 0.5]
-    reasons = "; ".join(
-        f"{k} {100 * keep[k]:.0f}% of {_f(oracle[k])} ({cells[k]['fired'] and 'acted' or 'kept raw'})" for k in low
-    )
+    reasons = "; ".join(f"{_cell(k)}: {100 * keep[k]:.0f}% of {_f(oracle[k])} ({_why_low(cells[k])})" for k in low)
     rows.append(
         f"| where the oracle gains >= 3 ({len(big)} cells), label-free auto keeps >= 70% of its gain on average | "
         f"{100 * mean_keep:.0f}%; below half: {reasons or 'none'} | {_met(mean_keep >= KEEP_LF)} |"
@@ -50,9 +71,10 @@ def targets(zoo: dict) -> tuple[list[str], dict]:
         k: sum(c["truth"][x] - c["truth"]["raw"] >= -HARM for x in c["few_label"]) for k, c in cells.items() if c["few_label"]
     }
     bad = [k for k, v in few_ok.items() if v < DRAWS_OK]
+    bad_text = ", ".join(f"{_cell(k)} {few_ok[k]}/{len(cells[k]['few_label'])}" for k in bad) or "none"
     rows.append(
         f"| few-label auto >= raw - 0.5 in >= 19 of 20 draws per cell | fewest {min(few_ok.values())}/20; "
-        f"{len(bad)} of {len(few_ok)} cells below 19: {', '.join(f'{k} {few_ok[k]}/20' for k in bad) or 'none'} "
+        f"{len(bad)} of {len(few_ok)} cells below 19: {bad_text} "
         f"| {_met(not bad)} |"
     )
     fk = {
@@ -77,19 +99,23 @@ def targets(zoo: dict) -> tuple[list[str], dict]:
 
 
 def signal_table(zoo: dict, rule: dict) -> list[str]:
+    """Each vector signal deciding alone (its STS-B-train threshold; act = the static branch's calibration), and the rule."""
     cells = zoo["cells"]
-    names = list(next(iter(cells.values()))["alone"])
+    o = {k: max(c["truth"].values()) - c["truth"]["raw"] for k, c in cells.items()}
+    big = [k for k in cells if o[k] >= BIG]
     out = [
-        "| signal deciding alone (threshold) | cells losing > 0.5 | big gains kept >= 50% | mean gain over raw |",
+        "| deciding | cells losing > 0.5 | big gains kept >= 50% | mean gain over raw |",
         "|---|---:|---:|---:|",
     ]
-    for n in names:
-        g = {k: (c["truth"][rule["act"]] if c["alone"][n] else c["truth"]["raw"]) - c["truth"]["raw"] for k, c in cells.items()}
-        o = {k: max(c["truth"].values()) - c["truth"]["raw"] for k, c in cells.items()}
-        big = [k for k in cells if o[k] >= BIG]
+    rows = [
+        (f"`{n}` {op} {t:g} alone", {k: c["alone"][n] for k, c in cells.items()}) for n, (op, t) in rule["thresholds"].items()
+    ]
+    rows.append(("**the rule (encoder kind)**", {k: c["label_free"] for k, c in cells.items()}))
+    for name, choice in rows:
+        g = {k: c["truth"][choice[k]] - c["truth"]["raw"] for k, c in cells.items()}
         kept = sum(g[k] >= 0.5 * o[k] for k in big)
         out.append(
-            f"| `{n}` | {sum(v < -HARM for v in g.values())}/{len(g)} | {kept}/{len(big)} | {_f(float(np.mean(list(g.values()))))} |"
+            f"| {name} | {sum(v < -HARM for v in g.values())}/{len(g)} | {kept}/{len(big)} | {_f(float(np.mean(list(g.values()))))} |"
         )
     return out
 
@@ -116,23 +142,37 @@ def entry_table(zoo: dict, entry: str) -> list[str]:
     return out
 
 
+def _same_rule(rule: dict) -> bool:
+    """Whether the product's SIGNAL_RULE is the rule read off the tuning table."""
+    from isotropy.selection.signals import SIGNAL_RULE
+
+    lib = {k: list(v) for k, v in SIGNAL_RULE["thresholds"].items()}
+    return SIGNAL_RULE["act"] == rule["act"] and lib == {k: list(v) for k, v in rule["thresholds"].items()}
+
+
 def render(zoo: dict, tune: dict | None) -> str:
-    from isotropy.selection.signals import SIGNAL_DOCS, SIGNAL_RULE
+    from isotropy.selection.signals import SIGNAL_DOCS
 
     rows, stat = targets(zoo)
     rule = zoo["rule"]
-    op, t = rule["thresholds"][rule["decide"]]
-    lib = SIGNAL_RULE["decide"] == rule["decide"] and SIGNAL_RULE["act"] == rule["act"]
-    lib = lib and list(SIGNAL_RULE["thresholds"][rule["decide"]]) == [op, t]
+    act = rule["act"]
+    meta = zoo["meta"]
+    draws = meta.get("draws", 20)
+    reduced = f" (REDUCED: {draws} draws per cell instead of the issue's 20)" if draws != 20 else ""
+    partial = " PARTIAL RUN: only the entries listed below finished." if meta.get("partial") else ""
     lines = [
-        "## Model zoo: the label-free signal rule (issue #24)",
+        "## Model zoo: label-free `auto` by the encoder's kind (issue #24)",
         "",
-        f"Label-free `auto` = **{rule['act']} when `{rule['decide']}` {op} {t:.4g}, else raw** (read off the STS-B "
-        f"TRAIN split by `tuned_rule` in bench/_auto_zoo.py, section 'Zoo tuning' below; the product's `SIGNAL_RULE` in "
-        f"src/isotropy/selection/signals.py {'is this rule' if lib else 'is NOT yet this rule'}; "
-        "no test label of the 7 tasks tuned anything). Few-label `auto`: raw unless a candidate beats raw's dev Spearman "
-        "in at least 90% of 1000 bootstrap resamples of 100 pairs (20 draws). Leave one task out, calibrations fitted on "
-        "`others` (the six other tasks' sentences minus any the test task holds); Spearman x 100, all pairs of a task pooled.",
+        f"Label-free `auto` = **{act['static']} on a static table (GloVe, model2vec, `StaticEmbedding`, word vectors), "
+        f"raw on a transformer, raw for vectors given without their encoder**. Read off the STS-B TRAIN split by "
+        f"`tuned_rule` in bench/_auto_zoo.py (section 'Zoo tuning' below): a kind acts only with the calibration of best "
+        f"mean gain among those that gained >= {rule['margin']:g} on every zoo model of that kind; no signal of the "
+        "vectors alone separated gains from losses there, so none decides (each is compared below). The product's "
+        f"`SIGNAL_RULE` in src/isotropy/selection/signals.py {'is this rule' if _same_rule(rule) else 'is NOT this rule'}; "
+        "no label of the 7 test tasks tuned anything. Few-label `auto`: raw unless a candidate beats raw's dev Spearman "
+        f"in at least 90% of 1000 bootstrap resamples of 100 pairs; {draws} draws per cell{reduced}. Leave one task out, "
+        "calibrations fitted on `others` (the six other tasks' sentences minus any the test task holds); Spearman x 100, "
+        f"all pairs of a task pooled; 7 zoo entries x 7 tasks.{partial}",
         "",
         "### Targets",
         "",
@@ -140,17 +180,20 @@ def render(zoo: dict, tune: dict | None) -> str:
         "|---|---|---|",
         *rows,
         "",
-        f"### Each signal deciding alone (its STS-B-train threshold, act = {rule['act']})",
+        "### The rule and each signal deciding alone, on the held-out cells",
+        "",
+        f"Each signal alone: act ({act['static']}) when it passes its best STS-B-train threshold, else raw.",
         "",
         *signal_table(zoo, rule),
         "",
         "The agreement / align-uniform / graded-deletion / knn-stability criteria of the candidate-scoring rule were not "
-        "rerun on the zoo in this pass (they encode perturbed copies of 1000 sentences per cell); on the default model's "
-        "poolings they are compared in the sections below.",
+        "rerun on the zoo (they encode perturbed copies of 1000 sentences per cell); on the default model's poolings "
+        "they are compared in the sections below.",
         "",
         "Signals: " + "; ".join(f"`{k}`: {v}" for k, v in SIGNAL_DOCS.items()) + ".",
         "",
-        f"Run: {len(zoo['cells'])} cells in {zoo['meta']['wall_s'] / 60:.1f} min.",
+        f"Run: {len(zoo['cells'])} cells in {meta.get('wall_s', float('nan')) / 60:.1f} min; vectors from the library's "
+        "encoders (`Encoder('glove-6b-50d')`, `Encoder(model2vec folder)`, the default model at max_length 64).",
         "",
     ]
     for e in _entries(zoo["cells"]):
@@ -162,7 +205,7 @@ def render_tuning(tune: dict) -> str:
     from isotropy.selection.signals import SIGNAL_NAMES
 
     ent = tune["entries"]
-    head = ["entry", *SIGNAL_NAMES, "whitening", "soft-0.5", "spectemp", "best (gain)"]
+    head = ["entry", "kind", *SIGNAL_NAMES, "whitening", "whitening-shrunk", "soft-0.5", "spectemp", "best (gain)"]
     out = [
         "## Zoo tuning (STS-B train split only)",
         "",
@@ -181,7 +224,41 @@ def render_tuning(tune: dict) -> str:
 
         sig = [f"{r['signals'][s]:.3f}" for s in SIGNAL_NAMES]
         out.append(
-            f"| {e} | " + " | ".join(sig) + f" | {g('whitening')} | {g('soft-0.5')} | {g('spectemp')} | {best} ({g(best)}) |"
+            f"| {e} | {r.get('kind', '-')} | "
+            + " | ".join(sig)
+            + f" | {g('whitening')} | {g('whitening-shrunk')} | {g('soft-0.5')} | {g('spectemp')} | {best} ({g(best)}) |"
         )
+    from _auto_zoo import tuned_rule
+
+    rule = tuned_rule(tune)
+    helps = {e: r["truth"]["whitening"] - r["truth"]["raw"] >= 0.5 for e, r in ent.items()}
+    out += [
+        "",
+        "Each signal alone (act when it passes; the best threshold and direction on this table for telling "
+        '"full whitening gains >= 0.5" from "it does not"):',
+        "",
+        "| signal | threshold | entries right | wrong on |",
+        "|---|---|---:|---|",
+    ]
+    for n, (op, t) in rule["thresholds"].items():
+        wrong = [e for e, r in ent.items() if _passes(r["signals"][n], op, t) != helps[e]]
+        out.append(
+            f"| `{n}` | {op} {t:g} | {rule['quality'][n][0]}/{len(ent)} | "
+            + ", ".join(f"{e} (whitening {_f(ent[e]['truth']['whitening'] - ent[e]['truth']['raw'])})" for e in wrong)
+            + " |"
+        )
+    out += [
+        "",
+        "The rule read off this table (a kind acts only with a calibration that gained >= "
+        f"{rule['margin']:g} on every entry of that kind; the best mean gain among those):",
+        "",
+    ]
+    for kind in ("static", "transformer"):
+        name, worst = rule["best_worst_case"][kind]
+        out.append(f"- {kind}: **{rule['act'][kind]}** -- {rule['expected'][kind]}; best worst case {name} ({_f(worst)}).")
     out.append(f"\nRun time {tune['wall_s'] / 60:.1f} min.")
     return "\n".join(out)
+
+
+def _passes(v: float, op: str, t: float) -> bool:
+    return bool(np.isfinite(v)) and (v > t if op == ">" else v < t)

@@ -341,6 +341,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2, help="torch threads for encoding")
     ap.add_argument("--tune", action="store_true", help="tune the criteria's settings on the STS-B train split")
     ap.add_argument("--zoo", action="store_true", help="the model zoo: the signal rule held out task by task (issue #24)")
+    ap.add_argument("--draws", type=int, default=DRAWS, help="few-label draws per zoo cell (the issue: 20)")
     ap.add_argument("--tune-zoo", action="store_true", help="the zoo's signals and gains on the STS-B train split")
     ap.add_argument("--no-write", action="store_true", help="print instead of writing docs/AUTO.md and the JSON")
     ap.add_argument("--render-only", action="store_true", help="rewrite docs/AUTO.md from bench/results/auto.json")
@@ -356,14 +357,27 @@ def main() -> None:
     data = json.loads(OUT.read_text(encoding="utf-8")) if OUT.exists() else {}
     if args.zoo or args.tune_zoo:
         import _auto_zoo_render
-        from _auto_zoo import run_zoo, tune_zoo, tuned_rule
+        from _auto_zoo import decide, run_zoo, tune_zoo, tuned_rule
+
+        def save() -> None:  # after each long step, so a later failure loses nothing
+            if not args.no_write:
+                OUT.parent.mkdir(parents=True, exist_ok=True)
+                write_json(OUT, data)
 
         if args.tune_zoo and not args.render_only:
             data["zoo_tune"] = tune_zoo(args.data)
+            save()
         if args.zoo and not args.render_only:
-            data["zoo"] = run_zoo(args.data, args.tasks, tuned_rule(data["zoo_tune"]))
+
+            def checkpoint(partial: dict) -> None:
+                data["zoo"] = partial
+                save()
+
+            data["zoo"] = run_zoo(args.data, args.tasks, args.draws, checkpoint)
+            save()
         parts = [("auto-zoo-tuning", _auto_zoo_render.render_tuning(data["zoo_tune"]))] if "zoo_tune" in data else []
         if "zoo" in data:
+            decide(data["zoo"], tuned_rule(data["zoo_tune"]))
             parts.insert(0, ("auto-zoo", _auto_zoo_render.render(data["zoo"], data.get("zoo_tune"))))
         if args.no_write:
             print("\n\n".join(t for _, t in parts))

@@ -13,7 +13,9 @@ from isotropy.selection.signals import (
     SIGNAL_RULE,
     corpus_signals,
     decide_by_signals,
+    encoder_kind,
     kneedle,
+    signal_alone,
     spectemp_power,
 )
 
@@ -59,21 +61,71 @@ def test_spectemp_power_is_a_power(values, width):
     assert 0.0 <= gamma <= 1.0 and 1 <= knee <= len(lam)
 
 
-def test_the_rule_acts_only_when_its_signal_passes():
-    name = SIGNAL_RULE["decide"]
-    op, t = SIGNAL_RULE["thresholds"][name]
-    above, below = {name: t + 1.0}, {name: t - 1.0}
-    yes, no = (above, below) if op == ">" else (below, above)
-    assert decide_by_signals(yes)["choice"] == SIGNAL_RULE["act"] and decide_by_signals(yes)["fired"]
-    assert decide_by_signals(no)["choice"] == "raw" and not decide_by_signals(no)["fired"]
-    assert decide_by_signals({name: float("nan")})["choice"] == "raw"  # a missing signal never acts
+class _Kind:
+    """An encoder as the rule sees it: only its backend's name."""
+
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+
+
+_SIGNAL_VALUES = st.floats(allow_nan=True, allow_infinity=True, width=32) | st.none()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.fixed_dictionaries({k: _SIGNAL_VALUES for k in SIGNAL_NAMES}), st.sampled_from(["transformer", "unknown", "x"]))
+def test_the_rule_keeps_raw_for_transformers_and_unknown_encoders_whatever_the_signals(sig, kind):
+    """Safe by construction: no value of any vector signal makes the rule act on a transformer or unknown vectors."""
+    got = decide_by_signals(sig, kind=kind)
+    assert got["choice"] == "raw" and not got["fired"] and got["reason"] and got["expected"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.fixed_dictionaries({k: _SIGNAL_VALUES for k in SIGNAL_NAMES}))
+def test_the_rule_whitens_every_static_table(sig):
+    got = decide_by_signals(sig, kind="static")
+    assert got["choice"] == SIGNAL_RULE["act"]["static"] == "whitening-shrunk" and got["fired"]
+    assert "static" in got["reason"] and got["expected"].startswith("whitening-shrunk")
+
+
+def test_the_encoder_kind_comes_from_the_backend():
+    assert encoder_kind(None) == "unknown" and encoder_kind(object()) == "unknown"
+    assert encoder_kind(_Kind("static")) == "static"
+    assert encoder_kind(_Kind("torch")) == encoder_kind(_Kind("onnx")) == "transformer"
+
+
+def test_a_signal_alone_never_passes_when_missing():
+    name = next(iter(SIGNAL_RULE["thresholds"]))
+    assert not signal_alone({name: float("nan")}, name) and not signal_alone({}, name)
+
+
+@pytest.fixture(scope="module")
+def static_vectors() -> np.ndarray:
+    """Means of 8 token vectors drawn from an anisotropic table (a shared offset, a steep spectrum): what a static
+    model gives."""
+    rng = np.random.default_rng(4)
+    table = rng.normal(size=(500, 16)) * np.geomspace(4.0, 0.25, 16) + 2.0
+    return table[rng.integers(0, 500, size=(1500, 8))].mean(axis=1)
+
+
+def test_static_vectors_are_whitened_and_the_same_vectors_of_a_transformer_kept(static_vectors):
+    static = select_calibration(static_vectors, encoder=_Kind("static"), seed=0)
+    assert static.choice == "whitening-shrunk" and static.transform is not None
+    assert static.signals["static_table"] == 1.0 and static.fired.startswith("the encoder is a static table")
+    Y = static.transform.transform(static_vectors)  # shrunk whitening: a far flatter spectrum than the raw one
+    spread = [np.ptp(np.log(np.linalg.eigvalsh(np.cov(Z, rowvar=False)))) for Z in (static_vectors, Y)]
+    assert spread[1] < 0.25 * spread[0], spread
+    for enc in (_Kind("torch"), None):  # the same vectors from a transformer, or from no known encoder: raw
+        sel = select_calibration(static_vectors, encoder=enc, seed=0)
+        assert sel.choice == "raw" and sel.transform is None and sel.p_beats_raw is None
+        assert sel.signals["static_table"] == (0.0 if enc is not None else None)
+        assert {k: sel.signals[k] for k in SIGNAL_NAMES} == {k: static.signals[k] for k in SIGNAL_NAMES}
 
 
 def test_label_free_selection_shows_signals_rule_and_effect(skewed, tmp_path):
     sel = select_calibration(skewed, seed=0)  # vectors only: the signal rule needs no encoder
     assert sel.mode == "label-free" and sel.p_beats_raw is None
-    assert set(sel.signals) == set(SIGNAL_NAMES) and sel.fired and sel.expected
-    assert sel.choice == decide_by_signals(sel.signals)["choice"]
+    assert set(sel.signals) == {*SIGNAL_NAMES, "static_table"} and sel.fired and sel.expected
+    assert sel.choice == decide_by_signals(sel.signals)["choice"] == "raw"  # no encoder: raw
     text = sel.table()
     assert "signals:" in text and "rule that fired:" in text and "expected effect:" in text
     assert "confidence" not in text and "confidence" not in sel.markdown()

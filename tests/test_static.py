@@ -276,3 +276,22 @@ def test_cli_round_trip_on_glove(tmp_path):
 
     cal = run_calibration(corpus, out, model="glove-6b-50d", method="abtt", show_progress=False, force=True)
     _check_export(out, cal, ["A man is playing a guitar.", "The cat sat on the mat.", "Stocks fell sharply today."])
+
+
+def test_label_free_auto_whitens_a_static_table_and_folds_it(tmp_path, vectors):
+    """#24: without labels, --method auto calibrates a static table (the encoder's kind decides) and says why."""
+    from isotropy.calibration import run_calibration
+
+    rng = np.random.default_rng(2)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(" ".join(rng.choice(WORDS, size=7)) for _ in range(120)) + "\n", encoding="utf-8")
+    table = write_table(tmp_path, "glove", vectors)
+    from isotropy.selection import Selection
+
+    cal = run_calibration(corpus, tmp_path / "auto", model=str(table), method="auto", show_progress=False)
+    marker = json.loads((tmp_path / "auto" / "isotropy.json").read_text(encoding="utf-8"))["calibration"]
+    sel = Selection.from_dict(marker["selection"])
+    assert marker["method"] == "auto -> whitening-shrunk"
+    assert sel.mode == "label-free" and sel.choice == "whitening-shrunk" and sel.signals["static_table"] == 1.0
+    assert sel.fired.startswith("the encoder is a static table") and sel.expected.startswith("whitening-shrunk")
+    _check_export(tmp_path / "auto", cal, ["the cat sat on a mat.", "a big red dog ran", "dog , mat"])

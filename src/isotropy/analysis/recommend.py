@@ -68,7 +68,7 @@ def recommendation(
                 if sel.choice == "raw"
                 else f" (`isotropy calibrate CORPUS -o MODEL --method {sel.choice}`)"
             )
-            + f". Rule: {sel.rule}. It fired on {sel.fired}. Expected effect: {sel.expected}."
+            + f". Rule: {sel.rule}. What fired: {sel.fired}. Expected effect: {sel.expected}."
         )
     elif sel.rule.startswith("keep raw"):
         best = max(rivals, key=lambda c: c.beats_raw, default=None)

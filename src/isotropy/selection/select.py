@@ -29,7 +29,7 @@ from .criteria import CRITERIA, Applied, Views, centred_ranks, criterion
 from .dev import DevPairs, check_dev_pairs, dev_statistics, pairs_sentences
 from .perturb import perturbed_copies
 from .result import CandidateScore, Selection
-from .signals import SIGNAL_RULE, corpus_signals, decide_by_signals, signal_rule_text
+from .signals import corpus_signals, decide_by_signals, encoder_kind, signal_rule_text
 
 __all__ = ["select_calibration", "Selector", "LABEL_FREE_RULE", "DEV_LEVEL", "SAMPLE", "RESAMPLES"]
 
@@ -43,6 +43,7 @@ PARTNERS = 10  # random other sentences per sampled sentence (uniformity, random
 # rule of the raw corpus vectors decides (``signals.SIGNAL_RULE``); ``criterion_name=`` lets one criterion
 # decide (raw unless ``level`` sure), and scored pairs (``dev_pairs``) choose for real.
 LABEL_FREE_RULE: dict[str, Any] = {"criterion": None, "level": 0.9, "pick": "best", "shown": "agreement"}
+_KIND_VALUE = {"static": 1.0, "transformer": 0.0, "unknown": None}  # the encoder's kind among the signals shown
 
 
 # ---------------------------------------------------------------- inputs
@@ -436,7 +437,8 @@ class Selector:
         sig: dict[str, float] = {}
         if keep_raw:
             sig = corpus_signals(self.X, self.seed, moments=self.moments)
-            dec = decide_by_signals(sig)
+            kind = encoder_kind(encoder)
+            dec = decide_by_signals(sig, kind=kind)
             choice = dec["choice"] if dec["choice"] in self.fitted.transforms else "raw"
             rule = signal_rule_text()
         st = self._settings(mode="label-free", sample=int(ev["sample"]), level=lvl, resamples=resamples, criteria=ev["settings"])
@@ -447,7 +449,7 @@ class Selector:
             self.candidates,
             self.fitted,
             (choice, prob),
-            f"signal {SIGNAL_RULE['decide']}" if keep_raw else decide_by,
+            "signal rule" if keep_raw else decide_by,
             ev["points"][decide_by],
             extra,
             ev["beats"][decide_by],
@@ -455,8 +457,8 @@ class Selector:
             st,
         )
         if keep_raw:
-            sel.p_beats_raw, sel.signals, sel.fired = None, sig, dec["reason"]
-            sel.expected = SIGNAL_RULE["expected"][bool(dec["fired"])]
+            sel.p_beats_raw, sel.signals, sel.fired = None, {**sig, "static_table": _KIND_VALUE[kind]}, dec["reason"]
+            sel.expected = dec["expected"]
             sel.settings["score_column"] = decide_by if names else "-"
         return sel
 
