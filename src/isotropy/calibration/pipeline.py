@@ -48,6 +48,7 @@ from .corpus import Corpus
 from .fit import AutoMethod, Fitted, check_size, fit_auto, fit_dask, fit_local, resolve_method
 from .scoring import anisotropy, check_min_gain, evaluate_both, float32_gap, float32_warning, regression_warning, regressions
 from .static_export import ST_SUBFOLDER, check_static_method, write_static_model
+from .token_fit import check_token_model, fit_token_calibration, is_token_method, token_estimator
 
 __all__ = ["Calibration", "run_calibration", "ONNX_MODULES"]
 
@@ -119,7 +120,7 @@ def _prepare(corpus, output, method, options, eval_data, engine, onnx, quantize,
     _check_engine(engine)
     src = Corpus(corpus)
     out = check_output(output, ST_KIND, force=force, inputs=[*src.inputs, eval_data, *inputs])
-    est = resolve_method(method, **options)
+    est = token_estimator(method, **options) if is_token_method(method) else resolve_method(method, **options)
     _require_st()
     _check_eval(eval_data)
     n = src.count()  # reads the files once: a bad line, or no sentence at all, is said now
@@ -221,13 +222,15 @@ def _write(out: Path, model: Any, info: dict[str, Any], encoder: Any, transform:
             export_onnx(tmp / SUBFOLDER, encoder=encoder, transform=transform, quantize=quantize, show_progress=False)
 
 
-def _static_calibration(out, encoder, fitted, method, src, eval_data, show_progress, force, t0) -> Calibration:
-    """A static model's calibration, folded into its table (:mod:`.static_export`)."""
+def _static_calibration(out, encoder, fitted, method, src, eval_data, show_progress, force, t0, token=None) -> Calibration:
+    """A static model's calibration, folded into its table (:mod:`.static_export`); ``token``: a token-level fit's notes."""
     written = fitted.transform
     if written is None:
         fitted.transform = _Raw(encoder.dim)
     t = fitted.transform
     extra: dict[str, Any] = {"anisotropy": anisotropy(fitted)}
+    if token is not None:
+        extra["token_fit"] = token
     if encoder.coverage_total is not None:
         extra["coverage"] = encoder.coverage_total.to_dict()  # of every corpus chunk encoded for the fit
     if eval_data is not None:
@@ -295,11 +298,18 @@ def run_calibration(
     options = {"n_components": n_components, "power": power, "shrinkage": shrinkage, "candidates": candidates, "dev": dev}
     read = [x if isinstance(x, (str, os.PathLike)) else None for x in (model, dev, pooling_stats)]  # never replaced
     src, total, out, est, want_onnx = _prepare(corpus, output, method, options, eval_data, engine, onnx, quantize, force, read)
+    if is_token_method(method):
+        check_token_model(method, model)
     if isinstance(est, AutoMethod) and engine is not None:
         raise IsotropyError("--method auto compares candidates on a sample encoded here: run it without --engine")
     t0 = time.perf_counter()
     stats = {} if pooling_stats is None else {"pooling_stats": pooling_stats}  # the sif and idf poolings' token counts
     encoder = Encoder(model, pooling=pooling, max_length=max_length, batch_size=batch_size, device=device, **stats)
+    if is_token_method(method):  # fitted on the table: the corpus only weighs tokens, whatever its size
+        check_static_method(est, encoder, want_onnx, engine)
+        est._check_params(int(encoder.dim))
+        fitted, token = fit_token_calibration(encoder, src, method, est, total=total, show_progress=show_progress)
+        return _static_calibration(out, encoder, fitted, method, src, eval_data, show_progress, force, t0, token)
     if encoder.backend == "static":
         check_static_method(est, encoder, want_onnx, engine)
     _check_against_model(est, encoder, src, total, stock_only)
