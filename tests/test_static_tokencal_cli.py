@@ -68,6 +68,9 @@ def test_folded_model_equals_the_table_whitened_pooled_vectors(tmp_path, files, 
     info = cal.info
     assert info["token_fit"]["level"] == "token" and info["token_fit"]["table_rows"] == len(WORDS)
     assert info["coverage"]["oov_rate"] == 0.0 and info["method"] == method
+    card = (out / "README.md").read_text(encoding="utf-8")  # isotropy's card, not model2vec's default one
+    assert "StaticModel.from_pretrained" in card and f"`{method}`" in card
+    assert "out-of-vocabulary tokens in the fit corpus: 0.00%" in card and "token-level: fitted on the 16 rows" in card
 
 
 def test_zipfian_whitening_whitens_the_weighted_table(tmp_path, files):

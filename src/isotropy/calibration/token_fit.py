@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from .._progress import ProgressBar
+from ..encoders.static.table import CHUNK
 from ..errors import IsotropyError
 from .corpus import Corpus, Reservoir
 from .fit import ANALYSIS_ROWS, CHUNK_SENTENCES, Fitted
@@ -85,8 +86,9 @@ def token_counts(encoder: Any, sentences: list[str], counts: np.ndarray | None =
     table = encoder.runtime.table
     out = np.zeros(len(table), dtype=np.int64) if counts is None else counts
     limit = None if encoder.max_length >= encoder.runtime.position_limit else int(encoder.max_length)
-    flat, _, _, _ = table.token_array(sentences, limit)
-    out += np.bincount(np.asarray(flat, dtype=np.int64), minlength=len(table))[: len(table)]
+    for start in range(0, len(sentences), CHUNK):  # the encoder's chunk: one huge batch is far slower to tokenise
+        flat, _, _, _ = table.token_array(sentences[start : start + CHUNK], limit)
+        out += np.bincount(np.asarray(flat, dtype=np.int64), minlength=len(table))[: len(table)]
     return out
 
 
@@ -105,11 +107,39 @@ def rank_probabilities(table: Any, offset: float) -> np.ndarray:
     return p
 
 
+def fit_table_whitening(
+    encoder: Any, est: Any, source: str, counts: np.ndarray | None = None, where: str = "the corpus"
+) -> tuple[Any, dict[str, Any]]:
+    """``est`` (an unfitted :func:`token_estimator`) fitted on the rows a static ``encoder`` averages, weighted by
+    ``source``: ``uniform`` (every row the model can average, once), ``corpus`` (``counts``, one per row, counted on
+    ``where`` by :func:`token_counts`) or ``rank`` (:func:`rank_probabilities`); and what the card says of the fit."""
+    table = effective_table(encoder)
+    tab = encoder.runtime.table
+    skip = tab.unk_id is not None and tab.drop_unknown  # an unknown-token row the model leaves out of its means
+    notes: dict[str, Any] = {"level": "token", "table_rows": len(tab) - int(skip)}
+    if source == "uniform":
+        notes["weights"] = "every token once"
+        return est.fit(np.delete(table, tab.unk_id, axis=0) if skip else table), notes
+    if source == "corpus":
+        weights, notes["weights"] = counts, f"token counts of {where}"
+    else:
+        weights = rank_probabilities(tab, est.zipf_offset)
+        notes["weights"] = (
+            "the table's token counts"
+            if tab.counts is not None
+            else f"Zipf's law over the row order (offset {est.zipf_offset:g})"
+        )
+    if weights is None or not np.any(weights > 0):
+        raise IsotropyError(f"{where}: no sentence holds a token of the table, so no token has a weight to whiten by")
+    notes["weighted_rows"] = int(np.count_nonzero(weights))
+    return est.fit(table, sample_weight=weights), notes
+
+
 def fit_token_calibration(
     encoder: Any, corpus: Corpus, method: str, est: Any, *, total: int | None, show_progress: bool | None
-) -> tuple[Fitted, dict[str, Any]]:
+) -> Fitted:
     """Encode ``corpus`` (coverage, a sample for the card) and fit ``est`` on the encoder's table (module docs);
-    returns the fit and what the card says of it (rows of the table, where the weights came from)."""
+    ``Fitted.token`` says what the card reports of it (rows of the table, where the weights came from)."""
     source = TOKEN_METHODS[method][1]
     analysis = Reservoir(ANALYSIS_ROWS, seed=1)
     counts = np.zeros(len(encoder.runtime.table), dtype=np.int64) if source == "corpus" else None
@@ -122,29 +152,6 @@ def fit_token_calibration(
             n += len(chunk)
     seconds = {"encode_s": time.perf_counter() - t0}
     t1 = time.perf_counter()
-    table = effective_table(encoder)
-    tab = encoder.runtime.table
-    skip = tab.unk_id is not None and tab.drop_unknown  # an unknown-token row the model leaves out of its means
-    usable = len(tab) - int(skip)
-    extra: dict[str, Any] = {}
-    if source == "uniform":  # every row the model can average, once
-        transform = est.fit(np.delete(table, tab.unk_id, axis=0) if skip else table)
-    else:
-        weights = counts if counts is not None else rank_probabilities(tab, est.zipf_offset)
-        if not np.any(weights > 0):
-            raise IsotropyError(f"{corpus.where}: no sentence holds a token of the table, so no token has a weight to whiten by")
-        transform = est.fit(table, sample_weight=weights)
-        extra["weighted_rows"] = int(np.count_nonzero(weights))
+    transform, notes = fit_table_whitening(encoder, est, source, counts, corpus.where)
     seconds["fit_s"] = time.perf_counter() - t1
-    if source == "uniform":
-        note = "every token once"
-    elif source == "corpus":
-        note = f"token counts of {corpus.where}"
-    else:
-        note = (
-            "the table's token counts"
-            if tab.counts is not None
-            else f"Zipf's law over the row order (offset {est.zipf_offset:g})"
-        )
-    fitted = Fitted(transform=transform, n_sentences=n, n_fit=n, sample=analysis.sample(), seconds=seconds)
-    return fitted, {"level": "token", "table_rows": usable, "weights": note, **extra}
+    return Fitted(transform=transform, n_sentences=n, n_fit=n, sample=analysis.sample(), seconds=seconds, token=notes)
