@@ -290,7 +290,7 @@ CORPUS = [
 @pytest.fixture(scope="module")
 def tiny_static():
     """A model2vec StaticModel over the default model's tokenizer with a random 16-d table (what
-    distill returns, without its token pass: bench/static_tokencal.py runs the real distill)."""
+    distill returns, without its token pass: bench/static.py runs the real distill)."""
     StaticModel = pytest.importorskip("model2vec").StaticModel
     from tokenizers import Tokenizer
 

@@ -35,6 +35,10 @@ CITATIONS: dict[str, list[str]] = {
     "abtt": [_MU],
     "common-component": [_ARORA],
     "raw": [],
+    "zipfian-whitening": [
+        "Yokoi, Bao, Kurita, Shimodaira (2024). Zipfian Whitening. NeurIPS 2024, arXiv:2411.00680",
+        _SU,
+    ],
 }
 
 
@@ -101,7 +105,7 @@ def _card_data(info: dict[str, Any]) -> Any:
     return ModelCardData(
         language=base.get("language"),
         license=base.get("license"),
-        library_name="sentence-transformers",
+        library_name="model2vec" if info.get("static") else "sentence-transformers",
         pipeline_tag="sentence-similarity",
         tags=list(dict.fromkeys(["sentence-transformers", "sentence-similarity", "feature-extraction", "isotropy", method])),
         base_model=info.get("base_model") or None,
@@ -110,8 +114,30 @@ def _card_data(info: dict[str, Any]) -> Any:
     )
 
 
+def _static_usage(info: dict[str, Any]) -> list[str]:
+    name = info["name"]
+    return [
+        "## Use",
+        "",
+        "```python",
+        "from model2vec import StaticModel",
+        "",
+        f"model = StaticModel.from_pretrained({name!r})",
+        'embeddings = model.encode(["A man is playing a guitar.", "Someone plays an instrument."])',
+        "```",
+        "",
+        f"or `SentenceTransformer({name + '/sentence-transformers'!r})` (one `StaticEmbedding` module; it averages "
+        "an unknown token's row where model2vec and isotropy leave unknown tokens out). A static model: each sentence "
+        "vector is the mean of its tokens' rows, and the calibration is folded into the rows "
+        "(`mean_t(E[t]) A + b = mean_t(E[t] A + b)`), so the calibrated model has the raw one's size and speed.",
+        "",
+    ]
+
+
 def _usage(info: dict[str, Any]) -> list[str]:
     name = info["name"]
+    if info.get("static"):
+        return _static_usage(info)
     if info["stock"]:
         lines = [
             "## Use",
@@ -183,6 +209,7 @@ def _calibration(info: dict[str, Any]) -> list[str]:
         f"- method: `{info['method']}` ({info['describe']}), output {info['dim_out']} dimensions",
         f"- fitted {_labels(info)} on {fit['n_fit']:,} sentences of {info['corpus']}"
         + (f" (a seeded uniform sample of its {fit['n_sentences']:,})" if fit["n_fit"] != fit["n_sentences"] else ""),
+        *_static_lines(info),
         f"- written by isotropy {info['isotropy_version']}",
         "",
         "| | average cosine of random pairs | IsoScore |",
@@ -205,6 +232,23 @@ def _calibration(info: dict[str, Any]) -> list[str]:
     for note in info.get("warnings") or []:
         lines += ["", f"Note from the fit: {note}"]
     return [*lines, ""]
+
+
+def _static_lines(info: dict[str, Any]) -> list[str]:
+    """A static model's lines: the fit corpus's out-of-vocabulary rate and, for a token-level method, what it was fitted on."""
+    out = []
+    cov = info.get("coverage")
+    if cov:
+        n_empty = cov.get("sentences_without_known_token") or 0
+        empty = f"; {n_empty:,} sentences had no known token (zero vectors)" if n_empty else ""
+        out.append(
+            f"- out-of-vocabulary tokens in the fit corpus: {100 * cov['oov_rate']:.2f}% "
+            f"({cov['unknown_tokens']:,} of {cov['tokens']:,}){empty}"
+        )
+    tok = info.get("token_fit")
+    if tok:
+        out.append(f"- token-level: fitted on the {tok['table_rows']:,} rows of the table, weighted by {tok['weights']}")
+    return out
 
 
 def _labels(info: dict[str, Any]) -> str:

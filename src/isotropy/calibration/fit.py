@@ -67,6 +67,7 @@ class Fitted:
     warnings: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     selection: Any = None  # --method auto: the Selection (choice and evidence)
+    token: dict[str, Any] | None = None  # a token-level fit of a static table: what the card says of it (.token_fit)
 
 
 @dataclass

@@ -48,6 +48,7 @@ from .corpus import Corpus
 from .fit import AutoMethod, Fitted, check_size, fit_auto, fit_dask, fit_local, resolve_method
 from .scoring import anisotropy, check_min_gain, evaluate_both, float32_gap, float32_warning, regression_warning, regressions
 from .static_export import ST_SUBFOLDER, check_static_method, write_static_model
+from .token_fit import check_token_model, fit_token_calibration, is_token_method, token_estimator
 
 __all__ = ["Calibration", "run_calibration", "ONNX_MODULES"]
 
@@ -119,7 +120,9 @@ def _prepare(corpus, output, method, options, eval_data, engine, onnx, quantize,
     _check_engine(engine)
     src = Corpus(corpus)
     out = check_output(output, ST_KIND, force=force, inputs=[*src.inputs, eval_data, *inputs])
-    est = resolve_method(method, **options)
+    if is_token_method(method):  # inputs[0]: the model (a name, folder or file; None: the default transformer)
+        check_token_model(method, inputs[0] if inputs else None)
+    est = token_estimator(method, **options) if is_token_method(method) else resolve_method(method, **options)
     _require_st()
     _check_eval(eval_data)
     n = src.count()  # reads the files once: a bad line, or no sentence at all, is said now
@@ -223,11 +226,15 @@ def _write(out: Path, model: Any, info: dict[str, Any], encoder: Any, transform:
 
 def _static_calibration(out, encoder, fitted, method, src, eval_data, show_progress, force, t0) -> Calibration:
     """A static model's calibration, folded into its table (:mod:`.static_export`)."""
+    from .. import __version__
+
     written = fitted.transform
     if written is None:
         fitted.transform = _Raw(encoder.dim)
     t = fitted.transform
     extra: dict[str, Any] = {"anisotropy": anisotropy(fitted)}
+    if fitted.token is not None:
+        extra["token_fit"] = fitted.token
     if encoder.coverage_total is not None:
         extra["coverage"] = encoder.coverage_total.to_dict()  # of every corpus chunk encoded for the fit
     if eval_data is not None:
@@ -251,11 +258,28 @@ def _static_calibration(out, encoder, fitted, method, src, eval_data, show_progr
         "custom": [],
         "modules": ["StaticModel (model2vec)", f"{ST_SUBFOLDER}/StaticEmbedding"],
         "warnings": fitted.warnings,
+        "static": True,
+        "base_name": Path(str(encoder.model_name)).name,
+        "isotropy_version": __version__,
         **extra,
     }
     loaded = write_static_model(out, encoder, written, info, force)
     info["seconds"] = time.perf_counter() - t0
     return Calibration(out, loaded, written, encoder, info)
+
+
+def _fit(
+    encoder: Any, src: Corpus, est: Any, method: str, total: int | None, engine: Any, address: Any, show_progress: Any
+) -> Fitted:
+    """Fit ``est`` the way ``method`` and ``engine`` say: on the table (a token-level method), by comparing
+    candidates (auto), on a cluster (dask) or here."""
+    if is_token_method(method):
+        return fit_token_calibration(encoder, src, method, est, total=total, show_progress=show_progress)
+    if isinstance(est, AutoMethod):
+        return fit_auto(encoder, src, est, total=total, show_progress=show_progress)
+    if engine is not None:
+        return fit_dask(encoder, src, est, address=address, show_progress=show_progress)
+    return fit_local(encoder, src, est, total=total, show_progress=show_progress)
 
 
 def run_calibration(
@@ -302,13 +326,8 @@ def run_calibration(
     encoder = Encoder(model, pooling=pooling, max_length=max_length, batch_size=batch_size, device=device, **stats)
     if encoder.backend == "static":
         check_static_method(est, encoder, want_onnx, engine)
-    _check_against_model(est, encoder, src, total, stock_only)
-    if isinstance(est, AutoMethod):
-        fitted = fit_auto(encoder, src, est, total=total, show_progress=show_progress)
-    elif engine is not None:
-        fitted = fit_dask(encoder, src, est, address=address, show_progress=show_progress)
-    else:
-        fitted = fit_local(encoder, src, est, total=total, show_progress=show_progress)
+    _check_against_model(est, encoder, src, None if is_token_method(method) else total, stock_only)  # a token fit: any size
+    fitted = _fit(encoder, src, est, method, total, engine, address, show_progress)
     if encoder.backend == "static":
         return _static_calibration(out, encoder, fitted, method, src, eval_data, show_progress, force, t0)
     st_model = build_sentence_transformer(encoder, fitted.transform, normalize=normalize, stock=True if stock_only else None)

@@ -11,7 +11,9 @@ so the calibrated model is the same size and speed as the raw one. The folder wr
   sentence-transformers' own ``save`` (``SentenceTransformer(folder + "/sentence-transformers")``); like every
   ``StaticEmbedding`` it averages unknown tokens' row where isotropy and model2vec leave them out, so a sentence
   with out-of-vocabulary words differs there;
-* ``isotropy.json``: the marker and what was fitted (coverage of the fit corpus included).
+* ``isotropy.json``: the marker and what was fitted (coverage of the fit corpus included);
+* ``README.md``: isotropy's model card (:func:`.card.model_card`: the calibration, the corpus and its
+  out-of-vocabulary rate, the ``--eval`` scores), in place of model2vec's default one.
 
 Methods that are not affine (``flow``), and weighted poolings whose sum is not divided by the token count
 (``norm=weights``/``none``), cannot be folded and are refused before any encoding.
@@ -29,6 +31,7 @@ from ..encoders.poolings import parse_pooling
 from ..errors import IsotropyError
 from ..storage.artifacts import header, output_dir
 from ..transforms.base import AffineTransform
+from .card import model_card
 
 __all__ = ["check_static_method", "write_static_model", "ST_SUBFOLDER"]
 
@@ -85,6 +88,7 @@ def write_static_model(out: Path, encoder: Any, transform: Any, info: dict[str, 
         st_tok.no_truncation()
         st = SentenceTransformer(modules=[StaticEmbedding(st_tok, embedding_weights=vectors)], device="cpu")
         st.save(str(tmp / ST_SUBFOLDER), create_model_card=False)
+        (tmp / "README.md").write_text(model_card(info), encoding="utf-8")  # isotropy's card, not model2vec's default
         marker = {**header("sentence-transformers"), "calibration": info}
         (tmp / "isotropy.json").write_text(json.dumps(marker, indent=2, default=str), encoding="utf-8")
     return SentenceTransformer(str(out / ST_SUBFOLDER), device="cpu")

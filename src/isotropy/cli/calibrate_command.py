@@ -35,7 +35,7 @@ CorpusArg = typer.Argument(
 MethodOpt = typer.Option(
     "whitening",
     "--method",
-    help="The calibration: whitening, center, abtt, common-component, a preset (soft-0.5, ...), flow (which needs isotropy to load), or auto (compare candidates on the corpus and keep the base model unless one is better: docs/AUTO.md). Affine methods give a folder of stock sentence-transformers modules.",
+    help="The calibration: whitening, center, abtt, common-component, a preset (soft-0.5, ...), flow (which needs isotropy to load), or auto (compare candidates on the corpus and keep the base model unless one is better: docs/AUTO.md). Affine methods give a folder of stock sentence-transformers modules. A static --model also takes token-level methods, fitted on its table rather than on sentence vectors: token-whitening (every token once), zipfian-whitening (tokens weighted by their counts in CORPUS), zipfian-whitening-rank (by Zipf's law over the table's frequency order).",
 )
 CandidatesOpt = typer.Option(
     None,
