@@ -153,8 +153,12 @@ def tiny_bert_dirs(tmp_path_factory):
 def test_embedded_and_test_models_load_without_missing_or_extra_tensors(encoder, tiny_model_dir):
     from transformers import AutoModel
 
+    # position_ids is a buffer, not a weight: transformers before 5.4 (which model2vec[distill], in the test
+    # extra, pins) lists the embedded checkpoint's copy of it as unexpected; every weight must still match
+    buffers = {"embeddings.position_ids"}
     for folder in (default_model_path(), tiny_model_dir):
         _, info = AutoModel.from_pretrained(str(folder), output_loading_info=True)
+        info["unexpected_keys"] = set(info["unexpected_keys"]) - buffers
         assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), (folder, info)
     assert encoder.runtime.missing_pooler == [] and Encoder(str(tiny_model_dir)).runtime.missing_pooler == []
 

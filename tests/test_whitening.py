@@ -494,7 +494,7 @@ def test_cli_fit_and_transform(tmp_path):
     assert r.returncode == 0, r.stderr
     assert np.array_equal(np.load(tmp_path / "y.npy"), w.transform(X))
     r = _cli("fit", "whitening", str(tmp_path / "x.npy"), "-o", str(tmp_path / "w2"), "--n-components", "9")
-    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "n_components=9" in r.stderr
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "--n-components 9" in r.stderr
     r = _cli("transform", str(tmp_path / "nope"), str(tmp_path / "x.npy"), "-o", str(tmp_path / "z.npy"))
     assert r.returncode == 2 and "not a folder" in r.stderr
 

@@ -193,6 +193,23 @@ def check_config_counts(cfg: dict[str, Any], path: Path, held: list[tuple[str, i
             )
 
 
+def _as_array(values: Any) -> Any:
+    """``values`` as a numpy array (through ``__array__``, which array-likes such as scikit-learn's test
+    doubles provide); what cannot be converted is returned as it is, for the validators to name."""
+    if isinstance(values, np.ndarray):
+        return values
+    try:
+        return np.asarray(values)
+    except (TypeError, ValueError):
+        return values
+
+
+def _width(X: Any) -> int | None:
+    """The number of columns of a 2-D ``X`` (None otherwise: the validators say what is wrong)."""
+    arr = _as_array(X)
+    return int(arr.shape[-1]) if isinstance(arr, np.ndarray) and arr.ndim == 2 else None
+
+
 class AffineTransform(Transform):
     """A calibration solved from :class:`Moments` alone: ``y = (x - shift) @ kernel``.
 
@@ -225,14 +242,16 @@ class AffineTransform(Transform):
     def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> AffineTransform:
         """Fit on all rows of ``X`` at once (the kernel is solved now, so problems surface here);
         ``sample_weight``: a frequency weight per row (a row of weight 2 counts twice)."""
-        self._check_params(np.shape(X)[-1] if np.ndim(X) == 2 else None)
+        self._check_params(_width(X))
+        if sample_weight is not None and np.size(sample_weight := _as_array(sample_weight)) and not np.any(sample_weight):
+            raise IsotropyError(f"every sample_weight is zero: there is nothing to fit the {self.kind} on")
         m = Moments().update(X, weights=sample_weight)
         self._attach(m, self._solve(m))
         return self
 
     def partial_fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> AffineTransform:
         """Add one chunk of rows (any size, any number of calls). A failed call changes nothing."""
-        self._check_params(np.shape(X)[-1] if np.ndim(X) == 2 else None)
+        self._check_params(_width(X))
         if not hasattr(self, "moments_"):
             self.moments_ = Moments().update(X, weights=sample_weight)
         else:
