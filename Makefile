@@ -28,7 +28,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests bench
 
 test: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

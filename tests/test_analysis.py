@@ -647,12 +647,12 @@ def test_cli_runs_with_a_local_model(tmp_path, tiny_model_dir, capsys):
 
 
 @pytest.mark.slow
-def test_cli_default_model_2000_lines(tmp_path, capsys):
-    """The default model on 2,000 lines, end to end (its time is a benchmark: bench/analysis.py)."""
+def test_cli_default_model_1000_lines(tmp_path, capsys):
+    """The default model on 1,000 lines, end to end (its time is a benchmark: bench/analysis.py)."""
     from isotropy.cli import main
 
     corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n".join(make_corpus(2000, seed=1)) + "\n")
+    corpus.write_text("\n".join(make_corpus(1000, seed=1)) + "\n")
     with pytest.raises(SystemExit) as exc:
         main(["analyze", str(corpus), "-o", str(tmp_path / "report"), "--no-progress"])
     assert exc.value.code == 0

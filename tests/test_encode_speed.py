@@ -178,7 +178,9 @@ def test_bf16_keeps_stsb_spearman_within_0_3_points(encoder, bf16_encoder):
     folder = data_dir() / "sts" / "STSBenchmark"
     if not folder.is_dir():
         pytest.skip(f"real data not found at {folder} (set ISOTROPY_DATA)")
-    pairs = load_stsb(folder).pairs(["test"])
+    # every third test pair (460): bf16 is emulated on CPUs without AMX, and the full split's figure is
+    # bench/encode.py's (docs/BENCHMARKS.md); the bound is on the precision, not on a sample's Spearman
+    pairs = load_stsb(folder).pairs(["test"])[::3]
     sents = [s for p in pairs for s in (p.s1, p.s2)]
     gold = [p.score for p in pairs]
     fp32 = Encoder(pooling="last-avg", max_length=64).encode_multi(sents, ["cls", "last-avg"])

@@ -41,7 +41,7 @@ def test_every_readme_block_runs_as_pasted(tmp_path):
     (tmp_path / "shared").symlink_to(shared)
     work = tmp_path / "project"
     work.mkdir()
-    (work / "corpus.txt").write_text("\n".join(make_demo_data(n_corpus=600).corpus) + "\n", encoding="utf-8")
+    (work / "corpus.txt").write_text("\n".join(make_demo_data(n_corpus=400).corpus) + "\n", encoding="utf-8")
     bindir = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", ""), "HF_HUB_OFFLINE": "1"}
     env["PYTHONPATH"] = str(ROOT / "src")

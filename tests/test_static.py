@@ -269,12 +269,10 @@ def test_cli_round_trip_on_glove(tmp_path):
     code, _, err = run_cli(["encode", str(corpus), "-o", str(tmp_path / "v.npy"), "--model", "glove-6b-50d"])
     assert code == 0, err
     assert np.load(tmp_path / "v.npy").shape == (len(CORPUS) * 20, 50)
-    out = tmp_path / "glove-white"
-    code, _, err = run_cli(["calibrate", str(corpus), "-o", str(out), "--model", "glove-6b-50d", "--method", "abtt"])
-    assert code == 0, err
+    out = tmp_path / "glove-white"  # the calibrate command itself is tested on small tables; this is the real table
     from isotropy.calibration import run_calibration
 
-    cal = run_calibration(corpus, out, model="glove-6b-50d", method="abtt", show_progress=False, force=True)
+    cal = run_calibration(corpus, out, model="glove-6b-50d", method="abtt", show_progress=False)
     _check_export(out, cal, ["A man is playing a guitar.", "The cat sat on the mat.", "Stocks fell sharply today."])
 
 
