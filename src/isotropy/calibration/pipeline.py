@@ -177,13 +177,14 @@ class _Raw:
         return "no calibration: auto kept the base model's vectors as they are"
 
 
-def _info(out: Path, encoder: Any, fitted: Fitted, method: str, model: Any, src: Corpus, extra: dict[str, Any]) -> dict[str, Any]:
+def _common_info(out: Path, encoder: Any, fitted: Fitted, method: str, src: Corpus) -> dict[str, Any]:
+    """What isotropy.json and the card record of every calibration, a transformer's or a static model's."""
     from .. import __version__
 
     t = fitted.transform
-    stock = not uses_isotropy_modules(model)
+    info: dict[str, Any] = {}
     if fitted.selection is not None:
-        extra = {**extra, "selection": fitted.selection.to_dict()}
+        info["selection"] = fitted.selection.to_dict()
         method = f"auto -> {fitted.selection.choice}"
     return {
         "name": out.name,
@@ -191,8 +192,6 @@ def _info(out: Path, encoder: Any, fitted: Fitted, method: str, model: Any, src:
         "kind": t.kind,
         "params": {k: v for k, v in t.get_params().items() if isinstance(v, (int, float, str, bool, type(None)))},
         "describe": t.describe(),
-        "base_model": base_model_id(encoder),
-        "base_card": base_card_data(encoder),
         "base_name": Path(str(encoder.model_name)).name,
         "pooling": encoder.pooling,
         "max_length": int(encoder.max_length),
@@ -200,11 +199,21 @@ def _info(out: Path, encoder: Any, fitted: Fitted, method: str, model: Any, src:
         "dim_out": int(t.n_features_out_),
         "corpus": src.describe(),
         "fit": {"n_sentences": fitted.n_sentences, "n_fit": fitted.n_fit, "seconds": fitted.seconds},
-        "stock": stock,
-        "custom": [] if stock else custom_parts(encoder.pooling, t),
-        "modules": [type(m).__name__ for m in model],
         "warnings": fitted.warnings,
         "isotropy_version": __version__,
+        **info,
+    }
+
+
+def _info(out: Path, encoder: Any, fitted: Fitted, method: str, model: Any, src: Corpus, extra: dict[str, Any]) -> dict[str, Any]:
+    stock = not uses_isotropy_modules(model)
+    return {
+        **_common_info(out, encoder, fitted, method, src),
+        "base_model": base_model_id(encoder),
+        "base_card": base_card_data(encoder),
+        "stock": stock,
+        "custom": [] if stock else custom_parts(encoder.pooling, fitted.transform),
+        "modules": [type(m).__name__ for m in model],
         **extra,
     }
 
@@ -226,8 +235,6 @@ def _write(out: Path, model: Any, info: dict[str, Any], encoder: Any, transform:
 
 def _static_calibration(out, encoder, fitted, method, src, eval_data, show_progress, force, t0) -> Calibration:
     """A static model's calibration, folded into its table (:mod:`.static_export`)."""
-    from .. import __version__
-
     written = fitted.transform
     if written is None:
         fitted.transform = _Raw(encoder.dim)
@@ -239,28 +246,13 @@ def _static_calibration(out, encoder, fitted, method, src, eval_data, show_progr
         extra["coverage"] = encoder.coverage_total.to_dict()  # of every corpus chunk encoded for the fit
     if eval_data is not None:
         extra["eval"] = {"data": Path(str(eval_data)).name, **evaluate_both(encoder, t, eval_data, show_progress)}
-    if fitted.selection is not None:
-        extra["selection"] = fitted.selection.to_dict()
-        method = f"auto -> {fitted.selection.choice}"
     info = {
-        "name": out.name,
-        "method": method,
-        "kind": t.kind,
-        "describe": t.describe(),
+        **_common_info(out, encoder, fitted, method, src),
         "base_model": encoder.model_name,
-        "pooling": encoder.pooling,
-        "max_length": int(encoder.max_length),
-        "dim_in": int(encoder.dim),
-        "dim_out": int(t.n_features_out_),
-        "corpus": src.describe(),
-        "fit": {"n_sentences": fitted.n_sentences, "n_fit": fitted.n_fit, "seconds": fitted.seconds},
         "stock": True,
         "custom": [],
         "modules": ["StaticModel (model2vec)", f"{ST_SUBFOLDER}/StaticEmbedding"],
-        "warnings": fitted.warnings,
         "static": True,
-        "base_name": Path(str(encoder.model_name)).name,
-        "isotropy_version": __version__,
         **extra,
     }
     loaded = write_static_model(out, encoder, written, info, force)
