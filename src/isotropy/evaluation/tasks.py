@@ -9,7 +9,6 @@ brings (TSV, CSV or JSON Lines), and Hugging Face datasets by name. Sentence fil
 from __future__ import annotations
 
 import csv
-import json
 import math
 import os
 import re
@@ -20,7 +19,7 @@ from typing import NamedTuple
 
 from .._hub import hub_offline_reason
 from ..errors import IsotropyError
-from ..storage.text import read_sentences
+from ..storage.text import iter_json_objects, read_sentences
 
 __all__ = [
     "Pair",
@@ -403,15 +402,7 @@ def _read_pair_file(path: Path) -> tuple[list[Pair], str]:
     pairs: list[Pair] = []
     kind: str | None = None
     if suffix in (".jsonl", ".json"):
-        for number, line in enumerate(_read_lines(path), start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise IsotropyError(f"{path} line {number}: not valid JSON ({exc.msg})") from None
-            if not isinstance(rec, dict):
-                raise IsotropyError(f"{path} line {number}: expected a JSON object with sentence1, sentence2, score")
+        for number, rec in iter_json_objects(path, "sentence1, sentence2, score"):
             pair, kind = _pair_from_record(rec, path, number, kind)
             pairs.append(pair)
     elif suffix in (".tsv", ".csv"):

@@ -20,14 +20,13 @@ duplicate id, an empty query, a gain that is not an integer.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import IsotropyError
-from ..storage.text import iter_sentences
+from ..storage.text import iter_json_objects, iter_sentences
 
 __all__ = ["RetrievalTask", "load_retrieval", "load_beir", "load_plain", "load_cranfield", "read_qrels", "is_retrieval_folder"]
 
@@ -124,15 +123,9 @@ def read_qrels(path: str | os.PathLike) -> list[tuple[str, str, int, str]]:
 
 def _jsonl(path: Path, keys: tuple[str, ...]) -> list[tuple[str, str, str]]:
     out = []
-    for number, line in iter_sentences(path):
+    for number, rec in iter_json_objects(path, "'_id' and 'text'"):
         where = f"{path} line {number}"
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise IsotropyError(f"{where}: not a JSON object ({exc.msg})") from None
-        if not isinstance(rec, dict) or "_id" not in rec or "text" not in rec:
+        if "_id" not in rec or "text" not in rec:
             raise IsotropyError(f"{where}: a record needs '_id' and 'text'")
         text = " ".join(str(rec.get(k) or "").strip() for k in keys if str(rec.get(k) or "").strip())
         out.append((str(rec["_id"]), text, where))

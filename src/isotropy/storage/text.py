@@ -77,6 +77,22 @@ def iter_sentences(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
             yield number, text[:-1] if text.endswith("\r") else text
 
 
+def iter_json_objects(path: str | os.PathLike, holds: str) -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` for every non-blank line of a JSON Lines file (read as
+    :func:`iter_sentences` reads text); a line that is not JSON, or not a JSON object, is one error
+    naming the file and line (``holds``: what an object must hold, for that message)."""
+    for number, line in iter_sentences(path):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise IsotropyError(f"{path} line {number}: not valid JSON ({exc.msg})") from None
+        if not isinstance(rec, dict):
+            raise IsotropyError(f"{path} line {number}: expected a JSON object with {holds}")
+        yield number, rec
+
+
 def read_json_lines(file: Path) -> list[str]:
     """One JSON string a line (an index's sentence file); anything else is one error naming the line."""
     if not file.is_file():
