@@ -40,9 +40,11 @@ CHUNK = 8192  # sentences pooled at a time (bounded memory, progress)
 
 
 def zipf_probabilities(n: int) -> np.ndarray:
-    """``p(rank r) = (1/r) / H_n`` for ranks 1..n: Zipf's law on a vocabulary in frequency order."""
-    inv = 1.0 / np.arange(1, n + 1, dtype=np.float64)
-    return inv / inv.sum()
+    """``p(rank r) = (1/r) / H_n`` for ranks 1..n: Zipf's law on a vocabulary in frequency order (the
+    pure law, offset 0, as SIF weights use it; Zipfian whitening's default adds Mandelbrot's offset)."""
+    from ...transforms.token_whitening import zipf_probabilities as zipf
+
+    return zipf(int(n), offset=0.0)
 
 
 def word_tokenizer(tokens: Sequence[str], unk: str, lowercase: bool):
