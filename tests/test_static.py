@@ -243,8 +243,14 @@ def test_calibrate_folds_into_model2vec_and_sentence_transformers_folders(tmp_pa
     cal = run_calibration(corpus, out, model=str(table), pooling=pooling, method="center", show_progress=False)
     assert (out / "isotropy.json").is_file() and cal.info["coverage"]["oov_rate"] == 0.0
     _check_export(out, cal, ["the cat sat on a mat.", "a big red dog ran", "dog , mat"])
-    again = run_calibration(corpus, out, model=str(table), pooling=pooling, method="center", show_progress=False)
-    assert again.path == out  # an isotropy output is replaced
+    from helpers import run_cli  # again through the command line: an isotropy output is replaced, and it says how to load it
+
+    args = ["calibrate", corpus, "-o", out, "--model", table, "--pooling", pooling, "--method", "center", "--no-progress"]
+    code, _, err = run_cli(args)
+    assert code == 0, err
+    st_folder = out / "sentence-transformers"
+    assert f'use it: StaticModel.from_pretrained("{out}") or SentenceTransformer("{st_folder}")' in err
+    assert (st_folder / "modules.json").is_file()
 
 
 def test_calibrate_refuses_what_does_not_fold(tmp_path, vectors):

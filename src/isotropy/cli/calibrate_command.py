@@ -89,8 +89,15 @@ def _report(output: str, info: dict[str, Any]) -> None:
     )
     for name, row in (info.get("eval") or {}).get("tasks", {}).items():
         typer.echo(f"{name}: {row['base']:.2f} base model -> {row['calibrated']:.2f} calibrated", err=True)
-    flag = "" if info["stock"] else ", trust_remote_code=True"
-    typer.echo(f'use it: SentenceTransformer("{output}"{flag})  (README.md in the folder says more)', err=True)
+    if info.get("static"):  # a model2vec folder; sentence-transformers loads the subfolder written beside it
+        from pathlib import Path
+
+        from ..calibration.static_export import ST_SUBFOLDER
+
+        load = f'StaticModel.from_pretrained("{output}") or SentenceTransformer("{Path(output) / ST_SUBFOLDER}")'
+    else:
+        load = f'SentenceTransformer("{output}"{"" if info["stock"] else ", trust_remote_code=True"})'
+    typer.echo(f"use it: {load}  (README.md in the folder says more)", err=True)
 
 
 def register_calibrate_command(app: typer.Typer) -> None:
