@@ -357,8 +357,9 @@ def test_eval_auto_is_a_column_with_its_evidence_in_the_json(tiny_model_dir, tmp
         "sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t{i % 5}\n" for i, (a, b) in enumerate(zip(left, right))),
         encoding="utf-8",
     )
-    res = evaluate(data=pairs, model=tiny_model_dir, methods=["raw", "center", "auto"], max_length=32, cache=False)
+    res = evaluate(data=pairs, model=tiny_model_dir, methods=["raw", "center", "auto"], cache=False)
     assert [r.method for r in res.rows] == ["raw", "center", "auto"]
+    assert res.settings["max_length"] == 128  # no max_length: the model's own (its 128 positions), as `isotropy eval`
     raw, center, auto = (next(iter(r.scores.values())) for r in res.rows)
     ev = auto.extra["auto"]
     sel = Selection.from_dict(json.loads(json.dumps(res.to_dict()))["rows"][2]["scores"][auto.task]["extra"]["auto"]["selection"])

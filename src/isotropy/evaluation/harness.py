@@ -165,7 +165,7 @@ def evaluate(
     methods: Sequence[str] = ("raw", "whitening"),
     fit_on: str = "target",
     aggregate: str = "all",
-    max_length: int | None = 64,
+    max_length: int | None = None,
     batch_size: int = 64,
     shrinkage: float | str = 0.0,
     flow_params: dict[str, Any] | None = None,
@@ -182,7 +182,8 @@ def evaluate(
         :class:`~isotropy.evaluation.Task` objects, or task names read from ``data``
         (None or ``["all"]``: every task there; see :func:`isotropy.evaluation.load_tasks`).
     model, max_length, batch_size:
-        Passed to :class:`isotropy.Encoder` (ignored when ``encoder`` is given).
+        Passed to :class:`isotropy.Encoder` (ignored when ``encoder`` is given); ``max_length`` None is the
+        model's own maximum, as in ``isotropy eval`` (the papers' STS tables, and docs/RESULTS.md, use 64).
     poolings:
         Poolings to compare (default: the model's own).
     methods:
