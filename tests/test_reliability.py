@@ -20,7 +20,8 @@ import pytest
 
 from helpers import ROOT, run_cli, snapshot
 from isotropy.errors import IsotropyError, Terminated
-from isotropy.storage.atomic import artefact_lock, atomic_dir, sweep_stale_temporaries, terminate_as_interrupt
+from isotropy.storage.atomic import atomic_dir, sweep_stale_temporaries, terminate_as_interrupt
+from isotropy.storage.locks import artefact_lock
 from isotropy.storage.vectors import save_npy
 
 ISOTROPY = [sys.executable, "-m", "isotropy.cli"]

@@ -9,7 +9,7 @@ import numpy as np
 
 from .errors import IsotropyError
 
-__all__ = ["check_matrix", "check_sentences"]
+__all__ = ["check_matrix", "check_sentences", "check_weights"]
 
 
 def check_matrix(
@@ -69,3 +69,19 @@ def check_sentences(sentences: Sequence[str] | str, what: str = "sentence") -> l
         if not isinstance(s, str):
             raise IsotropyError(f"{what} {i} is a {type(s).__name__}, not a string")
     return out
+
+
+def check_weights(weights: Any, n: int, what: str, row_offset: int = 0) -> np.ndarray:
+    """``n`` weights, one a row, as float64 (finite, >= 0); every error is one line naming ``what`` and the row
+    (``row_offset`` + its index)."""
+    try:
+        w = np.asarray(weights, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise IsotropyError(f"{what} must be numbers, one per row") from None
+    if w.shape != (n,):
+        raise IsotropyError(f"{what} must be one number per row ({n}), got shape {w.shape}")
+    bad = ~np.isfinite(w) | (w < 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise IsotropyError(f"{what}: row {row_offset + i} (0-based) is {w[i]}; weights must be finite and >= 0")
+    return w

@@ -60,8 +60,8 @@ Decisions, documented once (docs/ANALYSIS.md explains them at more length):
   (``None``: all); norms use every token.
 
 The package: :mod:`.metrics` (the sentence-level statistics), :mod:`.words` (the word
-level), :mod:`.figures` (the figures and :data:`FIGURES`) and :mod:`.report` (tables,
-the report folder, :func:`analyze` and :func:`analyze_file`); everything public is
+level), :mod:`.figures` (the figures and :data:`FIGURES`), :mod:`.render` (the tables and
+``report.md``) and :mod:`.report` (the report folder, :func:`analyze` and :func:`analyze_file`); everything public is
 importable from ``isotropy.analysis`` itself.
 """
 
@@ -90,6 +90,16 @@ from .metrics import *  # noqa: F403 (metrics.__all__, re-exported)
 from .metrics import HIST_BINS as HIST_BINS
 from .metrics import SCATTER_POINTS as SCATTER_POINTS
 from .metrics import VARIANCE_FRACTIONS as VARIANCE_FRACTIONS
+from .render import (
+    _markdown as _markdown,
+)
+from .render import (
+    _sentence_rows as _sentence_rows,
+)
+from .render import (
+    _word_rows as _word_rows,
+)
+from .render import markdown_report as _markdown_report  # noqa: F401 (tests read it here)
 from .report import (
     AUTO_WHITENING as AUTO_WHITENING,
 )
@@ -98,18 +108,6 @@ from .report import (
 )
 from .report import (
     _jsonable as _jsonable,
-)
-from .report import (
-    _markdown as _markdown,
-)
-from .report import (
-    _markdown_report as _markdown_report,
-)
-from .report import (
-    _sentence_rows as _sentence_rows,
-)
-from .report import (
-    _word_rows as _word_rows,
 )
 from .report import (
     analyze,

@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> None:
         from click import exceptions as click_exc
 
     from ..errors import IsotropyError, Terminated
-    from ..storage.atomic import output_locks, terminate_as_interrupt
+    from ..storage.locks import output_locks
+    from ..storage.signals import terminate_as_interrupt
 
     debug = os.environ.get("ISOTROPY_DEBUG", "").strip() not in ("", "0")
     try:

@@ -9,6 +9,7 @@ import typer
 from .options import (
     Address,
     BatchSize,
+    Candidates,
     Device,
     Force,
     MaxLength,
@@ -36,11 +37,6 @@ MethodOpt = typer.Option(
     "whitening",
     "--method",
     help="The calibration: whitening, center, abtt, common-component, a preset (soft-0.5, ...), flow (which needs isotropy to load), or auto (compare candidates on the corpus and keep the base model unless one is better: docs/AUTO.md). Affine methods give a folder of stock sentence-transformers modules. A static --model also takes token-level methods, fitted on its table rather than on sentence vectors: token-whitening (every token once), zipfian-whitening (tokens weighted by their counts in CORPUS), zipfian-whitening-rank (by Zipf's law over the table's frequency order).",
-)
-CandidatesOpt = typer.Option(
-    None,
-    "--candidates",
-    help="--method auto: the candidates to compare, comma-separated (raw,center,abtt-4,soft-0.5,whitening-192,whitening-shrunk,...); default: the standard set.",
 )
 DevOpt = typer.Option(
     None,
@@ -124,7 +120,7 @@ def register_calibrate_command(app: typer.Typer) -> None:
         min_gain: float | None = MinGainOpt,
         pooling_stats: PoolingStats = None,
         stock_only: bool = StockOnlyOpt,
-        candidates: str | None = CandidatesOpt,
+        candidates: Candidates = None,
         dev: str | None = DevOpt,
         engine: Annotated[
             choice("dask") | None,

@@ -12,6 +12,7 @@ from . import retrieval_command as rcli
 from .options import (
     AllowOtherEncoder,
     BatchSize,
+    Candidates,
     Device,
     Force,
     MaxLength,
@@ -66,10 +67,7 @@ def index_build(
             "is better; the evidence is printed and saved in the index (docs/AUTO.md).",
         ),
     ] = None,
-    candidates: Annotated[
-        str | None,
-        typer.Option("--candidates", help="--method auto: the candidates, comma-separated (raw,center,abtt-4,soft-0.5,...)."),
-    ] = None,
+    candidates: Candidates = None,
     kind: Annotated[
         choice("flat", "hnsw", "ivf"), typer.Option("--kind", help="flat (exact), hnsw or ivf (approximate).")
     ] = "flat",

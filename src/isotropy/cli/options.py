@@ -25,6 +25,7 @@ __all__ = [
     "Address",
     "BatchSize",
     "CacheDir",
+    "Candidates",
     "DEPRECATED",
     "Device",
     "Engine",
@@ -117,6 +118,14 @@ Shrinkage = Annotated[
         "--shrinkage",
         help="Whitening's covariance shrinkage towards a scaled identity: a number in [0, 1] or auto (Ledoit-Wolf); "
         "0 is the papers' exact whitening. Needed with fewer sentences than dimensions.",
+    ),
+]
+Candidates = Annotated[
+    str | None,
+    typer.Option(
+        "--candidates",
+        help="--method auto: the candidates to compare, comma-separated (raw,center,abtt-4,soft-0.5,whitening-192,"
+        "whitening-shrunk,...); default: the standard set.",
     ),
 ]
 Engine = Annotated[

@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from ..storage.artifacts import file_sha256
-from ..storage.atomic import atomic_file
 from ..storage.text import read_sentences
 from ..storage.vectors import check_finite_output, iter_vector_chunks, write_vectors
 from ..transforms.moments import Moments
@@ -179,7 +178,6 @@ def encode_shard(source: str, out_dir: str, spec: EncoderSpec, transform: str | 
     dim = int(enc.dim if model is None else model.n_features_out_)
     if side.exists():
         side.unlink()  # the old sidecar must not vouch for a half-replaced .npy
-    _write_shard(npy, src, enc, model, sentences, dim)
     meta = {
         **expect,
         "source": str(src),
@@ -189,19 +187,20 @@ def encode_shard(source: str, out_dir: str, spec: EncoderSpec, transform: str | 
         "rows": rows,
         "dim": dim,
         "dtype": "float32",
-        "npy_sha256": file_sha256(npy),
         "batch_size": spec.batch_size,
     }
-    with atomic_file(side, "w") as fh:  # written last: it vouches for the .npy beside it
-        json.dump(meta, fh, indent=2, sort_keys=True)
-        fh.write("\n")
+    _write_shard(npy, src, enc, model, sentences, dim, meta)
     prior = "" if reason == "missing" else reason
     return {"status": "encoded", "rows": rows, "dim": dim, "reason": prior}
 
 
-def _write_shard(npy: Path, src: Path, enc: Any, model: Any, sentences: list[str], dim: int) -> None:
-    """Stream the shard's vectors (transformed, if ``model``) into ``npy``, atomically, chunk by chunk."""
-    with write_vectors(npy, (len(sentences), dim), np.float32, kind=None) as out:
+def _write_shard(npy: Path, src: Path, enc: Any, model: Any, sentences: list[str], dim: int, meta: dict) -> None:
+    """Stream the shard's vectors (transformed, if ``model``) into ``npy``, atomically, chunk by chunk.
+
+    The sidecar is storage's vectors sidecar (``npy_sha256`` hashed while writing, renamed in with
+    the ``.npy``) carrying ``meta``, the shard's fields: its ``format`` stays ``isotropy-vector-shard``
+    (:data:`SIDECAR_FORMAT`), so :func:`verify` reads a sidecar of an earlier run as it always did."""
+    with write_vectors(npy, (len(sentences), dim), np.float32, kind=None, sidecar=True, meta=meta) as out:
         for i, chunk in enumerate(encode_chunks(enc, sentences)):
             if model is not None:
                 chunk = np.asarray(model.transform(chunk), dtype=np.float32)

@@ -4,7 +4,8 @@ An evaluation resolves its methods, fitting corpus and tasks (every problem with
 input is said before any encoding), loads the encoder, encodes each task's unique
 sentences once through the vector cache (:mod:`isotropy.encoders.cache`), then fits
 every method per pooling (per task, or once on a ``--fit-on`` file) and scores every
-task; :class:`~isotropy.evaluation.results.Results` holds the table.
+task (:mod:`.scoring`: one task's figure from its cosines); :class:`~isotropy.evaluation.results.Results`
+holds the table.
 """
 
 from __future__ import annotations
@@ -36,85 +37,12 @@ from .fitting import (
     resolve_fit_on,
 )
 from .methods import METHOD_FORMS, Method, parse_method
-from .metrics import (
-    AGGREGATES,
-    accuracy,
-    aggregate_subsets,
-    best_threshold,
-    check_aggregate,
-    cosine_rows,
-    cross_fit_accuracy,
-    roc_auc,
-    spearman,
-)
+from .metrics import AGGREGATES, check_aggregate, cosine_rows
 from .results import ResultRow, Results, TaskScore
+from .scoring import score_task, unscorable
 from .tasks import Task, load_tasks
 
 __all__ = ["evaluate"]
-
-
-# --------------------------------------------------------------------------- scoring and fitting
-
-
-def _score_task(task: Task, cos_by_split: dict[str, np.ndarray], fit_on: str, aggregate: str = "all") -> TaskScore:
-    eval_pairs = task.eval_pairs
-    cos = np.concatenate([cos_by_split[s] for s in task.eval_splits])
-    gold = np.array([p.score for p in eval_pairs], dtype=np.float64)
-    subsets: dict[str, float] = {}
-    names = list(dict.fromkeys(p.subset for p in eval_pairs))
-    if task.metric == "binary":
-        auc = roc_auc(cos, gold)
-        others = [s for s in ("dev", "train") if s in task.splits and s not in task.eval_splits]
-        if others:
-            tune = others[0]
-            t_cos = cos_by_split[tune]
-            t_gold = np.array([p.score for p in task.splits[tune]])
-            thr = best_threshold(t_cos, t_gold)
-            extra = {"roc_auc": auc, "accuracy": accuracy(cos, gold, thr), "threshold": thr, "threshold_tuned_on": tune}
-        else:
-            acc, thrs = cross_fit_accuracy(cos, gold)
-            extra = {"roc_auc": auc, "accuracy": acc, "threshold": thrs, "threshold_tuned_on": "2-fold cross-fitting"}
-        return TaskScore(task.name, "binary", auc, len(eval_pairs), fit_on, {}, extra)
-    counts: dict[str, int] = {}
-    if len(names) > 1:
-        sub = np.array([p.subset for p in eval_pairs])
-        for name in names:
-            m = sub == name
-            subsets[name] = spearman(cos[m], gold[m])
-            counts[name] = int(m.sum())
-    pooled = spearman(cos, gold)
-    extra: dict[str, Any] = {}
-    if subsets:
-        extra["subset_mean"] = aggregate_subsets(pooled, subsets, counts, "mean")
-        extra["subset_wmean"] = aggregate_subsets(pooled, subsets, counts, "wmean")
-        extra["subset_pairs"] = counts
-    score = pooled
-    if task.aggregated:
-        extra["aggregate"] = aggregate
-        extra["pooled"] = pooled
-        score = aggregate_subsets(pooled, subsets, counts, aggregate)
-    return TaskScore(task.name, "spearman", score, len(eval_pairs), fit_on, subsets, extra)
-
-
-def _unscorable(task: Task) -> str | None:
-    """Why no score can be computed from ``task``'s gold column, whatever the vectors (None: it can).
-
-    Spearman of a constant column is undefined (scipy returns NaN, shown as "-"), and so is
-    ROC-AUC with one class; saying so before any encoding beats a table of dashes.
-    """
-    gold = np.array([p.score for p in task.eval_pairs], dtype=np.float64)
-    where = f"task {task.name}" + (f" ({task.source})" if task.source and task.source != task.name else "")
-    splits = "+".join(task.eval_splits)
-    if len(gold) < 2:
-        return f"{where} has {len(gold)} evaluated pair{'s' if len(gold) != 1 else ''} ({splits}); a correlation needs at least 2"
-    if np.ptp(gold) == 0:
-        what = "label" if task.metric == "binary" else "gold score"
-        need = "both 0 and 1 labels" if task.metric == "binary" else "gold scores that differ"
-        return (
-            f"{where}: all {len(gold)} {what}s of its evaluated pairs ({splits}) are {gold[0]:g}, so no "
-            f"{'ROC-AUC' if task.metric == 'binary' else 'Spearman correlation'} can be computed; it needs {need}"
-        )
-    return None
 
 
 # --------------------------------------------------------------------------- evaluate
@@ -292,7 +220,7 @@ def _resolve_tasks(
         raise IsotropyError("no task to evaluate")
     # a gold column that cannot be correlated (all scores equal) fails now, before any encoding; in
     # a run of several tasks the others are still evaluated and the caption says which was skipped
-    skipped = [(t, why) for t in task_list if (why := _unscorable(t)) is not None]
+    skipped = [(t, why) for t in task_list if (why := unscorable(t)) is not None]
     if len(skipped) == len(task_list):
         why = skipped[0][1]
         others = f" (and {len(skipped) - 1} other tasks likewise)" if len(skipped) > 1 else ""
@@ -438,7 +366,7 @@ def _score_one_task(
                 )
                 continue
             cos_by_split = {s: cosine_rows(Y[a], Y[b]) for s, (a, b) in split_idx.items()}
-            score = _score_task(task, cos_by_split, fit_desc, run.aggregate)
+            score = score_task(task, cos_by_split, fit_desc, run.aggregate)
             w = run.warned.get(run.fit_key(task, p, m))
             if w:
                 score.extra["warning"] = w

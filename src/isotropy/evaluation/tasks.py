@@ -1,25 +1,24 @@
-"""Sentence-pair tasks (layer 4): the STS folders, user pair files, Hugging Face datasets.
+"""Sentence-pair tasks (layer 4): the STS folders, and finding any task by name.
 
 Everything here reads sentence-pair benchmarks: the STS folders in their original
-formats (STS Benchmark, SICK, SemEval STS 2012-2016), a generic pair file a user
-brings (TSV, CSV or JSON Lines), and Hugging Face datasets by name. Sentence files
-(one sentence a line) are :func:`isotropy.storage.text.read_sentences`'.
+formats (STS Benchmark, SICK, SemEval STS 2012-2016), and :func:`find_tasks` /
+:func:`load_tasks`, which find them, a user's pair files and Hugging Face datasets by name.
+The rooms beside it: :mod:`.pairs` (:class:`Pair`, :class:`Task`, the line and score checks),
+:mod:`.pair_files` (generic pair files, Hugging Face datasets); their public names are
+re-exported here. Sentence files (one sentence a line) are
+:func:`isotropy.storage.text.read_sentences`'.
 """
 
 from __future__ import annotations
 
-import csv
-import math
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
 
-from .._hub import hub_offline_reason
 from ..errors import IsotropyError
-from ..storage.text import iter_json_objects, read_sentences
+from .pair_files import PAIR_SUFFIXES, _generic_split_files, load_hf, load_pair_folder, load_pairs
+from .pairs import Pair, Task, _number, _read_lines
 
 __all__ = [
     "Pair",
@@ -38,105 +37,6 @@ __all__ = [
     "load_pair_folder",
     "load_hf",
 ]
-
-
-# --------------------------------------------------------------------------- pairs and tasks
-
-
-class Pair(NamedTuple):
-    """One scored sentence pair. ``subset`` is the source file (STS-12..16) or genre (STS-B)."""
-
-    s1: str
-    s2: str
-    score: float
-    subset: str = ""
-
-
-@dataclass
-class Task:
-    """A named set of sentence pairs, split by the dataset's own splits.
-
-    ``metric`` is ``"spearman"`` (graded similarity scores) or ``"binary"``
-    (0/1 labels: paraphrase, duplicate question). ``eval_splits`` are the splits
-    whose pairs are scored (STS-B: test; SICK-R: test; STS-12..16: all pairs);
-    ``train_split`` is the split ``--fit-on train`` fits on, or None when the task has none.
-    ``aggregated`` is True when the subsets are separate datasets scored together (a SemEval
-    year's files, a pair file's ``subset`` column): the ``aggregate`` setting of
-    :func:`~isotropy.evaluation.evaluate` (all, mean, wmean) decides how their correlations
-    combine. When False (STS-B, whose subsets are genres of one test set; SICK-R) the task is
-    one correlation in every setting, as every paper scores it.
-    """
-
-    name: str
-    splits: dict[str, list[Pair]]
-    metric: str = "spearman"
-    eval_splits: tuple[str, ...] = ("test",)
-    train_split: str | None = None
-    source: str = ""
-    notes: list[str] = field(default_factory=list)
-    aggregated: bool = False
-
-    def pairs(self, splits: Iterable[str] | None = None) -> list[Pair]:
-        """The pairs of ``splits`` (default: every split), in file order."""
-        names = list(self.splits) if splits is None else list(splits)
-        unknown = [s for s in names if s not in self.splits]
-        if unknown:
-            raise IsotropyError(f"task {self.name} has no split {unknown[0]!r}; its splits are {', '.join(self.splits)}")
-        return [p for s in names for p in self.splits[s]]
-
-    @property
-    def eval_pairs(self) -> list[Pair]:
-        return self.pairs(self.eval_splits)
-
-    def sentences(self, splits: Iterable[str] | None = None) -> list[str]:
-        """Unique sentences of ``splits`` (default: all), in order of first appearance."""
-        # dict preserves insertion order: an order-stable de-duplication
-        return list(dict.fromkeys(s for p in self.pairs(splits) for s in (p.s1, p.s2)))
-
-    def counts(self) -> dict[str, int]:
-        """Pairs per split."""
-        return {name: len(pairs) for name, pairs in self.splits.items()}
-
-    def subset_counts(self, splits: Iterable[str] | None = None) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for p in self.pairs(splits):
-            out[p.subset] = out.get(p.subset, 0) + 1
-        return out
-
-    def __repr__(self) -> str:
-        counts = ", ".join(f"{k} {v}" for k, v in self.counts().items())
-        return f"Task({self.name!r}, {self.metric}, {counts})"
-
-
-# --------------------------------------------------------------------------- line reading
-
-
-def _read_lines(path: Path) -> list[str]:
-    """Lines of a UTF-8 file without terminators; errors name the file and line.
-
-    The one sentence-file reader of :mod:`isotropy.storage.text`: it splits on ``\\n`` only (not
-    ``str.splitlines``), because the STS files contain characters such as U+2028 that splitlines
-    would treat as line breaks, which would shift the line pairing between input and gold files.
-    """
-    return read_sentences(path, allow_empty_file=True)
-
-
-# The scale each STS task's annotators used (the task papers): a score outside it is a broken or
-# edited file (a shifted column, a 0-100 scale), which would give a correlation without a word.
-SCORE_RANGES = {"STS-B": (0.0, 5.0), "SICK-R": (1.0, 5.0), **{f"STS-{y}": (0.0, 5.0) for y in range(12, 17)}}
-
-
-def _number(text: str, path: Path, line: int, what: str = "score", task: str | None = None) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise IsotropyError(f"{path} line {line}: {what} {text.strip()[:40]!r} is not a number") from None
-    if not math.isfinite(value):
-        raise IsotropyError(f"{path} line {line}: {what} {text.strip()!r} is not a finite number")
-    low, high = SCORE_RANGES.get(task or "", (-math.inf, math.inf))
-    if not low <= value <= high:
-        raise IsotropyError(f"{path} line {line}: {what} {text.strip()} is outside {task}'s range [{low:g}, {high:g}]")
-    return value
 
 
 # --------------------------------------------------------------------------- the STS folders
@@ -281,18 +181,6 @@ def _detect_task_folder(folder: Path) -> str | None:
     return None
 
 
-PAIR_SUFFIXES = (".tsv", ".csv", ".jsonl", ".json")
-_SPLIT_NAMES = {"train": "train", "dev": "dev", "validation": "dev", "valid": "dev", "test": "test"}
-
-
-def _generic_split_files(folder: Path) -> dict[str, Path]:
-    found: dict[str, Path] = {}
-    for p in sorted(folder.iterdir()):
-        if p.is_file() and p.suffix.lower() in PAIR_SUFFIXES and p.stem.lower() in _SPLIT_NAMES:
-            found.setdefault(_SPLIT_NAMES[p.stem.lower()], p)
-    return found
-
-
 def find_tasks(data: str | os.PathLike) -> dict[str, object]:
     """The tasks that ``data`` holds, as ``{name: zero-argument loader}`` (nothing is read yet).
 
@@ -367,173 +255,3 @@ def load_tasks(data: str | os.PathLike | None = None, names: Iterable[str] | Non
             key = match[0]
         tasks.append(available[key]())
     return tasks
-
-
-# --------------------------------------------------------------------------- generic pair files
-
-
-def _pair_from_record(rec: dict, path: Path, line: int, kind: str | None) -> tuple[Pair, str]:
-    for col in ("sentence1", "sentence2"):
-        if not isinstance(rec.get(col), str):
-            raise IsotropyError(f"{path} line {line}: missing or non-text {col!r}")
-    if kind is None:
-        kind = "score" if "score" in rec else "label" if "label" in rec else None
-        if kind is None:
-            raise IsotropyError(f"{path} line {line}: needs a 'score' (graded) or 'label' (0/1) field")
-    if kind not in rec or rec[kind] is None or rec[kind] == "":
-        raise IsotropyError(f"{path} line {line}: missing {kind!r}")
-    value = rec[kind]
-    if isinstance(value, bool):
-        value = float(value)
-    elif isinstance(value, (int, float)):
-        value = float(value)
-        if not math.isfinite(value):
-            raise IsotropyError(f"{path} line {line}: {kind} {value!r} is not a finite number")
-    else:
-        value = _number(str(value), path, line, kind)
-    if kind == "label" and value not in (0.0, 1.0):
-        raise IsotropyError(f"{path} line {line}: label {rec[kind]!r} must be 0 or 1")
-    return Pair(rec["sentence1"], rec["sentence2"], value, str(rec.get("subset", "") or "")), kind
-
-
-def _read_pair_file(path: Path) -> tuple[list[Pair], str]:
-    """Pairs of one generic file and its kind (``score`` or ``label``)."""
-    suffix = path.suffix.lower()
-    pairs: list[Pair] = []
-    kind: str | None = None
-    if suffix in (".jsonl", ".json"):
-        for number, rec in iter_json_objects(path, "sentence1, sentence2, score"):
-            pair, kind = _pair_from_record(rec, path, number, kind)
-            pairs.append(pair)
-    elif suffix in (".tsv", ".csv"):
-        lines = _read_lines(path)
-        if suffix == ".tsv":
-            # TSV has no quoting convention: quotes inside sentences are literal
-            rows: Iterable[list[str]] = (line.split("\t") for line in lines)
-        else:
-            rows = csv.reader(lines, strict=True)
-        rows = iter(rows)
-        try:
-            header = [h.strip() for h in next(rows)]
-        except StopIteration:
-            raise IsotropyError(f"{path} is empty; expected a header line sentence1, sentence2, score (or label)") from None
-        except csv.Error as exc:
-            raise IsotropyError(f"{path} line 1: {exc}") from None
-        missing = [c for c in ("sentence1", "sentence2") if c not in header]
-        if missing or not ({"score", "label"} & set(header)):
-            raise IsotropyError(
-                f"{path} line 1: the header must name sentence1, sentence2 and score (or label); found {', '.join(header)}"
-            )
-        kind = "score" if "score" in header else "label"
-        number = 1
-        while True:
-            try:
-                cols = next(rows)
-            except StopIteration:
-                break
-            except csv.Error as exc:
-                raise IsotropyError(f"{path} line {number + 1}: {exc}") from None
-            number += 1
-            if not cols or (len(cols) == 1 and not cols[0].strip()):
-                continue
-            if len(cols) != len(header):
-                raise IsotropyError(
-                    f"{path} line {number}: expected {len(header)} {'tab-separated' if suffix == '.tsv' else 'comma-separated'} "
-                    f"columns, found {len(cols)}"
-                )
-            pair, kind = _pair_from_record(dict(zip(header, cols)), path, number, kind)
-            pairs.append(pair)
-    else:
-        raise IsotropyError(f"{path}: unknown pair file type {suffix!r}; use .tsv, .csv or .jsonl")
-    if not pairs:
-        raise IsotropyError(f"{path} has no sentence pairs")
-    return pairs, kind or "score"
-
-
-def load_pairs(path: str | os.PathLike, name: str | None = None, split: str = "test") -> Task:
-    """One generic pair file (TSV, CSV or JSON Lines with ``sentence1``, ``sentence2``,
-    ``score`` or ``label``) as a task with a single split."""
-    path = Path(path)
-    if not path.is_file():
-        raise IsotropyError(f"{path} does not exist or is not a file")
-    pairs, kind = _read_pair_file(path)
-    return Task(
-        name or path.stem,
-        {split: pairs},
-        metric="binary" if kind == "label" else "spearman",
-        eval_splits=(split,),
-        train_split=split if split == "train" else None,
-        source=str(path),
-        aggregated=any(p.subset for p in pairs),
-    )
-
-
-def load_pair_folder(folder: str | os.PathLike, name: str | None = None) -> Task:
-    """A folder of generic split files: ``train``, ``dev`` (or ``validation``) and ``test``
-    with suffix ``.tsv``, ``.csv`` or ``.jsonl``. The test split is evaluated (else dev, else train)."""
-    folder = Path(folder)
-    files = _generic_split_files(folder)
-    if not files:
-        raise IsotropyError(f"{folder} has no pair files named train/dev/test with suffix .tsv, .csv or .jsonl")
-    splits: dict[str, list[Pair]] = {}
-    kinds = set()
-    for split in ("train", "dev", "test"):
-        if split in files:
-            splits[split], kind = _read_pair_file(files[split])
-            kinds.add(kind)
-    if len(kinds) > 1:
-        raise IsotropyError(f"{folder}: some split files have a 'score' column and others a 'label' column")
-    eval_split = "test" if "test" in splits else "dev" if "dev" in splits else "train"
-    return Task(
-        name or folder.name,
-        splits,
-        metric="binary" if kinds == {"label"} else "spearman",
-        eval_splits=(eval_split,),
-        train_split="train" if "train" in splits and eval_split != "train" else None,
-        source=str(folder),
-        aggregated=any(p.subset for p in splits[eval_split]),
-    )
-
-
-# --------------------------------------------------------------------------- Hugging Face datasets
-
-
-def load_hf(dataset: str, name: str | None = None) -> Task:
-    """A sentence-pair dataset from the Hugging Face hub (``sentence1``, ``sentence2``,
-    ``score`` or ``label`` columns), e.g. ``mteb/stsbenchmark-sts``. Needs the optional
-    ``datasets`` package (``pip install 'isotropy[hf]'``) and a reachable hub;
-    otherwise one clear error pointing to ``--data DIR``."""
-    local = "download it and pass --data DIR (a folder in the STS layouts or with train/dev/test.tsv pair files)"
-    reason = hub_offline_reason()
-    if reason is not None:
-        raise IsotropyError(f"cannot load {dataset!r} from the Hugging Face hub: {reason}; {local}")
-    try:
-        import datasets as hf_datasets
-    except ImportError:
-        raise IsotropyError(
-            f"loading {dataset!r} from the Hugging Face hub needs the 'datasets' package (pip install 'isotropy[hf]'); or {local}"
-        ) from None
-    try:
-        dd = hf_datasets.load_dataset(dataset)
-    except Exception as exc:  # network, missing dataset, auth: all become one line
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise IsotropyError(f"cannot load {dataset!r} from the Hugging Face hub ({msg}); {local}") from None
-    splits: dict[str, list[Pair]] = {}
-    kind = None
-    for split_name, ds in dd.items():
-        split = _SPLIT_NAMES.get(split_name, split_name)
-        pairs = []
-        for i, rec in enumerate(ds, start=1):
-            pair, kind = _pair_from_record(dict(rec), Path(f"{dataset}[{split_name}]"), i, kind)
-            pairs.append(pair)
-        splits[split] = pairs
-    eval_split = "test" if "test" in splits else "dev" if "dev" in splits else next(iter(splits))
-    return Task(
-        name or dataset,
-        splits,
-        metric="binary" if kind == "label" else "spearman",
-        eval_splits=(eval_split,),
-        train_split="train" if "train" in splits and eval_split != "train" else None,
-        source=f"hf:{dataset}",
-        aggregated=any(p.subset for p in splits[eval_split]),
-    )

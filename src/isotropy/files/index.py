@@ -25,7 +25,7 @@ from ..encoders import Encoder
 from ..errors import IsotropyError
 from ..search import Index
 from ..storage.artifacts import check_output, read_config
-from ..storage.atomic import artefact_lock
+from ..storage.locks import artefact_lock
 from ..storage.text import read_sentences
 from ..transforms import load_transform, transform_class
 

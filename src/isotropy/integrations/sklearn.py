@@ -46,14 +46,7 @@ class SentenceEncoder(EstimatorParams):
     def fit(self, X: Any = None, y: Any = None) -> SentenceEncoder:
         from ..encoders import Encoder
 
-        self.encoder_ = Encoder(
-            self.model,
-            pooling=self.pooling,
-            max_length=self.max_length,
-            batch_size=self.batch_size,
-            device=self.device,
-            backend=self.backend,
-        )
+        self.encoder_ = Encoder(**self.get_params(deep=False))  # the parameters are the Encoder's, by name
         self.n_features_out_ = int(self.encoder_.dim)
         return self
 

@@ -96,7 +96,6 @@ def custom_parts(pooling: Any, transform: Any = None) -> list[str]:
 
 def _pooling_modules(encoder: Any, p: Any, torch: Any) -> tuple[list[Any], bool]:
     """The stock modules computing pooling ``p`` on the Transformer's output, and whether they read every layer."""
-    from sentence_transformers.base.modules import Dense
     from sentence_transformers.sentence_transformer.modules import Pooling, WeightedLayerPooling
 
     dim = int(encoder.dim)
@@ -104,13 +103,7 @@ def _pooling_modules(encoder: Any, p: Any, torch: Any) -> tuple[list[Any], bool]
         return [Pooling(dim, pooling_mode="cls")], False
     if p.kind == "pooler":
         linear = pooler_dense(encoder)  # the model's dense + tanh pooler, or one clear error
-        dense = Dense(
-            dim,
-            dim,
-            activation_function=torch.nn.Tanh(),
-            init_weight=linear.weight.detach().clone().float(),
-            init_bias=linear.bias.detach().clone().float(),
-        )
+        dense = _dense(linear.weight.detach().clone().float(), linear.bias.detach().clone().float(), torch.nn.Tanh())
         return [Pooling(dim, pooling_mode="cls"), dense], False
     if not p.needs_hidden_states:  # last-avg
         return [Pooling(dim, pooling_mode="mean")], False
@@ -133,32 +126,30 @@ def _affine_dense(transform: Any, torch: Any) -> list[Any]:
     ``kernel^T`` (out x in) and no bias. Folding the shift into one bias (``x @ A - shift @ A``) would subtract
     two large float32 terms when the kernel magnifies small-variance directions (measured: 1.7e-5 vs float64
     on a 384-dim whitening, against 2e-6 for the two-step form; bench/calibrate.py)."""
-    from sentence_transformers.base.modules import Dense
-
     shift, kernel = transform.shift_kernel_()
-    d_in, d_out = int(kernel.shape[0]), int(kernel.shape[1])
+    d_in = int(kernel.shape[0])
     modules = []
     if np.any(shift != 0):
-        modules.append(
-            Dense(
-                d_in,
-                d_in,
-                bias=True,
-                activation_function=torch.nn.Identity(),
-                init_weight=torch.eye(d_in, dtype=torch.float32),
-                init_bias=torch.tensor(-shift, dtype=torch.float32),
-            )
-        )
-    modules.append(
-        Dense(
-            d_in,
-            d_out,
-            bias=False,
-            activation_function=torch.nn.Identity(),
-            init_weight=torch.tensor(kernel.T, dtype=torch.float32),
-        )
-    )
+        modules.append(_dense(torch.eye(d_in, dtype=torch.float32), torch.tensor(-shift, dtype=torch.float32)))
+    modules.append(_dense(torch.tensor(kernel.T, dtype=torch.float32)))
     return modules
+
+
+def _dense(weight: Any, bias: Any = None, activation: Any = None) -> Any:
+    """A stock ``Dense`` module computing ``activation(x @ weight.T + bias)``: ``weight`` out x in, float32
+    tensors; without ``bias``, none; without ``activation``, the identity (``Dense``'s own default is tanh)."""
+    import torch
+    from sentence_transformers.base.modules import Dense
+
+    d_out, d_in = (int(n) for n in weight.shape)
+    return Dense(
+        d_in,
+        d_out,
+        bias=bias is not None,
+        activation_function=torch.nn.Identity() if activation is None else activation,
+        init_weight=weight,
+        **({} if bias is None else {"init_bias": bias}),
+    )
 
 
 def build_stock(encoder: Any, transform: Any, *, normalize: bool, device: str | None, stock: bool | None):

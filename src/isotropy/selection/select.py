@@ -12,6 +12,8 @@
    rule is :data:`LABEL_FREE_RULE`, set from the measurements in docs/AUTO.md: no criterion
    was safe on held-out tasks, so by default it keeps raw and shows every criterion's evidence;
    ``criterion_name=`` lets one criterion decide (raw unless 90 % sure).
+
+The sample, its views and the bootstrap resamples are drawn by :mod:`.bootstrap`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 from .._checks import check_matrix
 from ..errors import IsotropyError
 from ..transforms.moments import Moments
+from .bootstrap import _apply, _encode, _resamples, _sample, _views
 from .candidates import Candidate, Fitted, fit_candidates, parse_candidates
 from .criteria import CRITERIA, Applied, Views, centred_ranks, criterion
 from .dev import DevPairs, check_dev_pairs, dev_statistics, pairs_sentences
@@ -36,7 +39,6 @@ __all__ = ["select_calibration", "Selector", "LABEL_FREE_RULE", "DEV_LEVEL", "SA
 DEV_LEVEL = 0.9  # few-label: a candidate must beat raw in this share of bootstrap resamples
 SAMPLE = 1000  # label-free: distinct sentences sampled for the criteria
 RESAMPLES = 1000  # bootstrap resamples (pairs in few-label mode, sentences in label-free mode)
-PARTNERS = 10  # random other sentences per sampled sentence (uniformity, random pairs)
 
 # The label-free decision (docs/AUTO.md): criterion None = the candidate-scoring criteria are evidence only
 # (on held-out STS tasks none was safe: the rule fixed before the run lost up to 12 points) and the signal
@@ -51,15 +53,6 @@ _KIND_VALUE = {"static": 1.0, "transformer": 0.0, "unknown": None}  # the encode
 
 def _is_encoder(x: Any) -> bool:
     return hasattr(x, "encode") and not isinstance(x, np.ndarray)
-
-
-def _encode(encoder: Any, sentences: Sequence[str], cache: Any, show_progress: bool | None) -> np.ndarray:
-    if cache is not None:
-        from ..encoders.cache import encode_cached
-
-        pooling = encoder.pooling
-        return np.asarray(encode_cached(encoder, sentences, [pooling], cache, show_progress)[pooling], dtype=np.float64)
-    return np.asarray(encoder.encode(list(sentences), show_progress=show_progress), dtype=np.float64)
 
 
 def _inputs(data: Any, corpus: Any, encoder: Any, cache: Any, show_progress: bool | None, source: str):
@@ -88,40 +81,6 @@ def _halves(X: np.ndarray, seed: int) -> tuple[Moments, Moments, Moments]:
     a = Moments(X.shape[1]).update(X[np.sort(perm[:half])]) if half else Moments(X.shape[1])
     b = Moments(X.shape[1]).update(X[np.sort(perm[half:])])
     return a, b, a.copy().merge(b)
-
-
-def _sample(sentences: Sequence[str] | None, n_rows: int, size: int, seed: int) -> np.ndarray:
-    """Row indices of a seeded sample of distinct sentences (rows, when there are no sentences)."""
-    if sentences is None:
-        rows = np.arange(n_rows)
-    else:
-        first: dict[str, int] = {}
-        for i, s in enumerate(sentences):
-            first.setdefault(s, i)
-        rows = np.fromiter(first.values(), dtype=np.int64)
-    if len(rows) > size:
-        rows = np.sort(np.random.default_rng([seed, 2]).choice(rows, size=size, replace=False))
-    return rows
-
-
-def _partners(m: int, r: int, seed: int) -> np.ndarray:
-    """``m x r`` random indices of other rows (never the row itself)."""
-    rng = np.random.default_rng([seed, 3])
-    p = rng.integers(0, m - 1, size=(m, r))
-    return p + (p >= np.arange(m)[:, None])
-
-
-def _resamples(n: int, size: int, seed: int, salt: int) -> np.ndarray:
-    return np.random.default_rng([seed, salt]).integers(0, n, size=(size, n))
-
-
-def _apply(t: Any, X: np.ndarray) -> np.ndarray:
-    """``t`` applied as ``X @ A + b`` (every candidate is affine; skipping the per-call input checks of
-    ``transform`` matters for the thousands of small products of a bootstrap); raw: X itself."""
-    if t is None:
-        return X
-    A, b = t.affine_()
-    return np.asarray(X, dtype=np.float64) @ A + b
 
 
 def _decide(
@@ -157,32 +116,6 @@ def _few_label(
         points[name], boots[name] = dev_statistics(_apply(t, L), _apply(t, R), dev, idx, gold_ranks)
     beats = {c: float(np.mean(boots[c] > boots["raw"])) for c in boots if c != "raw"}
     return points, beats
-
-
-def _views(
-    encoder: Any,
-    X: np.ndarray,
-    sentences: Sequence[str] | None,
-    rates: Sequence[float],
-    seed: int,
-    size: int,
-    cache: Any,
-    sp: Any,
-) -> Views:
-    rows = _sample(sentences, len(X), size, seed)
-    if len(rows) < 4:
-        raise IsotropyError(f"the corpus has {len(rows)} distinct sentences; the label-free criteria need at least 4")
-    views = Views(X[rows], partners=_partners(len(rows), PARTNERS, seed))
-    if rates:
-        if encoder is None or sentences is None:
-            raise IsotropyError(
-                "the label-free selection perturbs sentences and encodes the copies: give the encoder and the corpus "
-                "sentences (select_calibration(encoder, sentences)), or dev pairs for the few-label mode"
-            )
-        base = [sentences[i] for i in rows]
-        for r in rates:
-            views.perturbed[float(r)] = _encode(encoder, perturbed_copies(base, r, seed), cache, sp)
-    return views
 
 
 def criterion_scores(

@@ -1,6 +1,8 @@
 """Storage (layer 1): everything isotropy reads from and writes to disk.
 
-* :mod:`.atomic` -- atomic files and folders, signals, stale temporaries, locks;
+* :mod:`.atomic` -- atomic files and folders, stale temporaries;
+* :mod:`.signals` -- SIGTERM and SIGHUP as interrupts, held back during renames;
+* :mod:`.locks` -- one writer per output, across processes;
 * :mod:`.artifacts` -- the artefact header, the output guard, fitted state, digests;
 * :mod:`.vectors` -- ``.npy`` vectors: read, stream, write;
 * :mod:`.text` -- sentence files.

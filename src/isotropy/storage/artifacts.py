@@ -32,8 +32,10 @@ import numpy as np
 
 from .._params import spell
 from ..errors import IsotropyError
-from .atomic import atomic_dir, atomic_file, check_free_space, lock_output, parent_of, signals_deferred, temp_prefix
+from .atomic import atomic_dir, atomic_file, check_free_space, parent_of, temp_prefix
 from .integrity import seal, verify_folder
+from .locks import lock_output
+from .signals import signals_deferred
 
 __all__ = [
     "FORMAT_VERSION",

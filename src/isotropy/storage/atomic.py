@@ -5,8 +5,9 @@
   temporary and keeps the old output. Signals are held back during the renames and the
   cleanup. Outputs get the modes an ordinary ``open()``/``mkdir()`` gives them.
 * :func:`sweep_stale_temporaries`: what a killed process (SIGKILL, power loss) left.
-* :func:`terminate_as_interrupt`: SIGTERM/SIGHUP raise :class:`~isotropy.errors.Terminated`.
-* :func:`artefact_lock`: the lock every read-modify-write of an artefact holds.
+
+Signals are :mod:`.signals`' (:func:`terminate_as_interrupt`, :func:`signals_deferred`: both
+re-exported here), the locks that keep two writers of one output apart :mod:`.locks`'.
 
 This module knows nothing of artefact kinds: the policy of what may be replaced is
 :mod:`isotropy.storage.artifacts`' (:func:`~isotropy.storage.artifacts.check_output`),
@@ -20,18 +21,15 @@ import errno
 import os
 import re
 import shutil
-import signal
 import socket
 import stat
-import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import IsotropyError, Terminated
+from ..errors import IsotropyError
 
 __all__ = [
     "atomic_path",
@@ -40,10 +38,6 @@ __all__ = [
     "sweep_stale_temporaries",
     "terminate_as_interrupt",
     "signals_deferred",
-    "artefact_lock",
-    "output_locks",
-    "lock_output",
-    "lock_file_of",
     "temp_prefix",
     "parent_of",
     "disk_full",
@@ -51,79 +45,7 @@ __all__ = [
 ]
 
 
-# --------------------------------------------------------------------------- signals
-#
-# SIGTERM (kill, timeout, systemd, Kubernetes, Dask) and SIGHUP end a process without
-# running any ``finally``; while an isotropy command or an atomic write runs they raise
-# :class:`Terminated` instead (a BaseException, like KeyboardInterrupt), so every cleanup
-# that Ctrl-C runs runs for them too. Handlers set by the application itself are left alone.
-
-_TERM_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
-
-# Python runs signal handlers on the main thread only, whichever thread renames: masking the
-# signals in the renaming thread (pthread_sigmask) is not enough. So the handlers installed by
-# terminate_as_interrupt ask first whether any thread is in a critical section (a rename, a
-# cleanup); if one is, the signal is held in _PENDING and sent again when the last one ends.
-_CRITICAL = [0]  # threads (and nesting levels) inside signals_deferred, process-wide
-_CRITICAL_GUARD = threading.Lock()
-_PENDING: list[int] = []
-
-
-def _raise_terminated(signum: int, frame: Any) -> None:
-    if _CRITICAL[0] > 0:
-        _PENDING.append(signum)  # a rename or cleanup runs (maybe in another thread): later
-        if _CRITICAL[0] > 0 or signum not in _PENDING:
-            return
-        _PENDING.remove(signum)  # the section ended while we looked: deliver it now
-    if signum == signal.SIGINT:
-        raise KeyboardInterrupt
-    raise Terminated(signum)
-
-
-@contextlib.contextmanager
-def terminate_as_interrupt() -> Iterator[None]:
-    """Within the block, SIGTERM and SIGHUP raise :class:`Terminated`, SIGINT KeyboardInterrupt, except
-    while a rename or cleanup runs in any thread (then they wait for its end). Installed from the main
-    thread only (Python's rule); a handler the application set itself is left alone; nests."""
-    installed: dict[int, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in _TERM_SIGNALS:
-            if signal.getsignal(sig) == signal.SIG_DFL:
-                installed[sig] = signal.signal(sig, _raise_terminated)
-        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            installed[signal.SIGINT] = signal.signal(signal.SIGINT, _raise_terminated)
-    try:
-        yield
-    finally:
-        for sig, old in installed.items():
-            signal.signal(sig, old)
-
-
-@contextlib.contextmanager
-def signals_deferred() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM/SIGHUP back while a rename or a cleanup runs, in any thread, so it is never cut in half.
-
-    The calling thread masks them (so the kernel hands them to another thread, or keeps them
-    pending), and isotropy's handlers (:func:`terminate_as_interrupt`) defer them while any
-    thread is inside such a block; on leaving the last one, the deferred signals are sent again.
-    """
-    block = {signal.SIGINT, *_TERM_SIGNALS}
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, block) if hasattr(signal, "pthread_sigmask") else None
-    with _CRITICAL_GUARD:
-        _CRITICAL[0] += 1
-    try:
-        yield
-    finally:
-        with _CRITICAL_GUARD:
-            _CRITICAL[0] -= 1
-            pending = list(dict.fromkeys(_PENDING)) if _CRITICAL[0] == 0 else []
-            if pending:
-                _PENDING.clear()
-        if old is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
-        for sig in pending:
-            os.kill(os.getpid(), sig)  # now handled as if it had just arrived
-
+from .signals import signals_deferred, terminate_as_interrupt
 
 # --------------------------------------------------------------------------- atomic writes
 #
@@ -407,119 +329,3 @@ def atomic_dir(
             if full:
                 raise _full_error(path) from None
             raise
-
-
-# --------------------------------------------------------------------------- locks
-#
-# One lock per output: a ``.NAME.lock`` file beside it (``filelock``: ``flock`` on Unix). One
-# ``FileLock`` object per lock file in this process, so the locks are reentrant within it (an
-# ``index add`` holds its index's lock, and the save inside takes it again). The lock file is
-# removed on the last release, while still held: filelock's acquire sees an unlinked inode
-# (``st_nlink == 0``) and starts over, so mutual exclusion holds and no ``.lock`` files pile up.
-
-LOCK_TIMEOUT_ENV = "ISOTROPY_LOCK_TIMEOUT"
-DEFAULT_LOCK_TIMEOUT = 3600.0
-_LOCKS: dict[str, Any] = {}
-_LOCKS_GUARD = threading.Lock()
-_SCOPES: list[list[Path]] = []  # outputs locked by check_output while an output_locks() block runs
-
-
-def lock_file_of(path: str | os.PathLike) -> Path:
-    """The lock file of the output ``path``: ``.NAME.lock`` beside it."""
-    path = Path(path)
-    return parent_of(path) / f".{path.name}.lock"
-
-
-def _lock_for(path: Path) -> Any:
-    from filelock import FileLock
-
-    key = os.path.abspath(lock_file_of(path))
-    with _LOCKS_GUARD:
-        if key not in _LOCKS:
-            _LOCKS[key] = FileLock(key, thread_local=False)
-        return _LOCKS[key]
-
-
-def _release(lock: Any) -> None:
-    with signals_deferred():
-        if lock.lock_counter == 1:  # the last hold: remove the file while it is still ours
-            with contextlib.suppress(OSError):
-                os.unlink(lock.lock_file)
-        lock.release()
-
-
-def _lock_timeout(timeout: float | None) -> float:
-    if timeout is not None:
-        return timeout
-    try:
-        return float(os.environ.get(LOCK_TIMEOUT_ENV, DEFAULT_LOCK_TIMEOUT))
-    except ValueError:
-        raise IsotropyError(f"${LOCK_TIMEOUT_ENV} must be a number of seconds") from None
-
-
-def _acquire(path: Path, timeout: float | None, wait: bool) -> Any:
-    from filelock import Timeout
-
-    lock = _lock_for(path)
-    lock_file = lock.lock_file
-    try:
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            if not wait:
-                raise IsotropyError(
-                    f"{path} is being written by another isotropy process (lock file {lock_file}); wait for it to "
-                    f"finish, or choose another output"
-                ) from None
-            timeout = _lock_timeout(timeout)
-            print(f"waiting for another isotropy process that is writing {path} (lock {lock_file}) ...", file=sys.stderr)
-            lock.acquire(timeout=timeout)
-    except Timeout:
-        raise IsotropyError(
-            f"{path} is still locked by another isotropy process after {timeout:g} s (lock file {lock_file}); "
-            f"try again later, or raise ${LOCK_TIMEOUT_ENV}"
-        ) from None
-    except OSError as exc:
-        raise IsotropyError(f"cannot lock {path} ({lock_file}: {exc.strerror or exc})") from None
-    return lock
-
-
-@contextlib.contextmanager
-def artefact_lock(path: str | os.PathLike, timeout: float | None = None, *, wait: bool = True) -> Iterator[None]:
-    """Hold the write lock of the artefact at ``path`` (a ``.NAME.lock`` file beside it).
-
-    Every read-modify-write of an artefact (``isotropy index add``) takes it, so a second
-    writer waits (saying so once on stderr) instead of silently losing one of the two
-    updates; after ``timeout`` seconds (default ``$ISOTROPY_LOCK_TIMEOUT`` or one hour) it
-    gives up with one line. With ``wait=False`` a held lock is one line at once.
-    """
-    lock = _acquire(Path(path), timeout, wait)
-    try:
-        yield
-    finally:
-        _release(lock)
-
-
-@contextlib.contextmanager
-def output_locks() -> Iterator[None]:
-    """Within the block, every output that passes :func:`~isotropy.storage.artifacts.check_output`
-    is locked (:func:`lock_output`) until the block ends: the command line runs each command in one,
-    so two commands writing the same output never both run (the second fails at once, with one line)."""
-    _SCOPES.append([])
-    try:
-        yield
-    finally:
-        for path in reversed(_SCOPES.pop()):
-            _release(_lock_for(path))
-
-
-def lock_output(path: str | os.PathLike) -> None:
-    """Lock the output ``path`` for the rest of the innermost :func:`output_locks` block (no block: nothing);
-    held by another process: one line at once. Taking it again in the same block is a no-op."""
-    if not _SCOPES:
-        return
-    path = Path(os.path.abspath(path))
-    if any(path == held for scope in _SCOPES for held in scope):
-        return
-    _acquire(path, 0, wait=False)
-    _SCOPES[-1].append(path)

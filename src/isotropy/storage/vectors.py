@@ -226,6 +226,7 @@ def write_vectors(
     kind: str | None = VECTORS_KIND,
     force: bool = False,
     meta: dict | None = None,
+    sidecar: bool | None = None,
 ) -> Iterator[VectorWriter]:
     """Stream ``shape[0]`` rows into the .npy ``path``, atomically, in bounded memory.
 
@@ -233,16 +234,17 @@ def write_vectors(
     are then written sequentially through an ordinary file handle, so memory does not
     grow with the file (a writable memory map would keep every written page resident
     until it is flushed). The file appears only when all rows were written. Vectors
-    (``kind`` :data:`VECTORS_KIND`) get their sidecar ``X.json`` in the same rename: the
-    sha256 is computed on the bytes as they are written (no second pass), plus ``meta``.
+    (``kind`` :data:`VECTORS_KIND`, or ``sidecar=True``) get their sidecar ``X.json`` in the same
+    rename: the sha256 is computed on the bytes as they are written (no second pass), plus ``meta``
+    (a distributed shard: ``kind=None``, its caller checked the folder, and ``sidecar=True``).
     """
     path = Path(path)
     shape = (int(shape[0]), int(shape[1]))
     dtype = np.dtype(dtype)
     check = (lambda: check_output(path, kind, force=force)) if kind is not None else None
-    digest = hashlib.sha256() if kind == VECTORS_KIND else None
-    sidecar = (lambda tmp: _sidecar_for(path, tmp, digest.hexdigest(), meta)) if digest is not None else None
-    with atomic_path(path, check=check, sidecar=sidecar) as tmp:
+    digest = hashlib.sha256() if (kind == VECTORS_KIND if sidecar is None else sidecar) else None
+    beside = (lambda tmp: _sidecar_for(path, tmp, digest.hexdigest(), meta)) if digest is not None else None
+    with atomic_path(path, check=check, sidecar=beside) as tmp:
         mm = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape)
         del mm  # header written, file sized; the data goes in through a plain handle
         offset = os.path.getsize(tmp) - shape[0] * shape[1] * dtype.itemsize

@@ -10,13 +10,13 @@ import torch
 __all__ = ["AffineMap", "LinearMap"]
 
 
-class AffineMap(torch.nn.Module):
-    """``(x - shift) @ kernel`` with the fitted arrays as buffers, computed in ``dtype`` (float64 by default)."""
+class _FittedArrays(torch.nn.Module):
+    """Fitted arrays as buffers, computed in ``dtype`` (float64 by default) whatever the model is cast to."""
 
-    def __init__(self, shift: np.ndarray, kernel: np.ndarray, dtype: Any = None):
+    def __init__(self, arrays: dict[str, np.ndarray], dtype: Any = None):
         super().__init__()
         self._dtype = dtype or torch.float64
-        self._arrays = {"shift": np.asarray(shift, dtype=np.float64), "kernel": np.asarray(kernel, dtype=np.float64)}
+        self._arrays = {name: np.asarray(arr, dtype=np.float64) for name, arr in arrays.items()}
         for name, arr in self._arrays.items():
             self.register_buffer(name, torch.as_tensor(arr, dtype=self._dtype))
 
@@ -31,21 +31,22 @@ class AffineMap(torch.nn.Module):
             setattr(self, name, torch.as_tensor(arr, dtype=dtype, device=device))
         return self
 
+
+class AffineMap(_FittedArrays):
+    """``(x - shift) @ kernel`` with the fitted arrays as buffers, computed in ``dtype`` (float64 by default)."""
+
+    def __init__(self, shift: np.ndarray, kernel: np.ndarray, dtype: Any = None):
+        super().__init__({"shift": shift, "kernel": kernel}, dtype)
+
     def forward(self, x):
         return ((x.to(self.kernel.dtype) - self.shift) @ self.kernel).to(x.dtype)
 
 
-class LinearMap(torch.nn.Module):
+class LinearMap(_FittedArrays):
     """``x @ weight + bias`` with the fitted arrays as buffers (a teacher map), in ``dtype`` (float64 by default)."""
 
     def __init__(self, weight: np.ndarray, bias: np.ndarray, dtype: Any = None):
-        super().__init__()
-        self._dtype = dtype or torch.float64
-        self._arrays = {"weight": np.asarray(weight, dtype=np.float64), "bias": np.asarray(bias, dtype=np.float64)}
-        for name, arr in self._arrays.items():
-            self.register_buffer(name, torch.as_tensor(arr, dtype=self._dtype))
-
-    _apply = AffineMap._apply  # the same precision rule as AffineMap's
+        super().__init__({"weight": weight, "bias": bias}, dtype)
 
     def forward(self, x):
         return (x.to(self.weight.dtype) @ self.weight + self.bias).to(x.dtype)

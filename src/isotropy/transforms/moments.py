@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .._checks import check_matrix
+from .._checks import check_matrix, check_weights
 from ..errors import IsotropyError
 
 __all__ = ["Moments", "parse_shrinkage", "BLOCK_BYTES"]
@@ -101,7 +101,7 @@ class Moments:
         offset = int(self.n) if row_offset is None else int(row_offset)
         X = self._check(X, name, offset)
         n, d = X.shape
-        w = None if weights is None else self._check_weights(weights, n, name, offset)
+        w = None if weights is None else check_weights(weights, n, f"the weights of {name}", offset)
         if w is not None and np.all(w == 1):
             w = None  # unit weights: the unweighted path, so the result is the same bit for bit
         if n == 0:
@@ -116,20 +116,6 @@ class Moments:
         integral = bool(np.all(w == np.round(w))) and isinstance(self.n, int)
         self._absorb(int(round(total)) if integral else total, *stats)
         return self
-
-    @staticmethod
-    def _check_weights(weights: Any, n: int, name: str, offset: int) -> np.ndarray:
-        try:
-            w = np.asarray(weights, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise IsotropyError(f"the weights of {name} must be numbers") from None
-        if w.shape != (n,):
-            raise IsotropyError(f"the weights of {name} must be one number per row ({n}), got shape {w.shape}")
-        bad = ~np.isfinite(w) | (w < 0)
-        if bad.any():
-            row = offset + int(np.flatnonzero(bad)[0])
-            raise IsotropyError(f"the weight of row {row} (0-based) of {name} is {w[bad][0]}; weights must be finite and >= 0")
-        return w
 
     def _check(self, X: Any, name: str, offset: int) -> np.ndarray:
         arr = X if isinstance(X, np.ndarray) else None

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .._checks import check_matrix
+from .._checks import check_matrix, check_weights
 from ..errors import IsotropyError
 from .moments import Moments
 from .whitening import Whitening
@@ -60,16 +60,7 @@ def _check_offset(offset: Any) -> float:
 
 def _table_weights(probabilities: Any, n: int, name: str = "probabilities") -> np.ndarray:
     """Probabilities (or counts) of the ``n`` rows, rescaled to sum to ``n``."""
-    try:
-        p = np.asarray(probabilities, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise IsotropyError(f"{name} must be numbers, one per row of the table") from None
-    if p.shape != (n,):
-        raise IsotropyError(f"{name} must be one number per row of the table ({n}), got shape {p.shape}")
-    bad = ~np.isfinite(p) | (p < 0)
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        raise IsotropyError(f"{name}[{row}] is {p[row]}; probabilities and counts must be finite and >= 0")
+    p = check_weights(probabilities, n, f"{name} (the probabilities or counts of the table's rows)")
     total = p.sum()
     if not total > 0:
         raise IsotropyError(f"{name} are all 0: no token has any weight")
