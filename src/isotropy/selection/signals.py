@@ -42,6 +42,9 @@ __all__ = [
     "ENCODER_KINDS",
     "encoder_kind",
     "decide_by_signals",
+    "incumbent_of",
+    "few_label_rule_text",
+    "few_label_fired",
     "SIGNAL_DOCS",
     "corpus_signals",
     "eigenvalues",
@@ -288,3 +291,31 @@ def signal_rule_text(rule: dict[str, Any] | None = None) -> str:
         f"points on every zoo model of that kind on the {rule['tuned_on']}; no signal of the vectors decides "
         "(none separated gains from losses there; docs/AUTO.md measures the rule on held-out tasks)"
     )
+
+
+# ---------------------------------------------------------------- few-label: the incumbent
+
+
+def incumbent_of(encoder: Any, rule: dict[str, Any] | None = None) -> tuple[str, str]:
+    """``(incumbent, why)`` of the few-label mode for ``encoder``: the label-free rule's choice for its kind
+    (:func:`encoder_kind`), which scored dev pairs must beat to be replaced, and the reason in words."""
+    dec = decide_by_signals({}, rule, kind=encoder_kind(encoder))
+    return dec["choice"], f"the label-free rule's choice: {dec['reason']}"
+
+
+def few_label_rule_text(incumbent: str, metric: str, level: float, resamples: int, pairs: int) -> str:
+    """The few-label rule in words."""
+    other = "another candidate (raw included)" if incumbent != "raw" else "a candidate"
+    return (
+        f"{incumbent} unless {other} beats {incumbent}'s dev {metric} in at least {100 * level:.0f}% of {resamples} "
+        f"bootstrap resamples of the {pairs} pairs; then the best dev {metric} among those that do"
+    )
+
+
+def few_label_fired(incumbent: str, why: str, choice: str, p: float, level: float) -> str:
+    """What decided a few-label choice, in words (``p``: P(choice beats the incumbent), or 1 - the best rival's)."""
+    if choice == incumbent:
+        verdict = f"kept {incumbent}: no candidate beat it in {100 * level:.0f}% of the resamples"
+    else:
+        verdict = f"{choice} replaced the incumbent {incumbent}: it beat it in {100 * p:.0f}% of the resamples"
+    return verdict + (f"; the incumbent {incumbent} is {why}" if why else "")
