@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from isotropy.selection import Selection, Selector, select_calibration
 from isotropy.selection.signals import (
+    POOLING_RULE,
     SIGNAL_NAMES,
     SIGNAL_RULE,
     corpus_signals,
@@ -16,6 +17,7 @@ from isotropy.selection.signals import (
     encoder_kind,
     incumbent_of,
     kneedle,
+    pooling_note,
     signal_alone,
     spectemp_power,
 )
@@ -165,3 +167,21 @@ def test_few_label_replaces_a_harmful_incumbent_by_raw_and_is_seeded(static_vect
     assert again.to_dict() == sel.to_dict()
     assert [incumbent_of(e)[0] for e in (_Kind("torch"), None)] == ["raw", "raw"]  # transformer, no encoder: raw
     assert Selector(static_vectors).few_label(dev, resamples=200).incumbent == "raw"  # the Selector's default: raw
+
+
+class _Pooled(_Kind):
+    """An encoder with a pooling and its backend's default pooling, as the pooling rule reads it."""
+
+    def __init__(self, backend: str, pooling: str, own: str) -> None:
+        super().__init__(backend)
+        self.pooling, self.runtime = pooling, type("Runtime", (), {"default_pooling": lambda _self: own})()
+
+
+def test_the_pooling_rule_keeps_the_default_poolings_and_says_so():
+    """docs/AUTO.md 'Zoo tuning': mean on a static table, the model's own on a transformer -- the encoders' defaults,
+    so `--method auto` without --pooling uses the rule's pooling; a pooling given otherwise is reported as given."""
+    assert POOLING_RULE["pooling"] == {"static": "last-avg", "transformer": None}
+    assert pooling_note(_Pooled("static", "last-avg", "last-avg")).startswith("pooling last-avg: the pooling rule's")
+    assert pooling_note(_Pooled("static", "sif", "last-avg")).startswith("pooling sif as given; the pooling rule's")
+    assert "the model's own (last-avg)" in pooling_note(_Pooled("torch", "first-last-avg", "last-avg"))
+    assert pooling_note(None) is None and pooling_note(_Kind("static")) is None

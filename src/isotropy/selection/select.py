@@ -514,5 +514,8 @@ def select_calibration(
     if dev is not None:
         if "incumbent" not in options:  # the label-free rule's choice for the encoder's kind (raw: unknown encoder)
             options["incumbent"], options["why"] = signals.incumbent_of(encoder)
-        return selector.few_label(dev, encoder, cache=cache, show_progress=show_progress, **options)
-    return selector.label_free(encoder, sentences, cache=cache, show_progress=show_progress, **options)
+        sel = selector.few_label(dev, encoder, cache=cache, show_progress=show_progress, **options)
+    else:
+        sel = selector.label_free(encoder, sentences, cache=cache, show_progress=show_progress, **options)
+    sel.notes += [n for n in [signals.pooling_note(encoder)] if n]  # the pooling rule's word on the encoder's pooling
+    return sel
