@@ -139,6 +139,14 @@ def test_label_free_selection_shows_signals_rule_and_effect(skewed, tmp_path):
 # ---------------------------------------------------------------- few-label: the label-free choice is the incumbent
 
 
+class _Pooled(_Kind):
+    """An encoder with a pooling and its backend's default pooling, as the pooling rule reads it."""
+
+    def __init__(self, backend: str, pooling: str, own: str) -> None:
+        super().__init__(backend)
+        self.pooling, self.runtime = pooling, type("Runtime", (), {"default_pooling": lambda _self: own})()
+
+
 def _pairs_scored_by(X: np.ndarray, transform) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """60 pairs of rows of ``X`` whose gold is their cosine after ``transform`` (None: raw): that calibration is perfect."""
     rng = np.random.default_rng(9)
@@ -150,11 +158,13 @@ def _pairs_scored_by(X: np.ndarray, transform) -> tuple[np.ndarray, np.ndarray, 
 
 def test_few_label_keeps_the_incumbent_when_nothing_beats_it(static_vectors):
     shrunk = select_calibration(static_vectors, encoder=_Kind("static"), seed=0).transform
-    sel = select_calibration(static_vectors, encoder=_Kind("static"), dev_pairs=_pairs_scored_by(static_vectors, shrunk))
+    enc = _Pooled("static", "last-avg", "last-avg")
+    sel = select_calibration(static_vectors, encoder=enc, dev_pairs=_pairs_scored_by(static_vectors, shrunk))
     assert sel.mode == "few-label" and sel.incumbent == sel.choice == "whitening-shrunk" and sel.p_beats_raw is None
     assert sel.fired.startswith("kept whitening-shrunk") and "static table" in sel.fired
     assert sel.rule.startswith("whitening-shrunk unless another candidate (raw included)")
     assert "beats whitening-shrunk" in sel.table() and Selection.from_dict(sel.to_dict()).incumbent == "whitening-shrunk"
+    assert any(n.startswith("pooling last-avg: the pooling rule's choice for a static table") for n in sel.notes)
 
 
 def test_few_label_replaces_a_harmful_incumbent_by_raw_and_is_seeded(static_vectors):
@@ -167,14 +177,6 @@ def test_few_label_replaces_a_harmful_incumbent_by_raw_and_is_seeded(static_vect
     assert again.to_dict() == sel.to_dict()
     assert [incumbent_of(e)[0] for e in (_Kind("torch"), None)] == ["raw", "raw"]  # transformer, no encoder: raw
     assert Selector(static_vectors).few_label(dev, resamples=200).incumbent == "raw"  # the Selector's default: raw
-
-
-class _Pooled(_Kind):
-    """An encoder with a pooling and its backend's default pooling, as the pooling rule reads it."""
-
-    def __init__(self, backend: str, pooling: str, own: str) -> None:
-        super().__init__(backend)
-        self.pooling, self.runtime = pooling, type("Runtime", (), {"default_pooling": lambda _self: own})()
 
 
 def test_the_pooling_rule_keeps_the_default_poolings_and_says_so():
