@@ -177,6 +177,8 @@ def test_few_label_replaces_a_harmful_incumbent_by_raw_and_is_seeded(static_vect
     assert again.to_dict() == sel.to_dict()
     assert [incumbent_of(e)[0] for e in (_Kind("torch"), None)] == ["raw", "raw"]  # transformer, no encoder: raw
     assert Selector(static_vectors).few_label(dev, resamples=200).incumbent == "raw"  # the Selector's default: raw
+    odd = Selector(static_vectors, ["raw", "center"]).few_label(dev, resamples=100, incumbent="whitening-shrunk")
+    assert odd.incumbent == "raw" and "whitening-shrunk could not be fitted here" in odd.fired  # not a candidate: raw
 
 
 def test_the_pooling_rule_keeps_the_default_poolings_and_says_so():
