@@ -30,11 +30,14 @@ import numpy as np
 DRAWS, DEV_PAIRS = 20, 100
 ZOO = {
     "glove-6b-50d": ("mean", "sif"),
-    "m2v-384": ("mean",),
-    "m2v-256": ("mean",),
+    "m2v-384": ("mean", "sif"),
+    "m2v-256": ("mean", "sif"),
     "minilm": ("last-avg", "cls", "first-last-avg"),
 }
 LIBRARY_POOLING = {"mean": "last-avg"}  # the zoo's name -> the library's pooling name on a static model
+# The pooling choice of the issue, per kind, the default first: a static table's own mean vs SIF; a transformer's own
+# pooling (the default model's sentence-transformers config: mean = last-avg) vs first-last-avg. cls is measured, not offered.
+POOLING_CHOICES = {"static": ("mean", "sif"), "transformer": ("last-avg", "first-last-avg")}
 
 
 def distilled(dims: int):
@@ -60,6 +63,13 @@ def encoder(model: str):
         return Encoder(None, pooling=ZOO["minilm"][0], max_length=64)
     source = model if model == "glove-6b-50d" else str(distilled(int(model.removeprefix("m2v-"))))
     return Encoder(source, pooling=LIBRARY_POOLING.get(ZOO[model][0], ZOO[model][0]))
+
+
+def library_pooling(kind: str, pooling: str) -> str | None:
+    """The product's name (``POOLING_RULE``) of a zoo pooling of ``kind``: None for a transformer's own pooling."""
+    if pooling == POOLING_CHOICES[kind][0]:
+        return "last-avg" if kind == "static" else None
+    return LIBRARY_POOLING.get(pooling, pooling)
 
 
 def is_static(model: str) -> bool:
@@ -181,7 +191,7 @@ def tuned_rule(tune: dict) -> dict:
             act[kind] = a
             expected[kind] = (
                 f"{a}: {np.mean(g):+.1f} Spearman points on average on the STS-B train split of the {len(g)} {kind} zoo "
-                f"models ({min(g):+.1f} to {max(g):+.1f})"
+                f"entries ({min(g):+.1f} to {max(g):+.1f})"
             )
         else:
             act[kind] = "raw"
@@ -191,6 +201,7 @@ def tuned_rule(tune: dict) -> dict:
             )
     thresholds, quality = _thresholds(ent)
     return {
+        "pooling": tuned_pooling(tune, act, margin),
         "act": act,
         "margin": margin,
         "tuned_on": "STS-B train split",
@@ -201,24 +212,56 @@ def tuned_rule(tune: dict) -> dict:
     }
 
 
-def run_zoo(data_dir: str, tasks_names: list[str], draws: int = DRAWS, checkpoint=None) -> dict:
+def tuned_pooling(tune: dict, act: dict, margin: float) -> dict:
+    """The pooling rule read off the STS-B train table (no test label), the calibration rule's way: per kind, the
+    default pooling (``POOLING_CHOICES``' first) is kept unless another one, each under the kind's label-free
+    calibration (``act``), scores >= ``margin`` higher on EVERY zoo model of that kind that has both; among those
+    that do, the best mean gain. ``{"choice": {kind: pooling}, "gains": {kind: {pooling: {model: gain}}}, ...}``."""
+    ent = tune["entries"]
+    out: dict = {"choice": {}, "gains": {}, "expected": {}, "margin": margin, "tuned_on": "STS-B train split"}
+    for kind, (own, *alts) in POOLING_CHOICES.items():
+        cal = act[kind]
+        models = list(dict.fromkeys(e.split("/")[0] for e, r in ent.items() if r["kind"] == kind))
+        score = {m: {p: ent[f"{m}/{p}"]["truth"][cal] for p in (own, *alts) if f"{m}/{p}" in ent} for m in models}
+        gains = {q: {m: round(sc[q] - sc[own], 2) for m, sc in score.items() if q in sc and own in sc} for q in alts}
+        safe = {q: g for q, g in gains.items() if g and min(g.values()) >= margin}
+        pick = max(safe, key=lambda q: np.mean(list(safe[q].values()))) if safe else own
+        out["choice"][kind], out["gains"][kind] = pick, gains
+        if pick == own:
+            out["expected"][kind] = f"{own} kept: " + "; ".join(
+                f"{q} {', '.join(f'{m} {v:+.2f}' for m, v in g.items())}" for q, g in gains.items()
+            )
+        else:
+            g = list(safe[pick].values())
+            out["expected"][kind] = (
+                f"{pick} with {cal}: {np.mean(g):+.1f} Spearman points on average over {own} with {cal} on the STS-B "
+                f"train split of the {len(g)} {kind} zoo models ({min(g):+.1f} to {max(g):+.1f})"
+            )
+    return out
+
+
+def run_zoo(data_dir: str, tasks_names: list[str], draws: int = DRAWS, checkpoint=None, reuse: dict | None = None) -> dict:
     """Every cell's truth, signals and few-label choices; the label-free decisions are added by :func:`decide`
-    (cheap, from the stored signals), so a rule can be re-read off the tuning table without re-running."""
+    (cheap, from the stored signals), so a rule can be re-read off the tuning table without re-running. ``reuse``:
+    the cells of an earlier run (same candidates, same code of the signals): their signals are taken, not recomputed
+    (``--few-only``); the truths are recomputed (cheap) and checked against the stored ones."""
     from auto import Corpus, dev_pool
 
     from isotropy.evaluation import load_tasks
     from isotropy.evaluation.fitting import plan_others
     from isotropy.selection.select import Selector
-    from isotropy.selection.signals import corpus_signals
+    from isotropy.selection.signals import corpus_signals, incumbent_of
 
     t_start = time.perf_counter()
     tasks = load_tasks(data_dir, tasks_names)
+    reused = 0
     plan = plan_others(tasks)
     cells: dict[str, dict] = {}
     for model, pooling in entries():
         t1 = time.perf_counter()
         corpora = [Corpus(t, {pooling: zoo_vectors(model, pooling, t.sentences())}) for t in tasks]
         devs = [dev_pool(corpora, i) for i in range(len(corpora))]
+        incumbent, why = incumbent_of(encoder(model))  # few-label: the label-free rule's choice for the kind
         for i, c in enumerate(corpora):
             X = np.concatenate([corpora[j].vectors[pooling][r] for j, r in plan[i].parts]).astype(np.float64)
             sel = Selector(X, candidates(X), seed=0, source=f"others corpus of {c.task.name}")
@@ -231,10 +274,20 @@ def run_zoo(data_dir: str, tasks_names: list[str], draws: int = DRAWS, checkpoin
                 pick = np.random.default_rng([k, i]).choice(len(pool), size=DEV_PAIRS, replace=False)
                 L = np.stack([corpora[pool[q][0]].vectors[pooling][pool[q][1]] for q in pick]).astype(np.float64)
                 R = np.stack([corpora[pool[q][0]].vectors[pooling][pool[q][2]] for q in pick]).astype(np.float64)
-                few.append(sel.few_label((L, R, np.array([pool[q][3] for q in pick]))).choice)
-            cells[f"{label(model, pooling)}|{c.task.name}"] = {
-                "truth": truths(sel, c.vectors[pooling].astype(np.float64), a, b, gold),
-                "signals": corpus_signals(X, 0),
+                dev = (L, R, np.array([pool[q][3] for q in pick]))
+                few.append(sel.few_label(dev, incumbent=incumbent, why=why).choice)
+            key = f"{label(model, pooling)}|{c.task.name}"
+            truth = truths(sel, c.vectors[pooling].astype(np.float64), a, b, gold)
+            old = (reuse or {}).get(key)
+            if old is not None:
+                drift = max(abs(truth[n] - old["truth"][n]) for n in truth)
+                if drift > 1e-6 or set(truth) != set(old["truth"]):
+                    raise SystemExit(f"--few-only: {key}'s truths moved by {drift:.2g} since the stored run; run it in full")
+                reused += 1
+            cells[key] = {
+                "truth": truth,
+                "signals": old["signals"] if old is not None else corpus_signals(X, 0),
+                "incumbent": incumbent,
                 "kind": "static" if is_static(model) else "transformer",
                 "few_label": few,
                 "dev_source": devs[i][0],
@@ -244,6 +297,7 @@ def run_zoo(data_dir: str, tasks_names: list[str], draws: int = DRAWS, checkpoin
         if checkpoint is not None:  # what a run cut short leaves: whole entries
             checkpoint({"cells": cells, "meta": {"tasks": [t.name for t in tasks], "draws": draws, "partial": True}})
     meta = {"tasks": [t.name for t in tasks], "draws": draws, "partial": False, "wall_s": time.perf_counter() - t_start}
+    meta["signals_reused"] = reused
     return {"cells": cells, "meta": meta}
 
 

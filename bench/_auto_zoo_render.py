@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+from _auto_zoo import POOLING_CHOICES
 
 HARM, BIG, KEEP_LF, KEEP_FEW, DRAWS_OK = 0.5, 3.0, 0.7, 0.8, 19
+POOLING_DEFAULT = {k: v[0] for k, v in POOLING_CHOICES.items()}
 
 
 def _f(x: float) -> str:
@@ -143,11 +145,76 @@ def entry_table(zoo: dict, entry: str) -> list[str]:
 
 
 def _same_rule(rule: dict) -> bool:
-    """Whether the product's SIGNAL_RULE is the rule read off the tuning table."""
-    from isotropy.selection.signals import SIGNAL_RULE
+    """Whether the product's SIGNAL_RULE (and POOLING_RULE) is the rule read off the tuning table."""
+    from _auto_zoo import library_pooling  # noqa: I001
+
+    from isotropy.selection.signals import POOLING_RULE, SIGNAL_RULE
 
     lib = {k: list(v) for k, v in SIGNAL_RULE["thresholds"].items()}
-    return SIGNAL_RULE["act"] == rule["act"] and lib == {k: list(v) for k, v in rule["thresholds"].items()}
+    same = SIGNAL_RULE["act"] == rule["act"] and lib == {k: list(v) for k, v in rule["thresholds"].items()}
+    if "pooling" in rule:
+        same = same and POOLING_RULE["pooling"] == {k: library_pooling(k, p) for k, p in rule["pooling"]["choice"].items()}
+    return same
+
+
+def pooling_table(zoo: dict) -> list[str]:
+    """Per zoo model, leave one task out: every pooling of the zoo raw and under its kind's label-free calibration, and
+    auto (the pooling rule's pooling + the label-free calibration), with the average over the tasks."""
+    cells, rule = zoo["cells"], zoo["rule"]
+    tasks = list(dict.fromkeys(k.split("|")[1] for k in cells))
+    models = list(dict.fromkeys(k.split("/")[0] for k in cells))
+    out = []
+    head = "| model | pooling, calibration | " + " | ".join(tasks) + " | avg |"
+    out += [head, "|---|---|" + "---:|" * (len(tasks) + 1)]
+    summary = []
+    for m in models:
+        mine = {k.split("|")[0].split("/")[1]: None for k in cells if k.startswith(m + "/")}
+        kind = next(c["kind"] for k, c in cells.items() if k.startswith(m + "/"))
+        cal = rule["act"][kind]
+        pick = rule["pooling"]["choice"][kind] if "pooling" in rule else None
+
+        def row(name: str, vals: list[float], bold: bool = False, m: str = m) -> str:
+            v = " | ".join(f"{x:.2f}" for x in vals)
+            return f"| {m} | {'**' + name + '**' if bold else name} | {v} | {np.mean(vals):.2f} |"
+
+        for p in mine:
+            for cname in dict.fromkeys(["raw", cal]):
+                out.append(row(f"{p}, {cname}", [cells[f"{m}/{p}|{t}"]["truth"][cname] for t in tasks]))
+        if pick in mine:
+            auto = [cells[f"{m}/{pick}|{t}"]["truth"][cal] for t in tasks]
+            out.append(row(f"auto: {pick}, {cal}", auto, bold=True))
+            alts = [p for p in POOLING_CHOICES[kind] if p in mine and p != pick]
+            diffs = [
+                f"{p}, {cal} {_f(float(np.mean([cells[f'{m}/{p}|{t}']['truth'][cal] for t in tasks]) - np.mean(auto)))}"
+                for p in alts
+            ]
+            summary.append(f"{m} {', '.join(diffs)}" if diffs else f"{m}: no other pooling offered")
+    return out, summary
+
+
+def pooling_section(zoo: dict) -> list[str]:
+    rule = zoo["rule"].get("pooling")
+    if rule is None:
+        return []
+    table, summary = pooling_table(zoo)
+    ch = rule["choice"]
+    return [
+        "### Pooling: the rule read off the STS-B train split, held out task by task",
+        "",
+        f"The pooling rule (`POOLING_RULE` in src/isotropy/selection/signals.py, read off the 'Zoo tuning' table by "
+        f"`tuned_pooling` in bench/_auto_zoo.py): per kind, the default pooling ({POOLING_DEFAULT['static']} on a static "
+        f"table, the model's own on a transformer: {POOLING_DEFAULT['transformer']} for the default model) is kept unless "
+        f"another, each under the kind's label-free calibration, scored >= {rule['margin']:g} higher on every zoo model of "
+        f"that kind on the STS-B train split. Chosen: **{ch['static']}** on a static table, **{ch['transformer']}** on "
+        "a transformer. Below, each zoo model's poolings raw and under the kind's label-free calibration, and auto "
+        "(the rule's pooling + calibration), fitted on `others`, Spearman x 100 on each held-out task. "
+        "The other pooling offered, minus auto (both under the kind's calibration), on the task average: "
+        f"{'; '.join(summary)}. A positive figure is a gain the rule leaves on the table (it keeps the default "
+        "pooling unless the other gains on every zoo model of the kind on the STS-B train split).",
+        "",
+        *table,
+        "",
+    ]
 
 
 def render(zoo: dict, tune: dict | None) -> str:
@@ -169,10 +236,13 @@ def render(zoo: dict, tune: dict | None) -> str:
         f"mean gain among those that gained >= {rule['margin']:g} on every zoo model of that kind; no signal of the "
         "vectors alone separated gains from losses there, so none decides (each is compared below). The product's "
         f"`SIGNAL_RULE` in src/isotropy/selection/signals.py {'is this rule' if _same_rule(rule) else 'is NOT this rule'}; "
-        "no label of the 7 test tasks tuned anything. Few-label `auto`: raw unless a candidate beats raw's dev Spearman "
-        f"in at least 90% of 1000 bootstrap resamples of 100 pairs; {draws} draws per cell{reduced}. Leave one task out, "
+        "no label of the 7 test tasks tuned anything. Few-label `auto` starts from that choice: the incumbent is the "
+        f"label-free rule's calibration for the encoder's kind ({act['static']} on a static table, {act['transformer']} on "
+        "a transformer), and another candidate (raw included) replaces it only if it beats the incumbent's dev Spearman "
+        "in at least 90% of 1000 paired bootstrap resamples of 100 pairs (then the best dev Spearman among those that "
+        f"do); {draws} draws per cell{reduced}. Leave one task out, "
         "calibrations fitted on `others` (the six other tasks' sentences minus any the test task holds); Spearman x 100, "
-        f"all pairs of a task pooled; 7 zoo entries x 7 tasks.{partial}",
+        f"all pairs of a task pooled; {len(_entries(zoo['cells']))} zoo entries x {len(meta['tasks'])} tasks.{partial}",
         "",
         "### Targets",
         "",
@@ -190,9 +260,17 @@ def render(zoo: dict, tune: dict | None) -> str:
         "rerun on the zoo (they encode perturbed copies of 1000 sentences per cell); on the default model's poolings "
         "they are compared in the sections below.",
         "",
+        *pooling_section(zoo),
         "Signals: " + "; ".join(f"`{k}`: {v}" for k, v in SIGNAL_DOCS.items()) + ".",
         "",
-        f"Run: {len(zoo['cells'])} cells in {meta.get('wall_s', float('nan')) / 60:.1f} min; vectors from the library's "
+        f"Run: {len(zoo['cells'])} cells in {meta.get('wall_s', float('nan')) / 60:.1f} min"
+        + (
+            f" (`--few-only`: the signals of {meta['signals_reused']} cells taken from the run before, their truths "
+            "recomputed and checked equal; the few-label draws rerun)"
+            if meta.get("signals_reused")
+            else ""
+        )
+        + "; vectors from the library's "
         "encoders (`Encoder('glove-6b-50d')`, `Encoder(model2vec folder)`, the default model at max_length 64).",
         "",
     ]
@@ -256,6 +334,16 @@ def render_tuning(tune: dict) -> str:
     for kind in ("static", "transformer"):
         name, worst = rule["best_worst_case"][kind]
         out.append(f"- {kind}: **{rule['act'][kind]}** -- {rule['expected'][kind]}; best worst case {name} ({_f(worst)}).")
+    pr = rule["pooling"]
+    out += [
+        "",
+        f"The pooling rule read off this table (per kind, the default pooling is kept unless another, under the kind's "
+        f"calibration above, scores >= {pr['margin']:g} higher on every zoo model of that kind; the best mean gain among "
+        "those; gains below are over the default pooling under the same calibration):",
+        "",
+    ]
+    for kind in ("static", "transformer"):
+        out.append(f"- {kind}: **{pr['choice'][kind]}** -- {pr['expected'][kind]}.")
     out.append(f"\nRun time {tune['wall_s'] / 60:.1f} min.")
     return "\n".join(out)
 

@@ -4,6 +4,8 @@
     .venv/bin/python bench/auto.py --tune          # tune each criterion's own settings on the STS-B train split
     .venv/bin/python bench/auto.py --poolings cls --tasks STS-16 --no-write   # a smoke run
     .venv/bin/python bench/auto.py --render-only   # rewrite docs/AUTO.md from bench/results/auto.json
+    .venv/bin/python bench/auto.py --tune-zoo --zoo             # the model zoo (issue #24), tuning and held-out run
+    .venv/bin/python bench/auto.py --tune-zoo --zoo --few-only  # the same, reusing the stored cells' signals
 
 The default model, max_length 64, every pooling of the issue that runs on it. For each fit
 setting (``target``: the test task's own sentences, every pair, both sides; ``others``: the six
@@ -343,6 +345,12 @@ def main() -> None:
     ap.add_argument("--zoo", action="store_true", help="the model zoo: the signal rule held out task by task (issue #24)")
     ap.add_argument("--draws", type=int, default=DRAWS, help="few-label draws per zoo cell (the issue: 20)")
     ap.add_argument("--tune-zoo", action="store_true", help="the zoo's signals and gains on the STS-B train split")
+    ap.add_argument(
+        "--few-only",
+        action="store_true",
+        help="with --zoo: reuse the signals of the cells stored in bench/results/auto.json (truths recomputed and "
+        "checked); new zoo entries are computed in full",
+    )
     ap.add_argument("--no-write", action="store_true", help="print instead of writing docs/AUTO.md and the JSON")
     ap.add_argument("--render-only", action="store_true", help="rewrite docs/AUTO.md from bench/results/auto.json")
     ap.add_argument(
@@ -373,7 +381,8 @@ def main() -> None:
                 data["zoo"] = partial
                 save()
 
-            data["zoo"] = run_zoo(args.data, args.tasks, args.draws, checkpoint)
+            reuse = dict(data.get("zoo", {}).get("cells", {})) if args.few_only else None
+            data["zoo"] = run_zoo(args.data, args.tasks, args.draws, checkpoint, reuse)
             save()
         parts = [("auto-zoo-tuning", _auto_zoo_render.render_tuning(data["zoo_tune"]))] if "zoo_tune" in data else []
         if "zoo" in data:

@@ -7,14 +7,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from isotropy.selection import Selection, select_calibration
+from isotropy.selection import Selection, Selector, select_calibration
 from isotropy.selection.signals import (
+    POOLING_RULE,
     SIGNAL_NAMES,
     SIGNAL_RULE,
     corpus_signals,
     decide_by_signals,
     encoder_kind,
+    incumbent_of,
     kneedle,
+    pooling_note,
     signal_alone,
     spectemp_power,
 )
@@ -131,3 +134,58 @@ def test_label_free_selection_shows_signals_rule_and_effect(skewed, tmp_path):
     assert "confidence" not in text and "confidence" not in sel.markdown()
     back = Selection.load(sel.save(tmp_path))
     assert back.to_dict() == sel.to_dict()
+
+
+# ---------------------------------------------------------------- few-label: the label-free choice is the incumbent
+
+
+class _Pooled(_Kind):
+    """An encoder with a pooling and its backend's default pooling, as the pooling rule reads it."""
+
+    def __init__(self, backend: str, pooling: str, own: str) -> None:
+        super().__init__(backend)
+        self.pooling, self.runtime = pooling, type("Runtime", (), {"default_pooling": lambda _self: own})()
+
+
+def _pairs_scored_by(X: np.ndarray, transform) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """60 pairs of rows of ``X`` whose gold is their cosine after ``transform`` (None: raw): that calibration is perfect."""
+    rng = np.random.default_rng(9)
+    i, j = rng.integers(0, len(X), 60), rng.integers(0, len(X), 60)
+    Y = X if transform is None else transform.transform(X)
+    u = Y / np.linalg.norm(Y, axis=1, keepdims=True)
+    return X[i], X[j], (u[i] * u[j]).sum(1)
+
+
+def test_few_label_keeps_the_incumbent_when_nothing_beats_it(static_vectors):
+    shrunk = select_calibration(static_vectors, encoder=_Kind("static"), seed=0).transform
+    enc = _Pooled("static", "last-avg", "last-avg")
+    sel = select_calibration(static_vectors, encoder=enc, dev_pairs=_pairs_scored_by(static_vectors, shrunk))
+    assert sel.mode == "few-label" and sel.incumbent == sel.choice == "whitening-shrunk" and sel.p_beats_raw is None
+    assert sel.fired.startswith("kept whitening-shrunk") and "static table" in sel.fired
+    assert sel.rule.startswith("whitening-shrunk unless another candidate (raw included)")
+    assert "beats whitening-shrunk" in sel.table() and Selection.from_dict(sel.to_dict()).incumbent == "whitening-shrunk"
+    assert any(n.startswith("pooling last-avg: the pooling rule's choice for a static table") for n in sel.notes)
+
+
+def test_few_label_replaces_a_harmful_incumbent_by_raw_and_is_seeded(static_vectors):
+    dev = _pairs_scored_by(static_vectors, None)  # the raw cosines are the gold: the dev pairs say "whitening hurts"
+    sel = select_calibration(static_vectors, encoder=_Kind("static"), dev_pairs=dev, seed=5, resamples=300)
+    assert sel.incumbent == "whitening-shrunk" and sel.choice == "raw" and sel.transform is None
+    assert sel.p_beats_raw >= 0.9 and sel.candidate("raw").beats_raw == sel.p_beats_raw
+    assert sel.fired.startswith("raw replaced the incumbent whitening-shrunk") and "(beats whitening-shrunk in" in sel.summary()
+    again = select_calibration(static_vectors, encoder=_Kind("static"), dev_pairs=dev, seed=5, resamples=300)
+    assert again.to_dict() == sel.to_dict()
+    assert [incumbent_of(e)[0] for e in (_Kind("torch"), None)] == ["raw", "raw"]  # transformer, no encoder: raw
+    assert Selector(static_vectors).few_label(dev, resamples=200).incumbent == "raw"  # the Selector's default: raw
+    odd = Selector(static_vectors, ["raw", "center"]).few_label(dev, resamples=100, incumbent="whitening-shrunk")
+    assert odd.incumbent == "raw" and "whitening-shrunk could not be fitted here" in odd.fired  # not a candidate: raw
+
+
+def test_the_pooling_rule_keeps_the_default_poolings_and_says_so():
+    """docs/AUTO.md 'Zoo tuning': mean on a static table, the model's own on a transformer -- the encoders' defaults,
+    so `--method auto` without --pooling uses the rule's pooling; a pooling given otherwise is reported as given."""
+    assert POOLING_RULE["pooling"] == {"static": "last-avg", "transformer": None}
+    assert pooling_note(_Pooled("static", "last-avg", "last-avg")).startswith("pooling last-avg: the pooling rule's")
+    assert pooling_note(_Pooled("static", "sif", "last-avg")).startswith("pooling sif as given; the pooling rule's")
+    assert "the model's own (last-avg)" in pooling_note(_Pooled("torch", "first-last-avg", "last-avg"))
+    assert pooling_note(None) is None and pooling_note(_Kind("static")) is None

@@ -41,7 +41,7 @@ MethodOpt = typer.Option(
 DevOpt = typer.Option(
     None,
     "--dev",
-    help="--method auto: scored pairs (at least 20; a pairs file as 'isotropy eval --data' takes) to choose by, under the do-no-harm rule (raw unless a candidate beats it in 90 percent of bootstrap resamples).",
+    help="--method auto: scored pairs (at least 20; a pairs file as 'isotropy eval --data' takes) to choose by, under the do-no-harm rule (the label-free choice for the encoder's kind, whitening-shrunk on a static table and raw on a transformer, unless another candidate beats it in 90 percent of bootstrap resamples).",
 )
 OnnxOpt = typer.Option(
     False,

@@ -35,7 +35,8 @@ def _num(x: Any) -> float | None:
 @dataclass
 class CandidateScore:
     """One candidate's evidence: its score by the deciding criterion, the bootstrap probability that
-    it beats raw, the other criteria's scores (``extra``), and a note (skipped, warned)."""
+    it beats the selection's incumbent (``beats_raw``: raw, unless :attr:`Selection.incumbent` names another
+    candidate), the other criteria's scores (``extra``), and a note (skipped, warned)."""
 
     name: str
     score: float | None = None
@@ -63,12 +64,14 @@ class Selection:
 
     ``choice`` is a candidate name (``raw``: no calibration); ``mode`` ``label-free`` or
     ``few-label``; ``criterion`` the figure that decided (``dev-spearman`` / ``dev-auc`` in
-    few-label mode, ``signals`` when the label-free signal rule decided); ``p_beats_raw`` ONE meaning
-    everywhere: the bootstrap probability that the CHOICE beats raw by the deciding criterion (None
-    when the choice is raw, or when no bootstrap decided: the signal rule); each candidate's own
-    probability is its ``beats_raw``. ``rule`` says the decision in words; ``signals`` holds the
-    label-free signals of the raw corpus vectors (:mod:`.signals`), ``fired`` the part of the rule
-    that decided, and ``expected`` the effect measured for that branch of the rule.
+    few-label mode, ``signals`` when the label-free signal rule decided); ``incumbent`` the candidate
+    kept unless another beats it (raw, except in few-label mode, where it is the label-free rule's
+    choice for the encoder's kind); ``p_beats_raw`` ONE meaning everywhere: the bootstrap probability
+    that the CHOICE beats the incumbent by the deciding criterion (None when the choice is the
+    incumbent, or when no bootstrap decided: the signal rule); each candidate's own probability is
+    its ``beats_raw``; the text says "beats <incumbent>". ``rule`` says the decision in words;
+    ``signals`` holds the label-free signals of the raw corpus vectors (:mod:`.signals`), ``fired``
+    the part of the rule that decided, and ``expected`` the effect measured for that branch of the rule.
     """
 
     choice: str
@@ -82,6 +85,7 @@ class Selection:
     signals: dict[str, float | None] = field(default_factory=dict)
     fired: str = ""
     expected: str = ""
+    incumbent: str = "raw"
     transform: Any = field(default=None, repr=False, compare=False)
 
     # ---------------------------------------------------------------- access
@@ -108,6 +112,7 @@ class Selection:
             "signals": {k: _num(v) for k, v in self.signals.items()},
             "fired": self.fired,
             "expected": self.expected,
+            "incumbent": self.incumbent,
             "rule": self.rule,
             "candidates": [c.to_dict() for c in self.candidates],
             "settings": self.settings,
@@ -125,6 +130,7 @@ class Selection:
             sel.notes = list(d.get("notes") or [])
             sel.signals = dict(d.get("signals") or {})
             sel.fired, sel.expected = str(d.get("fired") or ""), str(d.get("expected") or "")
+            sel.incumbent = str(d.get("incumbent") or "raw")  # records written before the incumbent existed: raw
         except (KeyError, TypeError, AttributeError) as exc:
             raise IsotropyError(f"{where} is an incomplete selection record ({exc!r}); run the selection again") from None
         if sel.choice not in [c.name for c in cands]:
@@ -173,7 +179,7 @@ class Selection:
 
     def _rows(self) -> tuple[list[str], list[list[str]]]:
         extra = list(dict.fromkeys(k for c in self.candidates for k in c.extra))
-        head = ["candidate", str(self.settings.get("score_column", self.criterion)), "beats raw", *extra, "note"]
+        head = ["candidate", str(self.settings.get("score_column", self.criterion)), f"beats {self.incumbent}", *extra, "note"]
         rows = []
         for c in self.candidates:
             mark = " <- chosen" if c.name == self.choice else ""
@@ -190,7 +196,8 @@ class Selection:
 
     def summary(self) -> str:
         """One line: what was chosen, how, how sure."""
-        sure = "" if self.p_beats_raw is None else f" (beats raw in {100 * self.p_beats_raw:.0f}% of the bootstrap resamples)"
+        p = self.p_beats_raw
+        sure = "" if p is None else f" (beats {self.incumbent} in {100 * p:.0f}% of the bootstrap resamples)"
         return f"auto ({self.mode}, {self.criterion}) chose {self.choice}{sure}: {self.rule}"
 
     def explain(self) -> list[str]:

@@ -4,8 +4,9 @@
    halves, merged: the halves serve ``knn-stability``); every candidate is solved from them
    (:mod:`.candidates`), and one the corpus is too small for is skipped with a note.
 2. Few-label mode (``dev_pairs``): each candidate's figure on the dev pairs and a paired
-   bootstrap over the pairs (:mod:`.dev`); raw is kept unless a candidate beats it in at least
-   90 % of the resamples.
+   bootstrap over the pairs (:mod:`.dev`); the incumbent -- the label-free rule's choice for the
+   encoder's kind (:func:`.signals.incumbent_of`; raw for vectors without their encoder) -- is kept
+   unless another candidate (raw included) beats it in at least 90 % of the resamples.
 3. Label-free mode: a seeded sample of the corpus's distinct sentences, word-deleted copies of
    them encoded by the same encoder (:mod:`.perturb`), and the label-free criteria
    (:mod:`.criteria`) on every candidate, bootstrapped over the sampled sentences. The
@@ -26,6 +27,7 @@ import numpy as np
 from .._checks import check_matrix
 from ..errors import IsotropyError
 from ..transforms.moments import Moments
+from . import signals
 from .bootstrap import _apply, _encode, _resamples, _sample, _views
 from .candidates import Candidate, Fitted, fit_candidates, parse_candidates
 from .criteria import CRITERIA, Applied, Views, centred_ranks, criterion
@@ -36,7 +38,7 @@ from .signals import corpus_signals, decide_by_signals, encoder_kind, signal_rul
 
 __all__ = ["select_calibration", "Selector", "LABEL_FREE_RULE", "DEV_LEVEL", "SAMPLE", "RESAMPLES"]
 
-DEV_LEVEL = 0.9  # few-label: a candidate must beat raw in this share of bootstrap resamples
+DEV_LEVEL = 0.9  # few-label: a candidate must beat the incumbent in this share of bootstrap resamples
 SAMPLE = 1000  # label-free: distinct sentences sampled for the criteria
 RESAMPLES = 1000  # bootstrap resamples (pairs in few-label mode, sentences in label-free mode)
 
@@ -84,22 +86,30 @@ def _halves(X: np.ndarray, seed: int) -> tuple[Moments, Moments, Moments]:
 
 
 def _decide(
-    scores: dict[str, float], beats: dict[str, float], level: float, change: dict[str, float] | None = None
+    scores: dict[str, float], beats: dict[str, float], level: float, change: dict | None = None, incumbent: str = "raw"
 ) -> tuple[str, float]:
-    """Raw unless a candidate beats it with probability >= level; then, among those that do, the best score
-    (or, given ``change``, the one that changes raw's similarities least)."""
-    sure = [c for c in scores if c != "raw" and np.isfinite(scores[c]) and beats.get(c, 0.0) >= level]
+    """The incumbent (raw unless given) unless a candidate beats it with probability >= level; then, among those that
+    do, the best score (or, given ``change``, the one that changes raw's similarities least). ``beats`` holds each
+    candidate's P(beats the incumbent); the probability returned is the choice's, or 1 - the best rival's."""
+    sure = [c for c in scores if c != incumbent and np.isfinite(scores[c]) and beats.get(c, 0.0) >= level]
     if sure:
         choice = max(sure, key=lambda c: scores[c]) if change is None else min(sure, key=lambda c: change[c])
         return choice, float(beats[choice])
-    others = [beats[c] for c in beats if c != "raw" and np.isfinite(beats[c])]
-    return "raw", float(1.0 - max(others)) if others else 1.0
+    others = [beats[c] for c in beats if c != incumbent and np.isfinite(beats[c])]
+    return incumbent, float(1.0 - max(others)) if others else 1.0
 
 
 def _few_label(
-    fitted: Fitted, dev: DevPairs, encoder: Any, cache: Any, show_progress: bool | None, seed: int, resamples: int
+    fitted: Fitted,
+    dev: DevPairs,
+    encoder: Any,
+    cache: Any,
+    show_progress: bool | None,
+    seed: int,
+    resamples: int,
+    incumbent: str = "raw",
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """Dev figure and P(beats raw) of every fitted candidate."""
+    """Dev figure and P(beats the incumbent) of every fitted candidate."""
     if isinstance(dev.left, np.ndarray):
         L, R = dev.left, dev.right
     else:
@@ -114,7 +124,7 @@ def _few_label(
     points, boots = {}, {}
     for name, t in fitted.transforms.items():
         points[name], boots[name] = dev_statistics(_apply(t, L), _apply(t, R), dev, idx, gold_ranks)
-    beats = {c: float(np.mean(boots[c] > boots["raw"])) for c in boots if c != "raw"}
+    beats = {c: float(np.mean(boots[c] > boots[incumbent])) for c in boots if c != incumbent}
     return points, beats
 
 
@@ -212,6 +222,7 @@ def _outcome(
     beats: dict,
     rule: str,
     settings: dict,
+    incumbent: str = "raw",
 ) -> Selection:
     choice, prob = decision
     scores = []
@@ -219,7 +230,8 @@ def _outcome(
         note = fitted.skipped.get(c.name, "") or ("warning: " + fitted.warned[c.name] if c.name in fitted.warned else "")
         extra = {n: v.get(c.name) for n, v in extra_of.items()}
         scores.append(CandidateScore(c.name, points.get(c.name), beats.get(c.name), extra, note))
-    sel = Selection(choice, settings["mode"], crit, None if choice == "raw" else prob, rule, scores, settings)
+    sel = Selection(choice, settings["mode"], crit, None if choice == incumbent else prob, rule, scores, settings)
+    sel.incumbent = incumbent
     sel.notes = [f"{k}: {v}" for k, v in fitted.skipped.items()]
     sel.transform = fitted.transforms.get(choice)
     return sel
@@ -263,19 +275,23 @@ class Selector:
         resamples: int = RESAMPLES,
         dev_source: str = "the dev pairs",
         show_progress: bool | None = None,
+        incumbent: str = "raw",
+        why: str = "",
     ) -> Selection:
-        """Choose by dev pairs (checked :class:`~.dev.DevPairs`, or raw pairs) under the do-no-harm rule."""
+        """Choose by dev pairs (checked :class:`~.dev.DevPairs`, or raw pairs) under the do-no-harm rule: the
+        ``incumbent`` (raw by default; :func:`select_calibration` passes the label-free rule's choice for the encoder's
+        kind, ``why`` saying so) is kept unless another candidate beats its dev figure in ``level`` of the resamples."""
         dev = dev if isinstance(dev, DevPairs) else check_dev_pairs(dev, dev_source)
         lvl = DEV_LEVEL if level is None else float(level)
-        points, beats = _few_label(self.fitted, dev, encoder, cache, show_progress, self.seed, resamples)
-        rule = (
-            f"raw unless a candidate beats raw's dev {dev.metric} in at least {100 * lvl:.0f}% of {resamples} "
-            f"bootstrap resamples of the {len(dev)} pairs; then the best dev {dev.metric} among those that do"
-        )
+        if incumbent not in self.fitted.transforms:  # not a candidate here, or skipped (too few sentences)
+            why, incumbent = f"{incumbent} could not be fitted here, so raw is the incumbent", "raw"
+        points, beats = _few_label(self.fitted, dev, encoder, cache, show_progress, self.seed, resamples, incumbent)
+        rule = signals.few_label_rule_text(incumbent, dev.metric, lvl, resamples, len(dev))
         settings = self._settings(mode="few-label", dev_pairs=len(dev), metric=dev.metric, level=lvl, resamples=resamples)
-        return _outcome(
-            self.candidates, self.fitted, _decide(points, beats, lvl), f"dev-{dev.metric}", points, {}, beats, rule, settings
-        )
+        decision = _decide(points, beats, lvl, incumbent=incumbent)
+        sel = _outcome(self.candidates, self.fitted, decision, f"dev-{dev.metric}", points, {}, beats, rule, settings, incumbent)
+        sel.fired = signals.few_label_fired(incumbent, why, decision[0], decision[1], lvl)
+        return sel
 
     def evidence(
         self,
@@ -429,5 +445,10 @@ def select_calibration(
     encoder, X, sentences = _inputs(data, corpus, encoder, cache, show_progress, source)
     selector = Selector(X, candidates, seed=seed, source=source)
     if dev is not None:
-        return selector.few_label(dev, encoder, cache=cache, show_progress=show_progress, **options)
-    return selector.label_free(encoder, sentences, cache=cache, show_progress=show_progress, **options)
+        if "incumbent" not in options:  # the label-free rule's choice for the encoder's kind (raw: unknown encoder)
+            options["incumbent"], options["why"] = signals.incumbent_of(encoder)
+        sel = selector.few_label(dev, encoder, cache=cache, show_progress=show_progress, **options)
+    else:
+        sel = selector.label_free(encoder, sentences, cache=cache, show_progress=show_progress, **options)
+    sel.notes += [n for n in [signals.pooling_note(encoder)] if n]  # the pooling rule's word on the encoder's pooling
+    return sel

@@ -42,6 +42,11 @@ __all__ = [
     "ENCODER_KINDS",
     "encoder_kind",
     "decide_by_signals",
+    "incumbent_of",
+    "POOLING_RULE",
+    "pooling_note",
+    "few_label_rule_text",
+    "few_label_fired",
     "SIGNAL_DOCS",
     "corpus_signals",
     "eigenvalues",
@@ -195,13 +200,13 @@ ENCODER_KINDS = ("static", "transformer", "unknown")
 
 # The label-free rule (docs/AUTO.md, "Zoo tuning"), read off the STS-B TRAIN split of the model zoo by
 # bench/_auto_zoo.py:tuned_rule (no test label of any task), which docs/AUTO.md checks this constant against.
-# No signal of the vectors told "whitening gains >= 0.5" from "it does not" on all 7 points: mean_cosine and
-# spectemp_power alone put 6 right but would act on a transformer pooling where whitening loses 2;
-# heldout_gain > 0.457 puts 6 right and acts nowhere whitening loses, but misses the 256-d table (+2.9) and
-# its threshold sits in a gap of 0.05 nats between a loss (0.434) and a gain (0.481). The encoder's kind
+# No signal of the vectors told "whitening gains >= 0.5" from "it does not" on all 9 zoo entries: mean_cosine and
+# spectemp_power alone put 8 right but would act on a transformer pooling where whitening loses 2;
+# heldout_gain > 0.457 puts 7 right and acts nowhere whitening loses, but misses the 256-d table (+2.9) and
+# its threshold sits in a gap of 0.03 nats between a loss (0.434) and a gain (0.481). The encoder's kind
 # separates with a wide margin: on every static table (a mean of static token vectors: GloVe mean and
-# SIF, the default model distilled to 384 and 256 dims) shrunk whitening gained at least 2.4 points, while on
-# the transformer's poolings no calibration gained 0.5 on all three (full whitening lost 2 on two of them).
+# SIF, the default model distilled to 384 and 256 dims, mean and SIF) shrunk whitening gained at least 2.3 points,
+# while on the transformer's poolings no calibration gained 0.5 on all three (full whitening lost 2 on two of them).
 # A kind acts only with the calibration of best mean gain among those that gained >= ``margin`` on EVERY
 # tuning point of that kind, else keeps raw; vectors of an unknown encoder keep raw. ``thresholds``: each
 # vector signal's best threshold alone on the same table, shown as evidence, never deciding.
@@ -210,12 +215,12 @@ SIGNAL_RULE: dict[str, Any] = {
     "margin": 0.5,
     "tuned_on": "STS-B train split",
     "thresholds": {
-        "mean_cosine": (">", 0.0867),
+        "mean_cosine": (">", 0.0829),
         "top_share": ("<", 0.5141),
         "effective_rank": (">", 0.4718),
         "spectemp_power": (">", 0.1088),
-        "knn_stability": (">", 0.6523),
-        "heldout_gain": (">", 0.4574),
+        "knn_stability": (">", 0.6506),
+        "heldout_gain": (">", 0.4572),
     },
     "why": {
         "static": "the encoder is a static table (sentence vector = mean of token vectors)",
@@ -224,11 +229,30 @@ SIGNAL_RULE: dict[str, Any] = {
     },
     # the effect measured for each kind's branch (docs/AUTO.md 'Zoo tuning')
     "expected": {
-        "static": "whitening-shrunk: +6.9 Spearman points on average on the STS-B train split of the 4 static zoo "
-        "models (+2.4 to +16.0)",
+        "static": "whitening-shrunk: +5.4 Spearman points on average on the STS-B train split of the 6 static zoo "
+        "entries (+2.3 to +16.0)",
         "transformer": "unchanged similarities (raw kept); no calibration gained >= 0.5 on every transformer zoo model "
         "of the STS-B train split (best worst case: soft-0.25, +0.31)",
         "unknown": "unchanged similarities (raw kept): the rule acts only on an encoder it knows",
+    },
+}
+
+# The pooling rule (docs/AUTO.md, "Zoo tuning"), read off the same STS-B TRAIN table by
+# bench/_auto_zoo.py:tuned_pooling, the calibration rule's way: per kind, the default pooling is kept unless
+# another, each under the kind's calibration above, scored >= ``margin`` higher on EVERY zoo model of that kind.
+# Static tables: mean vs SIF (whitening-shrunk on both): SIF gained 2.28 on GloVe but lost 0.10 and 0.12 on the
+# two distilled tables (their token rows are already frequency-weighted), so mean is kept. Transformers: the
+# model's own pooling (None here; the default model's is mean = last-avg) vs first-last-avg (raw on both):
+# first-last-avg lost 1.12, so the model's own is kept. Both choices are the encoders' default poolings, so
+# ``--method auto`` without ``--pooling`` already uses them; the selection says so (:func:`pooling_note`).
+POOLING_RULE: dict[str, Any] = {
+    "pooling": {"static": "last-avg", "transformer": None},
+    "margin": 0.5,
+    "tuned_on": "STS-B train split",
+    "why": {
+        "static": "SIF gained >= 0.5 over mean (both whitening-shrunk) on GloVe (+2.28) but not on the distilled "
+        "tables (-0.10, -0.12)",
+        "transformer": "first-last-avg lost 1.12 against the default model's own pooling (both raw)",
     },
 }
 
@@ -288,3 +312,49 @@ def signal_rule_text(rule: dict[str, Any] | None = None) -> str:
         f"points on every zoo model of that kind on the {rule['tuned_on']}; no signal of the vectors decides "
         "(none separated gains from losses there; docs/AUTO.md measures the rule on held-out tasks)"
     )
+
+
+# ---------------------------------------------------------------- few-label: the incumbent
+
+
+def incumbent_of(encoder: Any, rule: dict[str, Any] | None = None) -> tuple[str, str]:
+    """``(incumbent, why)`` of the few-label mode for ``encoder``: the label-free rule's choice for its kind
+    (:func:`encoder_kind`), which scored dev pairs must beat to be replaced, and the reason in words."""
+    dec = decide_by_signals({}, rule, kind=encoder_kind(encoder))
+    return dec["choice"], f"the label-free rule's choice: {dec['reason']}"
+
+
+def few_label_rule_text(incumbent: str, metric: str, level: float, resamples: int, pairs: int) -> str:
+    """The few-label rule in words."""
+    other = "another candidate (raw included)" if incumbent != "raw" else "a candidate"
+    return (
+        f"{incumbent} unless {other} beats {incumbent}'s dev {metric} in at least {100 * level:.0f}% of {resamples} "
+        f"bootstrap resamples of the {pairs} pairs; then the best dev {metric} among those that do"
+    )
+
+
+def few_label_fired(incumbent: str, why: str, choice: str, p: float, level: float) -> str:
+    """What decided a few-label choice, in words (``p``: P(choice beats the incumbent), or 1 - the best rival's)."""
+    if choice == incumbent:
+        verdict = f"kept {incumbent}: no candidate beat it in {100 * level:.0f}% of the resamples"
+    else:
+        verdict = f"{choice} replaced the incumbent {incumbent}: it beat it in {100 * p:.0f}% of the resamples"
+    return verdict + (f"; the incumbent {incumbent} is {why}" if why else "")
+
+
+def pooling_note(encoder: Any, rule: dict[str, Any] | None = None) -> str | None:
+    """The pooling rule's word on ``encoder``'s pooling (None for an unknown encoder): its choice for the kind, and
+    whether the encoder's pooling is that choice."""
+    rule = rule or POOLING_RULE
+    kind = encoder_kind(encoder)
+    if kind == "unknown" or not isinstance(getattr(encoder, "pooling", None), str):
+        return None
+    runtime = getattr(encoder, "runtime", None)
+    own = runtime.default_pooling() if hasattr(runtime, "default_pooling") else None
+    want = rule["pooling"][kind] or own
+    label = "a static table" if kind == "static" else "a transformer"
+    what = f"{want}" if rule["pooling"][kind] else f"the model's own ({own or 'its default'})"
+    said = f"the pooling rule's choice for {label} is {what}: {rule['why'][kind]} ({rule['tuned_on']}; docs/AUTO.md)"
+    if want is None or encoder.pooling == want:
+        return f"pooling {encoder.pooling}: {said}"
+    return f"pooling {encoder.pooling} as given; {said}"
