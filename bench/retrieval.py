@@ -285,21 +285,36 @@ def _dev_table(results: list[dict]) -> list[str]:
 
 
 def _overview(results: list[dict]) -> str:
-    groups: dict[str, list[str]] = {"helps": [], "hurts": [], "mixed": [], "neutral": []}
+    """One line per model and pooling: does calibration help or hurt search, from the numbers."""
+    verbs = {
+        "helps": "**helps** search",
+        "hurts": "**hurts** search",
+        "mixed": "**helps with some calibrations and hurts with others**",
+        "neutral": "**changes search little**",
+    }
+    lines = [
+        f"**In short** (exact search; the fixed calibrations at full dimension against raw, a change of {MARGIN} "
+        "nDCG@10 points or more counted; few-label auto scored on queries it did not see):",
+        "",
+    ]
     for res in results:
         for p in res["settings"]["poolings"]:
-            groups[verdict(res["rows"], p)[0]].append(f"{res['name']} ({p})")
-    said = {
-        "helps": "calibration helps search for",
-        "hurts": "it hurts search for",
-        "mixed": "it helps or hurts by method for",
-        "neutral": "it changes little for",
-    }
-    text = [f"{said[k]} {', '.join(v)}" for k, v in groups.items() if v]
-    return (
-        "**In short** (exact search, the fixed calibrations at full dimension against raw, "
-        f"a change of {MARGIN} nDCG@10 points or more counted): " + "; ".join(text) + "."
-    )
+            ex = _exact(res["rows"], p)
+            delta = {m: 100 * (ex[m]["ndcg@10"] - ex["raw"]["ndcg@10"]) for m in FIXED if m != "raw" and m in ex}
+            best, worst = max(delta, key=delta.get), min(delta, key=delta.get)
+            text = (
+                f"- {res['name']}, {p}: calibration {verbs[verdict(res['rows'], p)[0]]} (best {best} {delta[best]:+.2f}, "
+                f"worst {worst} {delta[worst]:+.2f}, full whitening {delta.get('whitening', float('nan')):+.2f})"
+            )
+            dev = [r for r in res.get("dev", []) if r["pooling"] == p]
+            if dev:
+                d = _dev_summary(dev)
+                text += (
+                    f"; few-label auto {100 * (d['test_auto'] - d['test_raw']):+.2f} (kept raw in {d['kept']} of {d['n']} "
+                    f"draws, worst draw {d['worst']:+.2f})"
+                )
+            lines.append(text + ".")
+    return "\n".join(lines)
 
 
 def render(results: list[dict]) -> str:

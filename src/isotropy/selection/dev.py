@@ -165,7 +165,8 @@ def _side(items: Any, ids: Any, what: str, source: str, dim: int | None = None) 
         rows = items
     names = [str(i) for i in (range(len(rows)) if ids is None else ids)]
     if len(names) != len(rows):
-        raise IsotropyError(f"{source}: {len(rows)} {what}s but {len(names)} {what} ids")
+        plural = "queries" if what == "query" else f"{what}s"
+        raise IsotropyError(f"{source}: {len(rows)} {plural} but {len(names)} {what} ids")
     seen: set[str] = set()
     for i in names:
         if i in seen:
