@@ -267,6 +267,17 @@ def test_bad_dev_qrels_are_one_line(change, words):
     assert "\n" not in str(err.value) and str(err.value).startswith("dev")
 
 
+def test_a_loaded_retrieval_task_is_dev_labels_and_a_path_is_not(tmp_path):
+    from isotropy.selection import DevQrels, check_dev
+
+    queries = [f"query {i}" for i in range(10)]
+    folder = write_plain(tmp_path / "plain", queries=queries, qrels=[(str(i), str(i % 8), 1) for i in range(10)])
+    dev = check_dev(load_retrieval(folder), "dev")
+    assert isinstance(dev, DevQrels) and len(dev) == 10 and dev.left == queries and dev.right == DOCS
+    with pytest.raises(IsotropyError, match="is a path"):
+        check_dev(str(folder), "dev")
+
+
 def test_calibrate_auto_dev_takes_a_beir_folder(tmp_path, monkeypatch):
     """A tiny static word table (GloVe's text format; writing glove-6b-50d's 400,000 rows back out takes seconds):
     auto ranks the candidates by the nDCG@10 of a BEIR folder's queries."""
