@@ -194,6 +194,123 @@ def test_index_build_checks_the_qrels_before_building(tmp_path, tiny_model_dir):
     assert not (tmp_path / "idx").exists()
 
 
+# --------------------------------------------------------------------------- auto --dev with qrels
+
+
+def _search_labels(distort: bool, n_queries: int = 20):
+    """Queries near document rows of a 16-d collection (their 3 nearest documents relevant, gains 3, 2, 1);
+    ``distort``: every vector shifted by a common mean and stretched along one irrelevant direction."""
+    rng = np.random.default_rng(0)
+    T = rng.normal(size=(200, 16))
+    Qt = T[:n_queries] + 0.3 * rng.normal(size=(n_queries, 16))
+    cos = (Qt @ T.T) / np.linalg.norm(T, axis=1) / np.linalg.norm(Qt, axis=1)[:, None]
+    qrels = {str(i): {str(j): 3 - r for r, j in enumerate(np.argsort(-cos[i])[:3])} for i in range(n_queries)}
+    if distort:
+        u, m = rng.normal(size=16), rng.normal(size=16)
+        u, m = u / np.linalg.norm(u), 6 * m / np.linalg.norm(m)
+        T, Qt = (X + m + 6 * rng.normal(size=(len(X), 1)) * u for X in (T, Qt))
+    return Qt, T, qrels
+
+
+def test_few_label_with_qrels_chooses_under_the_90_percent_rule():
+    from isotropy.selection import Selector, check_dev_qrels
+
+    Q, D, qrels = _search_labels(distort=True)
+    selector = Selector(D, seed=0)
+    dev = check_dev_qrels(Q, D, qrels)
+    sel = selector.few_label(dev)
+    assert sel.criterion == "dev-ndcg@10" and sel.settings["dev_queries"] == 20 and "of the 20 queries" in sel.rule
+    sure = {c.name: c.score for c in sel.candidates if c.beats_raw is not None and c.beats_raw >= 0.9}
+    assert sure and sel.choice == max(sure, key=sure.get) and sel.p_beats_raw >= 0.9
+    assert sel.candidate(sel.choice).score > sel.candidate("raw").score + 20  # the distortion wrecks raw's ranking
+    assert selector.few_label(dev, level=1.01).choice == "raw"  # nobody beats raw in 101% of the resamples
+    Q, D, qrels = _search_labels(distort=False)  # isotropic vectors, relevance by their own cosine: raw is best
+    sel = Selector(D, seed=0).few_label(check_dev_qrels(Q, D, qrels))
+    assert sel.choice == "raw" and max(c.beats_raw or 0 for c in sel.candidates) < 0.9
+
+
+def test_few_label_ndcg_is_trec_evals():
+    import pytrec_eval
+
+    from isotropy.selection import Selector, check_dev_qrels
+
+    Q, D, qrels = _search_labels(distort=True)
+    selector = Selector(D, "raw,center", seed=0)
+    sel = selector.few_label(check_dev_qrels(Q, D, qrels))
+    for name, t in (("raw", None), ("center", selector.transforms["center"])):
+        q, d = (X if t is None else t.transform(X) for X in (Q, D))
+        cos = (q @ d.T) / np.linalg.norm(q, axis=1)[:, None] / np.linalg.norm(d, axis=1)
+        run = {str(i): {str(j): float(cos[i, j]) for j in range(len(d))} for i in range(len(q))}
+        ndcg = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10"}).evaluate(run)
+        assert sel.candidate(name).score == pytest.approx(100 * np.mean([v["ndcg_cut_10"] for v in ndcg.values()]), abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"qrels": {"0": {"999": 1}}}, "names document '999'"),
+        ({"qrels": {"x": {"0": 1}}}, "names query 'x'"),
+        ({"qrels": {"0": {"0": 0.5}}}, "gain 0.5, not an integer"),
+        ({"n": 9}, "has 9 queries with a relevant document; the few-label mode needs at least 10"),
+        ({"queries": ["a"] * 20}, "give the queries and the documents alike"),
+        ({"query_ids": ["q"] * 20}, "duplicate query id 'q'"),
+    ],
+)
+def test_bad_dev_qrels_are_one_line(change, words):
+    from isotropy.selection import check_dev_qrels
+
+    Q, D, qrels = _search_labels(distort=False)
+    n = change.pop("n", 20)
+    args = {"queries": Q[:n], "documents": D, "qrels": {q: g for q, g in qrels.items() if int(q) < n}, **change}
+    with pytest.raises(IsotropyError, match=words) as err:
+        check_dev_qrels(**args, source="dev")
+    assert "\n" not in str(err.value) and str(err.value).startswith("dev")
+
+
+def test_a_loaded_retrieval_task_is_dev_labels_and_a_path_is_not(tmp_path):
+    from isotropy.selection import DevQrels, check_dev
+
+    queries = [f"query {i}" for i in range(10)]
+    folder = write_plain(tmp_path / "plain", queries=queries, qrels=[(str(i), str(i % 8), 1) for i in range(10)])
+    dev = check_dev(load_retrieval(folder), "dev")
+    assert isinstance(dev, DevQrels) and len(dev) == 10 and dev.left == queries and dev.right == DOCS
+    with pytest.raises(IsotropyError, match="is a path"):
+        check_dev(str(folder), "dev")
+
+
+def test_calibrate_auto_dev_takes_a_beir_folder(tmp_path, monkeypatch):
+    """A tiny static word table (GloVe's text format; writing glove-6b-50d's 400,000 rows back out takes seconds):
+    auto ranks the candidates by the nDCG@10 of a BEIR folder's queries."""
+    monkeypatch.setenv("ISOTROPY_CACHE", str(tmp_path / "cache"))
+    words = "lift drag heat noise flow shock of the wing jet plate and air sea rain sun ice".split()
+    vectors = np.random.default_rng(0).normal(size=(len(words), 8))
+    table = tmp_path / "tiny.glove.txt"
+    table.write_text("".join(w + " " + " ".join(f"{x:.6f}" for x in v) + "\n" for w, v in zip(words, vectors)))
+    docs = [
+        f"{a} {b} of the {c}"
+        for a in ("lift", "drag", "heat", "noise")
+        for b in ("flow", "shock")
+        for c in ("wing", "jet", "plate")
+    ]
+    queries = [f"{a} {c}" for a in ("lift", "drag", "heat", "noise") for c in ("wing", "jet", "plate")]
+    qrels = [(str(q), str(q * 2 + k), 1 + k) for q in range(12) for k in (0, 1)]
+    folder = write_beir(tmp_path / "data" / "beir", docs=docs, queries=queries, qrels=qrels)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(f"{d} and the {w}" for d in docs for w in ("air", "sea", "rain", "sun", "ice")) + "\n")
+    args = ["calibrate", corpus, "-o", tmp_path / "out", "--model", table, "--method", "auto", "--no-progress"]
+    code, _, err = run_cli([*args, "--dev", folder, "--candidates", "raw,center,whitening"])
+    assert code == 0, err
+    assert "auto (few-label, dev-ndcg@10) chose" in err and "of the 12 queries" in err
+    info = json.loads((tmp_path / "out" / "isotropy.json").read_text())["calibration"]["selection"]["settings"]
+    assert info["metric"] == "ndcg@10" and info["dev_queries"] == 12 and info["dev_documents"] == 24
+    assert "12 dev queries" in (tmp_path / "out" / "README.md").read_text()
+    bad = write_beir(tmp_path / "data" / "bad", docs=docs, queries=queries, qrels=qrels + [("0", "99", 1)])
+    code, _, err = run_cli([*args, "--dev", bad, "--force"])
+    assert code == 2 and "test.tsv line 26: qrel names document 'd99'" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run_cli([*args, "--dev", tmp_path / "data", "--force"])  # beir/ and bad/: no single layout
+    assert code == 2 and "neither a retrieval folder" in err
+
+
 # --------------------------------------------------------------------------- real data
 
 

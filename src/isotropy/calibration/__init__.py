@@ -29,7 +29,7 @@ def calibrate(corpus: Any, output: Any = None, **options: Any):
     input) or a list of sentences; ``output`` the model folder. Options (all keyword):
     ``model``, ``pooling``, ``method`` (default ``"whitening"``; any registered transform or
     preset, or ``"auto"``: :func:`isotropy.selection.select_calibration` chooses among
-    ``candidates``, by the scored pairs of ``dev`` when given), ``n_components``, ``power``, ``shrinkage``, ``max_length``, ``batch_size``,
+    ``candidates``, by ``dev`` when given: scored pairs, or a retrieval folder whose qrels rank by nDCG@10), ``n_components``, ``power``, ``shrinkage``, ``max_length``, ``batch_size``,
     ``device``, ``onnx``, ``quantize`` (``"int8"``), ``eval_data`` (what ``isotropy eval --data``
     takes), ``pooling_stats`` (the sif and idf poolings' token frequencies), ``stock_only``, ``normalize``,
     ``engine`` (``"dask"``) and ``address``,

@@ -252,9 +252,14 @@ def _static_lines(info: dict[str, Any]) -> list[str]:
 
 
 def _labels(info: dict[str, Any]) -> str:
-    """With or without labels: ``--dev`` pairs chose the calibration in the few-label mode of ``--method auto``."""
+    """With or without labels: ``--dev`` pairs (or dev queries' qrels) chose the calibration in the few-label mode of ``--method auto``."""
     settings = (info.get("selection") or {}).get("settings") or {}
     if (info.get("selection") or {}).get("mode") == "few-label":
+        if "dev_queries" in settings:
+            return (
+                f"without labels, the method chosen by the {settings.get('metric', 'ndcg@10')} of {settings['dev_queries']} "
+                "dev queries searching their documents (`--dev`, relevance judgements),"
+            )
         return f"without labels, the method chosen with {settings.get('dev_pairs', '?')} scored dev pairs (`--dev`),"
     return "without labels"
 
@@ -334,7 +339,9 @@ def model_card(info: dict[str, Any]) -> str:
     from huggingface_hub import ModelCard
 
     base = info["base_model"] or info["base_name"]
-    how = "no labels" if _labels(info) == "without labels" else "a few scored pairs chose the method"
+    how = _labels(info)
+    how = "no labels" if how == "without labels" else ("a few dev queries' qrels" if "queries" in how else "a few scored pairs")
+    how += "" if how == "no labels" else " chose the method"
     title = [f"# {info['name']}", "", f"{base}, calibrated with {info['method']} by isotropy ({how}, no training).", ""]
     body = _usage(info) + _calibration(info) + _selection(info) + _evaluation(info) + _limitations(info) + _citations(info)
     text = "\n".join(title + body)

@@ -21,9 +21,11 @@ flow from its sample; the average cosine of 10,000 random pairs of a seeded samp
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,6 +47,7 @@ __all__ = [
     "check_size",
     "fit_local",
     "fit_auto",
+    "read_dev",
     "read_dev_pairs",
 ]
 
@@ -72,7 +75,8 @@ class Fitted:
 
 @dataclass
 class AutoMethod:
-    """``--method auto``: the candidates to compare (None: the default set) and the dev pairs (None: label-free)."""
+    """``--method auto``: the candidates to compare (None: the default set) and the checked dev labels, pairs or
+    search qrels (None: label-free)."""
 
     candidates: Any = None
     dev: Any = None
@@ -91,6 +95,30 @@ def read_dev_pairs(path: Any) -> list[tuple[str, str, float]]:
     return [(p.s1, p.s2, float(p.score)) for t in tasks for p in t.pairs()]
 
 
+def read_dev(dev: Any, source: str) -> Any:
+    """``--dev``, checked (:func:`isotropy.selection.check_dev`): a pairs file (:func:`read_dev_pairs`), a
+    retrieval folder (BEIR, plain or Cranfield layout: its queries, documents and qrels; auto then ranks
+    by nDCG@10), or, from Python, the pairs or a retrieval task themselves."""
+    from ..selection import check_dev
+
+    if isinstance(dev, (str, os.PathLike)):
+        from ..retrieval.data import find_retrieval_folder, layout_names, load_retrieval
+
+        if Path(dev).is_dir():
+            if find_retrieval_folder(dev) is not None:
+                return check_dev(load_retrieval(dev, "--dev"), source)
+            from ..evaluation.tasks import find_tasks
+
+            try:
+                find_tasks(dev)
+            except IsotropyError as exc:
+                raise IsotropyError(
+                    f"--dev {dev}: neither a retrieval folder ({layout_names()}) nor scored pairs: {exc}"
+                ) from None
+        return check_dev(read_dev_pairs(dev), source)
+    return check_dev(dev, source)
+
+
 def resolve_method(method: str, **options: Any):
     """An unfitted transform for ``method`` (a registry kind, a preset, or an ``isotropy eval`` method
     name such as ``whitening-256``) with the options given (None: the method's default)."""
@@ -98,7 +126,7 @@ def resolve_method(method: str, **options: Any):
 
     given = {k: v for k, v in options.items() if v is not None}
     if method == "auto":
-        from ..selection import check_dev_pairs, parse_candidates
+        from ..selection import parse_candidates
 
         for key in given:
             if key not in ("candidates", "dev"):
@@ -110,8 +138,7 @@ def resolve_method(method: str, **options: Any):
             parse_candidates(cands, 10**6)  # an unknown name is said before the model loads
         dev = given.get("dev")
         src = f"--dev {dev}"
-        pairs = None if dev is None else check_dev_pairs(read_dev_pairs(dev), src)
-        return AutoMethod(cands, pairs, src)
+        return AutoMethod(cands, None if dev is None else read_dev(dev, src), src)
     for key in ("candidates", "dev"):
         if given.get(key) is not None:
             raise IsotropyError(f"--{key} applies to --method auto only (method {method!r} was given)")

@@ -294,7 +294,7 @@ def run_calibration(
     stock_only: bool = False,
     normalize: bool = False,
     candidates: Any = None,
-    dev: str | os.PathLike | None = None,
+    dev: Any = None,
     engine: str | None = None,
     address: Any = None,
     show_progress: bool | None = None,

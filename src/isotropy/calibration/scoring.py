@@ -155,7 +155,8 @@ def regressions(ev: dict[str, Any] | None, selection: Any) -> list[dict[str, Any
     if selection is not None and selection.mode == "few-label" and selection.choice != "raw":
         base, cal = selection.candidate("raw").score, selection.candidate(selection.choice).score
         if base is not None and cal is not None and cal < base:
-            out.append({"on": "--dev pairs", "metric": selection.criterion, "base": float(base), "calibrated": float(cal)})
+            on = "--dev queries" if "dev_queries" in selection.settings else "--dev pairs"
+            out.append({"on": on, "metric": selection.criterion, "base": float(base), "calibrated": float(cal)})
     for r in out:
         r["change"] = r["calibrated"] - r["base"]
     return out

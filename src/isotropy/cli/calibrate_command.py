@@ -41,7 +41,7 @@ MethodOpt = typer.Option(
 DevOpt = typer.Option(
     None,
     "--dev",
-    help="--method auto: scored pairs (at least 20; a pairs file as 'isotropy eval --data' takes) to choose by, under the do-no-harm rule (the label-free choice for the encoder's kind, whitening-shrunk on a static table and raw on a transformer, unless another candidate beats it in 90 percent of bootstrap resamples).",
+    help="--method auto: labels to choose by, under the do-no-harm rule (the label-free choice for the encoder's kind, whitening-shrunk on a static table and raw on a transformer, unless another candidate beats it in 90 percent of bootstrap resamples): scored pairs (at least 20; a pairs file as 'isotropy eval --data' takes), or a retrieval folder (what 'isotropy eval --retrieval' takes: BEIR, plain or Cranfield; at least 10 queries with a relevant document), where each candidate calibrates the queries and documents and is scored by the nDCG@10 of an exact search, resampling the queries.",
 )
 OnnxOpt = typer.Option(
     False,

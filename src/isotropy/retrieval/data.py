@@ -28,7 +28,17 @@ from pathlib import Path
 from ..errors import IsotropyError
 from ..storage.text import iter_json_objects, iter_sentences
 
-__all__ = ["RetrievalTask", "load_retrieval", "load_beir", "load_plain", "load_cranfield", "read_qrels", "is_retrieval_folder"]
+__all__ = [
+    "RetrievalTask",
+    "load_retrieval",
+    "load_beir",
+    "load_plain",
+    "load_cranfield",
+    "read_qrels",
+    "is_retrieval_folder",
+    "find_retrieval_folder",
+    "layout_names",
+]
 
 
 @dataclass
@@ -200,16 +210,32 @@ def is_retrieval_folder(folder: str | os.PathLike) -> bool:
     return f.is_dir() and any(all((f / n).is_file() for n in names) for names, _ in LAYOUTS.values())
 
 
-def load_retrieval(folder: str | os.PathLike) -> RetrievalTask:
-    """Read a retrieval folder in any of the three layouts (see the module docs)."""
+def find_retrieval_folder(folder: str | os.PathLike) -> Path | None:
+    """The folder holding one of the layouts: ``folder`` itself, or its one subfolder that does
+    (e.g. data/retrieval holding cranfield/); None when there is none."""
+    f = Path(folder)
+    if is_retrieval_folder(f):
+        return f
+    if not f.is_dir():
+        return None
+    subs = [p for p in sorted(f.iterdir()) if p.is_dir() and is_retrieval_folder(p)]
+    return subs[0] if len(subs) == 1 else None
+
+
+def load_retrieval(folder: str | os.PathLike, option: str = "--retrieval") -> RetrievalTask:
+    """Read a retrieval folder in any of the three layouts (see the module docs); ``option`` names
+    where the folder was given, in the messages."""
     f = Path(folder)
     if not f.is_dir():
-        raise IsotropyError(f"--retrieval {folder}: not a folder")
-    for names, loader in LAYOUTS.values():
-        if all((f / n).is_file() for n in names):
-            return loader(f)
-    for sub in sorted(p for p in f.iterdir() if p.is_dir()):
-        if is_retrieval_folder(sub) and len([p for p in f.iterdir() if is_retrieval_folder(p)]) == 1:
-            return load_retrieval(sub)  # e.g. data/retrieval holding cranfield/
-    layouts = "; ".join(f"{k}: {', '.join(v[0])}" for k, v in LAYOUTS.items())
-    raise IsotropyError(f"--retrieval {folder}: no retrieval layout found (expected the files of one of {layouts})")
+        raise IsotropyError(f"{option} {folder}: not a folder")
+    found = find_retrieval_folder(f)
+    if found is not None:
+        for names, loader in LAYOUTS.values():
+            if all((found / n).is_file() for n in names):
+                return loader(found)
+    raise IsotropyError(f"{option} {folder}: no retrieval layout found (expected the files of one of {layout_names()})")
+
+
+def layout_names() -> str:
+    """The layouts and their files, for messages."""
+    return "; ".join(f"{k}: {', '.join(v[0])}" for k, v in LAYOUTS.items())

@@ -7,22 +7,45 @@ resampled with replacement (a paired bootstrap: every candidate is scored on the
 resamples), and a candidate *beats raw* with the share of resamples in which its figure is
 higher than raw's. Raw is kept unless some candidate beats it in at least ``level`` (90 %)
 of the resamples; among those that do, the best dev figure wins.
+
+The same rule takes search labels (:class:`DevQrels`): dev queries, documents and relevance
+judgements (qrels). Each candidate calibrates the queries and the documents, every query searches
+the documents exactly by cosine (its top 100), trec_eval scores each query's nDCG@10
+(:mod:`isotropy._ranking`, the code ``isotropy eval --retrieval`` reports with), and the
+bootstrap resamples the queries. The folder is read by the layer above (``isotropy.retrieval``'s
+loaders: BEIR, plain, Cranfield); any object with its ``queries``, ``docs``, ``qrels``,
+``query_ids`` and ``doc_ids`` is taken.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from .._ranking import rank_rows, run_from_ids, score_run
 from ..errors import IsotropyError
 from .criteria import normalize, spearman_rows
 
-__all__ = ["DevPairs", "check_dev_pairs", "MIN_DEV_PAIRS", "dev_statistics", "auc_rows"]
+__all__ = [
+    "DevPairs",
+    "DevQrels",
+    "check_dev",
+    "check_dev_pairs",
+    "check_dev_qrels",
+    "MIN_DEV_PAIRS",
+    "MIN_DEV_QUERIES",
+    "dev_statistics",
+    "auc_rows",
+]
 
 MIN_DEV_PAIRS = 20
+MIN_DEV_QUERIES = 10  # dev queries with a relevant document
+QRELS_METRIC = "ndcg@10"
+SEARCH_DEPTH = 100  # each dev query's exact search keeps its top 100 (nDCG@10 reads the first 10)
 
 
 @dataclass
@@ -35,12 +58,41 @@ class DevPairs:
     right: list[str] | np.ndarray
     source: str
 
+    unit = "pairs"
+
     @property
     def metric(self) -> str:
         return "auc" if self.binary else "spearman"
 
     def __len__(self) -> int:
         return len(self.gold)
+
+    def describe(self) -> dict[str, Any]:
+        """What the selection's settings record of the labels."""
+        return {"dev_pairs": len(self), "metric": self.metric}
+
+
+@dataclass
+class DevQrels:
+    """Checked search labels: the dev queries (``left``) and the documents (``right``), as texts or
+    vector matrices, their ids, and ``qrels[query_id][doc_id] = gain`` (> 0: relevant) for the
+    queries kept (those with a relevant document). ``len()`` is the number of dev queries."""
+
+    left: list[str] | np.ndarray
+    right: list[str] | np.ndarray
+    query_ids: list[str]
+    doc_ids: list[str]
+    qrels: dict[str, dict[str, int]]
+    source: str
+    unit = "queries"
+    metric = QRELS_METRIC
+
+    def __len__(self) -> int:
+        return len(self.query_ids)
+
+    def describe(self) -> dict[str, Any]:
+        """What the selection's settings record of the labels."""
+        return {"dev_queries": len(self), "dev_documents": len(self.doc_ids), "metric": self.metric}
 
 
 def _gold(value: Any, source: str, row: int) -> float:
@@ -99,6 +151,107 @@ def check_dev_pairs(pairs: Any, source: str = "dev pairs") -> DevPairs:
     return DevPairs(gold, binary, left, right, source)
 
 
+def _side(items: Any, ids: Any, what: str, source: str, dim: int | None = None) -> tuple[list[str] | np.ndarray, list[str]]:
+    """Texts or a vector matrix, and their ids (default: the row numbers) checked for duplicates."""
+    items = items if isinstance(items, np.ndarray) else list(items)
+    rows: list[str] | np.ndarray
+    if isinstance(items, np.ndarray) or (items and not isinstance(items[0], str)):  # vectors
+        from .._checks import check_matrix
+
+        rows = check_matrix(items, f"{source} ({what} vectors)", min_rows=1, expected_dim=dim)
+    else:
+        if not all(isinstance(t, str) for t in items):
+            raise IsotropyError(f"{source}: every {what} must be a string (or give a matrix of {what} vectors)")
+        rows = items
+    names = [str(i) for i in (range(len(rows)) if ids is None else ids)]
+    if len(names) != len(rows):
+        plural = "queries" if what == "query" else f"{what}s"
+        raise IsotropyError(f"{source}: {len(rows)} {plural} but {len(names)} {what} ids")
+    seen: set[str] = set()
+    for i in names:
+        if i in seen:
+            raise IsotropyError(f"{source}: duplicate {what} id {i!r}")
+        seen.add(i)
+    return rows, names
+
+
+def _qrels(qrels: Any, queries: set[str], docs: set[str], source: str) -> dict[str, dict[str, int]]:
+    if not isinstance(qrels, Mapping):
+        raise IsotropyError(f"{source}: qrels must be a mapping {{query id: {{document id: gain}}}}, got {type(qrels).__name__}")
+    out: dict[str, dict[str, int]] = {}
+    for q, judged in qrels.items():
+        if str(q) not in queries:
+            raise IsotropyError(f"{source}: a qrel names query {q!r}, which is not among the {len(queries)} queries")
+        if not isinstance(judged, Mapping):
+            raise IsotropyError(f"{source}: the qrels of query {q!r} must be a mapping {{document id: gain}}")
+        for d, g in judged.items():
+            if str(d) not in docs:
+                raise IsotropyError(
+                    f"{source}: a qrel of query {q!r} names document {d!r}, which is not among the {len(docs)} documents"
+                )
+            if isinstance(g, bool) or not isinstance(g, (int, np.integer)) and not (isinstance(g, float) and g.is_integer()):
+                raise IsotropyError(f"{source}: the qrel of query {q!r} and document {d!r} has gain {g!r}, not an integer")
+            out.setdefault(str(q), {})[str(d)] = int(g)
+    return out
+
+
+def check_dev_qrels(
+    queries: Any, documents: Any, qrels: Any, *, query_ids: Any = None, doc_ids: Any = None, source: str = "the dev qrels"
+) -> DevQrels:
+    """Search labels for the few-label mode: queries and documents (texts, or vector matrices of one width),
+    their ids (default: row numbers as strings) and ``qrels`` ``{query id: {document id: gain}}``.
+
+    The queries without a relevant document are left out; refused, each with one line naming ``source``:
+    a qrel naming an unknown query or document, a gain that is not an integer, a duplicate id, an empty
+    query, and fewer than :data:`MIN_DEV_QUERIES` queries with a relevant document.
+    """
+    q_rows, q_ids = _side(queries, query_ids, "query", source)
+    dim = q_rows.shape[1] if isinstance(q_rows, np.ndarray) else None
+    d_rows, d_ids = _side(documents, doc_ids, "document", source, dim)
+    if isinstance(q_rows, np.ndarray) != isinstance(d_rows, np.ndarray):
+        raise IsotropyError(f"{source}: give the queries and the documents alike, both as texts or both as vectors")
+    if not len(d_ids):
+        raise IsotropyError(f"{source}: no document to search")
+    judged = _qrels(qrels, set(q_ids), set(d_ids), source)
+    keep = [i for i, q in enumerate(q_ids) if any(g > 0 for g in judged.get(q, {}).values())]
+    if isinstance(q_rows, list):
+        empty = [q_ids[i] for i in keep if not q_rows[i].strip()]
+        if empty:
+            raise IsotropyError(f"{source}: query {empty[0]!r} is empty")
+    if len(keep) < MIN_DEV_QUERIES:
+        raise IsotropyError(
+            f"{source} has {len(keep)} queries with a relevant document; the few-label mode needs at least "
+            f"{MIN_DEV_QUERIES} (50 or more recommended)"
+        )
+    left = q_rows[keep] if isinstance(q_rows, np.ndarray) else [q_rows[i] for i in keep]
+    kept = [q_ids[i] for i in keep]
+    return DevQrels(left, d_rows, kept, d_ids, {q: judged[q] for q in kept}, source)
+
+
+def check_dev(dev: Any, source: str = "the dev labels") -> DevPairs | DevQrels:
+    """Scored pairs (:func:`check_dev_pairs`), search labels (:class:`DevQrels`), or a retrieval task read
+    by ``isotropy.retrieval.load_retrieval`` (anything with ``queries``, ``docs``, ``qrels``, ``query_ids``
+    and ``doc_ids``), checked."""
+    if isinstance(dev, (DevPairs, DevQrels)):
+        return dev
+    if all(hasattr(dev, a) for a in ("queries", "docs", "qrels", "query_ids", "doc_ids")):
+        return check_dev_qrels(dev.queries, dev.docs, dev.qrels, query_ids=dev.query_ids, doc_ids=dev.doc_ids, source=source)
+    if isinstance(dev, (str, os.PathLike)):
+        raise IsotropyError(
+            f"{source}: {dev!s} is a path; here give the pairs themselves, or a retrieval task "
+            "(isotropy.retrieval.load_retrieval(folder)); isotropy.calibrate and the command line read files"
+        )
+    return check_dev_pairs(dev, source)
+
+
+def qrels_statistics(Q: np.ndarray, D: np.ndarray, dev: DevQrels, resamples: np.ndarray) -> tuple[float, np.ndarray]:
+    """``(mean nDCG@10 x 100, its mean on each resample of the queries)`` for calibrated query and document vectors."""
+    ranked = rank_rows(normalize(Q) @ normalize(D).T, SEARCH_DEPTH)
+    per_query = score_run(dev.qrels, run_from_ids(dev.query_ids, dev.doc_ids, ranked))
+    ndcg = np.array([per_query[q][QRELS_METRIC] for q in dev.query_ids]) * 100.0
+    return float(ndcg.mean()), ndcg[resamples].mean(axis=1)
+
+
 def auc_rows(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """ROC-AUC of every row of ``scores`` (B x n) against 0/1 ``labels`` (B x n or n), ties counted half."""
     from scipy.stats import rankdata
@@ -114,10 +267,13 @@ def auc_rows(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 
 def dev_statistics(
-    left: np.ndarray, right: np.ndarray, dev: DevPairs, resamples: np.ndarray, gold_ranks: np.ndarray | None = None
+    left: np.ndarray, right: np.ndarray, dev: DevPairs | DevQrels, resamples: np.ndarray, gold_ranks: np.ndarray | None = None
 ) -> tuple[float, np.ndarray]:
     """``(figure x 100 on all pairs, figures x 100 on each resample)`` for vectors already calibrated
-    (``gold_ranks``: ``centred_ranks(dev.gold[resamples])``, shared by every candidate)."""
+    (``gold_ranks``: ``centred_ranks(dev.gold[resamples])``, shared by every candidate); search labels:
+    ``left`` the queries, ``right`` the documents (:func:`qrels_statistics`)."""
+    if isinstance(dev, DevQrels):
+        return qrels_statistics(left, right, dev, resamples)
     cos = np.einsum("ij,ij->i", normalize(left), normalize(right))
     if dev.binary:
         point = float(auc_rows(cos[None], dev.gold)[0]) * 100.0
@@ -128,6 +284,6 @@ def dev_statistics(
     return point, boot
 
 
-def pairs_sentences(dev: DevPairs) -> Sequence[str]:
-    """The distinct sentences of text dev pairs, in order (what the encoder encodes)."""
+def pairs_sentences(dev: DevPairs | DevQrels) -> Sequence[str]:
+    """The distinct sentences of text dev pairs (or dev queries and documents), in order (what the encoder encodes)."""
     return list(dict.fromkeys([*dev.left, *dev.right]))

@@ -31,7 +31,7 @@ from . import signals
 from .bootstrap import _apply, _encode, _resamples, _sample, _views
 from .candidates import Candidate, Fitted, fit_candidates, parse_candidates
 from .criteria import CRITERIA, Applied, Views, centred_ranks, criterion
-from .dev import DevPairs, check_dev_pairs, dev_statistics, pairs_sentences
+from .dev import DevPairs, DevQrels, check_dev, dev_statistics, pairs_sentences
 from .perturb import perturbed_copies
 from .result import CandidateScore, Selection
 from .signals import corpus_signals, decide_by_signals, encoder_kind, signal_rule_text
@@ -101,7 +101,7 @@ def _decide(
 
 def _few_label(
     fitted: Fitted,
-    dev: DevPairs,
+    dev: DevPairs | DevQrels,
     encoder: Any,
     cache: Any,
     show_progress: bool | None,
@@ -109,18 +109,18 @@ def _few_label(
     resamples: int,
     incumbent: str = "raw",
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """Dev figure and P(beats the incumbent) of every fitted candidate."""
+    """Dev figure and P(beats the incumbent) of every fitted candidate (dev qrels: left = queries, right = documents)."""
     if isinstance(dev.left, np.ndarray):
         L, R = dev.left, dev.right
     else:
         if encoder is None:
-            raise IsotropyError(f"{dev.source}: dev pairs given as sentences need the encoder; pass encoder= (or vectors)")
+            raise IsotropyError(f"{dev.source}: dev {dev.unit} given as text need the encoder; pass encoder= (or vectors)")
         distinct = pairs_sentences(dev)
         V = _encode(encoder, distinct, cache, show_progress)
         at = {s: i for i, s in enumerate(distinct)}
         L, R = V[[at[s] for s in dev.left]], V[[at[s] for s in dev.right]]
     idx = _resamples(len(dev), resamples, seed, 4)
-    gold_ranks = None if dev.binary else centred_ranks(dev.gold[idx])
+    gold_ranks = centred_ranks(dev.gold[idx]) if dev.metric == "spearman" else None
     points, boots = {}, {}
     for name, t in fitted.transforms.items():
         points[name], boots[name] = dev_statistics(_apply(t, L), _apply(t, R), dev, idx, gold_ranks)
@@ -278,16 +278,16 @@ class Selector:
         incumbent: str = "raw",
         why: str = "",
     ) -> Selection:
-        """Choose by dev pairs (checked :class:`~.dev.DevPairs`, or raw pairs) under the do-no-harm rule: the
-        ``incumbent`` (raw by default; :func:`select_calibration` passes the label-free rule's choice for the encoder's
-        kind, ``why`` saying so) is kept unless another candidate beats its dev figure in ``level`` of the resamples."""
-        dev = dev if isinstance(dev, DevPairs) else check_dev_pairs(dev, dev_source)
+        """Choose by dev pairs or search labels (:func:`~.dev.check_dev`) under the do-no-harm rule: the ``incumbent``
+        (raw by default; :func:`select_calibration` passes the label-free rule's choice for the encoder's kind, ``why``
+        saying so) is kept unless another candidate beats its dev figure in ``level`` of the resamples."""
+        dev = check_dev(dev, dev_source)
         lvl = DEV_LEVEL if level is None else float(level)
         if incumbent not in self.fitted.transforms:  # not a candidate here, or skipped (too few sentences)
             why, incumbent = f"{incumbent} could not be fitted here, so raw is the incumbent", "raw"
         points, beats = _few_label(self.fitted, dev, encoder, cache, show_progress, self.seed, resamples, incumbent)
-        rule = signals.few_label_rule_text(incumbent, dev.metric, lvl, resamples, len(dev))
-        settings = self._settings(mode="few-label", dev_pairs=len(dev), metric=dev.metric, level=lvl, resamples=resamples)
+        rule = signals.few_label_rule_text(incumbent, dev.metric, lvl, resamples, len(dev), dev.unit)
+        settings = self._settings(mode="few-label", **dev.describe(), level=lvl, resamples=resamples)
         decision = _decide(points, beats, lvl, incumbent=incumbent)
         sel = _outcome(self.candidates, self.fitted, decision, f"dev-{dev.metric}", points, {}, beats, rule, settings, incumbent)
         sel.fired = signals.few_label_fired(incumbent, why, decision[0], decision[1], lvl)
@@ -430,14 +430,14 @@ def select_calibration(
 
     ``data`` is an encoder (with ``corpus``, the sentences to fit on) or the corpus vectors
     (``corpus`` then optional: the sentence of each row, which with ``encoder=`` lets the
-    label-free criteria encode perturbed copies). ``dev_pairs`` -- ``[(s1, s2, score), ...]``
-    (0/1 labels too) or ``(A, B, scores)`` vectors, at least 20 pairs -- switches to the
-    few-label mode. ``candidates`` defaults to :func:`~.candidates.default_candidates`.
+    label-free criteria encode perturbed copies). ``dev_pairs`` -- ``[(s1, s2, score), ...]`` (0/1 labels too) or
+    ``(A, B, scores)`` vectors, at least 20 pairs; or search labels (:class:`~.dev.DevQrels`, a task of ``isotropy.
+    retrieval.load_retrieval``) -- switches to the few-label mode. ``candidates``: :func:`~.candidates.default_candidates`.
     ``options`` go to :meth:`Selector.label_free` / :meth:`Selector.few_label` (``level``,
     ``resamples``, ``criterion_name``, ``sample``...). The same ``seed`` gives the same
     selection; ``Selection.transform`` is the fitted transform of the choice (None for raw).
     """
-    dev = None if dev_pairs is None else check_dev_pairs(dev_pairs, dev_source)  # before any encoding
+    dev = None if dev_pairs is None else check_dev(dev_pairs, dev_source)  # before any encoding
     if candidates is not None and not isinstance(candidates, str):
         candidates = list(candidates)
     if dev is None and options.get("criterion_name") is not None:

@@ -324,12 +324,12 @@ def incumbent_of(encoder: Any, rule: dict[str, Any] | None = None) -> tuple[str,
     return dec["choice"], f"the label-free rule's choice: {dec['reason']}"
 
 
-def few_label_rule_text(incumbent: str, metric: str, level: float, resamples: int, pairs: int) -> str:
+def few_label_rule_text(incumbent: str, metric: str, level: float, resamples: int, n: int, unit: str = "pairs") -> str:
     """The few-label rule in words."""
     other = "another candidate (raw included)" if incumbent != "raw" else "a candidate"
     return (
         f"{incumbent} unless {other} beats {incumbent}'s dev {metric} in at least {100 * level:.0f}% of {resamples} "
-        f"bootstrap resamples of the {pairs} pairs; then the best dev {metric} among those that do"
+        f"bootstrap resamples of the {n} {unit}; then the best dev {metric} among those that do"
     )
 
 
