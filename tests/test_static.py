@@ -298,4 +298,6 @@ def test_label_free_auto_whitens_a_static_table_and_folds_it(tmp_path, vectors):
     assert marker["method"] == "auto -> whitening-shrunk"
     assert sel.mode == "label-free" and sel.choice == "whitening-shrunk" and sel.signals["static_table"] == 1.0
     assert sel.fired.startswith("the encoder is a static table") and sel.expected.startswith("whitening-shrunk")
+    card = (tmp_path / "auto" / "README.md").read_text(encoding="utf-8")
+    assert "`--method auto` chose whitening-shrunk without labels, by the encoder's kind" in card
     _check_export(tmp_path / "auto", cal, ["the cat sat on a mat.", "a big red dog ran", "dog , mat"])

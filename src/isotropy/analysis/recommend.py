@@ -19,11 +19,13 @@ __all__ = ["recommendation", "recommendation_markdown", "HELD_OUT"]
 
 # What docs/AUTO.md measured (bench/auto.py), said beside every label-free recommendation.
 HELD_OUT = (
-    "on held-out STS tasks no label-free criterion both avoided losing more than 0.5 points to the raw vectors and "
-    "kept half of the gains there were (docs/AUTO.md), so auto does not act on it. To choose for real, give 100 or more scored pairs of your own "
-    "(`isotropy calibrate CORPUS -o MODEL --method auto --dev pairs.tsv`: raw unless a candidate beats it in 90% of "
-    "bootstrap resamples) and check the result on other held-out pairs (`--eval`): there too, dev pairs from other "
-    "tasks than the one tested sometimes chose a calibration that lost more than 0.5 points."
+    "on held-out STS tasks no label-free criterion of the candidates' scores both avoided losing more than 0.5 points "
+    "to the raw vectors and kept half of the gains there were (docs/AUTO.md), so auto does not act on it. To choose "
+    "for real, give 100 or more scored pairs of your own, or a retrieval folder with qrels "
+    "(`isotropy calibrate CORPUS -o MODEL --method auto --dev pairs.tsv`: the label-free choice for the encoder's kind "
+    "unless another candidate beats it in 90% of bootstrap resamples) and check the result on other held-out pairs "
+    "(`--eval`): there too, dev pairs from other tasks than the one tested sometimes chose a calibration that lost "
+    "more than 0.5 points."
 )
 
 

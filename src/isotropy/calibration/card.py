@@ -278,10 +278,14 @@ def _limitations(info: dict[str, Any]) -> list[str]:
                 f"- On {name} the calibration lowered {row['metric']} x 100 from {base:.2f} to {cal:.2f} "
                 f"({cal - base:+.2f}): the base model is better there."
             )
-    if (info.get("selection") or {}).get("mode") == "label-free":
+    selection = info.get("selection") or {}
+    if selection.get("mode") == "label-free":
+        kept = "kept the base model's vectors" if selection.get("choice") == "raw" else f"chose {selection.get('choice')}"
         lines.append(
-            "- `--method auto` chose without labels; no label-free criterion was reliable on held-out tasks "
-            "(docs/AUTO.md in isotropy), so it keeps the base model unless told otherwise by scored pairs."
+            f"- `--method auto` {kept} without labels, by the encoder's kind (static tables gain from whitening on "
+            "held-out STS tasks, transformers mostly lose); it is not checked on this corpus's own similarities, and on "
+            "some held-out tasks it lost more than 0.5 points (docs/AUTO.md in isotropy). Scored pairs or search labels "
+            "of your own (`--dev`) choose by your data."
         )
     if not info["stock"]:
         lines.append("- Loading needs the `isotropy` package and `trust_remote_code=True` (see Use).")

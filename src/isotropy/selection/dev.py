@@ -4,9 +4,10 @@ Each candidate scores the dev pairs by cosine; the figure is Spearman x 100 agai
 scores, or ROC-AUC x 100 against 0/1 labels (the metrics ``isotropy eval`` reports; written
 here with scipy because the selection sits below the evaluation layer). The pairs are
 resampled with replacement (a paired bootstrap: every candidate is scored on the same
-resamples), and a candidate *beats raw* with the share of resamples in which its figure is
-higher than raw's. Raw is kept unless some candidate beats it in at least ``level`` (90 %)
-of the resamples; among those that do, the best dev figure wins.
+resamples), and a candidate *beats the incumbent* with the share of resamples in which its figure
+is higher than the incumbent's (raw, or the label-free rule's choice for the encoder's kind, which
+:func:`~.select.select_calibration` passes). The incumbent is kept unless another candidate beats
+it in at least ``level`` (90 %) of the resamples; among those that do, the best dev figure wins.
 
 The same rule takes search labels (:class:`DevQrels`): dev queries, documents and relevance
 judgements (qrels). Each candidate calibrates the queries and the documents, every query searches

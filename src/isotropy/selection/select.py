@@ -11,7 +11,8 @@
    them encoded by the same encoder (:mod:`.perturb`), and the label-free criteria
    (:mod:`.criteria`) on every candidate, bootstrapped over the sampled sentences. The
    rule is :data:`LABEL_FREE_RULE`, set from the measurements in docs/AUTO.md: no criterion
-   was safe on held-out tasks, so by default it keeps raw and shows every criterion's evidence;
+   was safe on held-out tasks, so they are evidence only and the encoder's kind decides
+   (:data:`.signals.SIGNAL_RULE`: whitening-shrunk on a static table, raw on a transformer);
    ``criterion_name=`` lets one criterion decide (raw unless 90 % sure).
 
 The sample, its views and the bootstrap resamples are drawn by :mod:`.bootstrap`.
