@@ -21,12 +21,16 @@ model id or folder with its own pooling.
 2. Few-label auto (``--dev-queries 50``, ``--draws 5``). For each model and pooling, seeded draws
    split the 225 queries into N dev queries and the other 225 - N. ``Selector.few_label`` (what
    ``isotropy calibrate --method auto --dev FOLDER`` runs) chooses among auto's default candidates,
-   fitted on the documents, by the dev queries' nDCG@10 under its do-no-harm rule (raw unless a
-   candidate beats it in 90% of 1000 bootstrap resamples of the dev queries). The choice is scored
-   on the other queries only, beside raw, full whitening and the candidate that is best on those
-   same queries in hindsight (an upper bound: no rule can know it without their labels).
+   fitted on the documents, by the dev queries' nDCG@10 under its do-no-harm rule: the incumbent is
+   label-free auto's choice for the encoder's kind (``signals.incumbent_of``: whitening-shrunk on a
+   static table, raw on a transformer), kept unless another candidate (raw included) beats it in 90%
+   of 1000 bootstrap resamples of the dev queries. The choice is scored on the other queries only,
+   beside raw, label-free auto, full whitening and the candidate that is best on those same queries
+   in hindsight (an upper bound: no rule can know it without their labels). ``--dev-only`` reruns
+   this part alone (the vectors come back from the vector cache) and keeps the stored tables.
 
     .venv/bin/python bench/retrieval.py [--model KEY_OR_MODEL ...] [--pooling P ...] [--dev-queries 50] [--draws 5]
+                                        [--dev-only]
 
 Raw numbers go to bench/results/retrieval.json, the tables and the paragraphs to docs/RESULTS.md
 (section ``retrieval``); a run for some models replaces their entries and keeps the others.
@@ -89,11 +93,13 @@ def dev_draws(encoder, pooling: str, task, n_dev: int, draws: int) -> list[dict]
     """Few-label auto on ``draws`` seeded draws of ``n_dev`` dev queries, scored on the other queries."""
     from isotropy.encoders.cache import VectorCache, encode_cached
     from isotropy.selection import Selector, check_dev_qrels
+    from isotropy.selection.signals import incumbent_of
 
     cache = VectorCache()  # the vectors evaluate_retrieval encoded: read back, not encoded again
     D = np.asarray(encode_cached(encoder, task.docs, [pooling], cache, False)[pooling], dtype=np.float64)
     Q = np.asarray(encode_cached(encoder, task.queries, [pooling], cache, False)[pooling], dtype=np.float64)
     selector = Selector(D, seed=0, source=f"the {len(D)} documents")
+    label_free, why = incumbent_of(encoder)  # label-free auto's choice: the few-label incumbent
     per_query = {name: _per_query_ndcg(t, Q, D, task) for name, t in selector.transforms.items()}
     rows = []
     for draw in range(draws):
@@ -103,7 +109,7 @@ def dev_draws(encoder, pooling: str, task, n_dev: int, draws: int) -> list[dict]
         dev = check_dev_qrels(
             Q[dev_rows], D, {i: task.qrels[i] for i in ids}, query_ids=ids, doc_ids=task.doc_ids, source=f"draw {draw}"
         )
-        sel = selector.few_label(dev)
+        sel = selector.few_label(dev, incumbent=label_free, why=why)
         test = {name: float(v[test_rows].mean()) for name, v in per_query.items()}
         best = max(test, key=test.get)
         rows.append(
@@ -113,7 +119,9 @@ def dev_draws(encoder, pooling: str, task, n_dev: int, draws: int) -> list[dict]
                 "dev_queries": n_dev,
                 "test_queries": len(test_rows),
                 "choice": sel.choice,
-                "p_beats_raw": sel.p_beats_raw,
+                "incumbent": label_free,
+                "p_beats_incumbent": sel.p_beats_raw,
+                "test_label_free": test[label_free],
                 "dev_raw": sel.candidate("raw").score / 100,
                 "dev_choice": sel.candidate(sel.choice).score / 100,
                 "test_raw": test["raw"],
@@ -141,6 +149,15 @@ def run_model(key: str, poolings: list[str] | None, task, n_dev: int, draws: int
     settings = {**main.settings, "total_s": time.perf_counter() - t0}
     return {"key": key, "name": name, "model": main.settings["model"], "dim": dim, "settings": settings,
             "rows": main.rows + idx.rows, "dev": dev}  # fmt: skip
+
+
+def rerun_dev(stored: dict, task, n_dev: int, draws: int) -> dict:
+    """``stored`` (a model's entry of the JSON) with its few-label draws run again; the tables are kept."""
+    t0 = time.perf_counter()
+    encoder, _, _ = _encoder(stored["key"], None)
+    dev = [r for p in stored["settings"]["poolings"] for r in dev_draws(encoder, p, task, n_dev, draws)]
+    settings = {**stored["settings"], "dev_s": time.perf_counter() - t0}
+    return {**stored, "dev": dev, "settings": settings}
 
 
 # ------------------------------------------------------------------ rendering
@@ -238,12 +255,14 @@ def _compression(rows: list[dict], pooling: str) -> str:
 
 def _dev_summary(dev: list[dict]) -> dict:
     n = len(dev)
-    mean = {k: float(np.mean([r[k] for r in dev])) for k in ("test_raw", "test_auto", "test_whitening", "test_best")}
+    keys = ("test_raw", "test_label_free", "test_auto", "test_whitening", "test_best")
+    mean = {k: float(np.mean([r[k] for r in dev])) for k in keys}
     gain = [100 * (r["test_auto"] - r["test_raw"]) for r in dev]
-    kept = sum(r["choice"] == "raw" for r in dev)
+    kept = sum(r["choice"] == r["incumbent"] for r in dev)
     return {
         "n": n,
         "kept": kept,
+        "incumbent": dev[0]["incumbent"],
         **mean,
         "worst": min(gain),
         "best_gain": max(gain),
@@ -257,7 +276,8 @@ def _dev_sentence(dev: list[dict]) -> str:
     picks = ", ".join(f"{c} x{k}" for c, k in s["choices"].most_common())
     return (
         f"Few-label auto with {r['dev_queries']} dev queries ({s['n']} draws, scored on the other {r['test_queries']}): "
-        f"{picks}; test nDCG@10 {_f(s['test_auto'])} against raw {_f(s['test_raw'])} "
+        f"{picks} (incumbent {s['incumbent']}, label-free auto: {_f(s['test_label_free'])}); test nDCG@10 "
+        f"{_f(s['test_auto'])} against raw {_f(s['test_raw'])} "
         f"({100 * (s['test_auto'] - s['test_raw']):+.2f}, worst draw {s['worst']:+.2f}) and the best candidate in hindsight "
         f"{_f(s['test_best'])}."
     )
@@ -265,8 +285,9 @@ def _dev_sentence(dev: list[dict]) -> str:
 
 def _dev_table(results: list[dict]) -> list[str]:
     out = [
-        "| model | pooling | auto's choices | kept raw | raw | auto | auto - raw (worst draw) | whitening | best in hindsight |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+        "| model | pooling | label-free auto (the incumbent) | few-label choices | kept the incumbent | raw | label-free auto | "
+        "few-label auto | few-label - raw (worst draw) | whitening | best in hindsight |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for res in results:
         for p in res["settings"]["poolings"]:
@@ -277,7 +298,8 @@ def _dev_table(results: list[dict]) -> list[str]:
             picks = ", ".join(f"{c} x{k}" for c, k in s["choices"].most_common())
             best = Counter(r["best_in_hindsight"] for r in dev).most_common(1)[0][0]
             out.append(
-                f"| {res['name']} | {p} | {picks} | {s['kept']} of {s['n']} | {_f(s['test_raw'])} | {_f(s['test_auto'])} | "
+                f"| {res['name']} | {p} | {s['incumbent']} | {picks} | {s['kept']} of {s['n']} | {_f(s['test_raw'])} | "
+                f"{_f(s['test_label_free'])} | {_f(s['test_auto'])} | "
                 f"{100 * (s['test_auto'] - s['test_raw']):+.2f} ({s['worst']:+.2f}) | {_f(s['test_whitening'])} | "
                 f"{_f(s['test_best'])} ({best}) |"
             )
@@ -310,8 +332,9 @@ def _overview(results: list[dict]) -> str:
             if dev:
                 d = _dev_summary(dev)
                 text += (
-                    f"; few-label auto {100 * (d['test_auto'] - d['test_raw']):+.2f} (kept raw in {d['kept']} of {d['n']} "
-                    f"draws, worst draw {d['worst']:+.2f})"
+                    f"; label-free auto ({d['incumbent']}) {100 * (d['test_label_free'] - d['test_raw']):+.2f}, few-label "
+                    f"auto {100 * (d['test_auto'] - d['test_raw']):+.2f} (kept {d['incumbent']} in {d['kept']} of "
+                    f"{d['n']} draws, worst draw {d['worst']:+.2f}); both against raw on the held-out queries"
                 )
             lines.append(text + ".")
     return "\n".join(lines)
@@ -330,7 +353,8 @@ def render(results: list[dict]) -> str:
         parts.append(
             "#### Few-label auto on dev queries (`calibrate --method auto --dev FOLDER`)\n\n"
             "Seeded draws of dev queries from the 225; auto's candidates fitted on the documents choose by the dev "
-            "queries' nDCG@10 (raw unless one beats raw in 90% of 1000 bootstrap resamples of the dev queries); every "
+            "queries' nDCG@10 (the incumbent, label-free auto's choice for the encoder's kind, unless another candidate "
+            "beats it in 90% of 1000 bootstrap resamples of the dev queries); every "
             "figure is the mean test nDCG@10 x 100 over the draws on the queries that were NOT dev queries. 'Best in "
             "hindsight': the candidate best on those test queries (the most common one named), a bound no rule reaches "
             "without their labels.\n\n" + "\n".join(_dev_table(results))
@@ -358,6 +382,7 @@ def main() -> None:
     ap.add_argument("--dev-queries", type=int, default=50, help="few-label auto: dev queries per draw (0: skip that part)")
     ap.add_argument("--draws", type=int, default=5, help="few-label auto: seeded draws of dev queries")
     ap.add_argument("--render-only", action="store_true", help="re-render docs/RESULTS.md from bench/results/retrieval.json")
+    ap.add_argument("--dev-only", action="store_true", help="rerun only the few-label part; keep the stored tables")
     args = ap.parse_args()
     if args.render_only:
         results = json.loads(OUT.read_text())["results"]
@@ -366,7 +391,10 @@ def main() -> None:
 
         task = load_retrieval(DATA / "retrieval" / "cranfield")
         old = json.loads(OUT.read_text())["results"] if OUT.is_file() else []
-        new = [run_model(m, args.pooling, task, args.dev_queries, args.draws) for m in (args.model or list(MODELS))]
+        if args.dev_only:
+            new = [rerun_dev(r, task, args.dev_queries, args.draws) for r in old if r["key"] in (args.model or list(MODELS))]
+        else:
+            new = [run_model(m, args.pooling, task, args.dev_queries, args.draws) for m in (args.model or list(MODELS))]
         keys = {n["key"] for n in new}
         results = [r for r in old if r.get("key") in MODELS and r["key"] not in keys] + new  # keep the others' entries
         results.sort(key=lambda r: list(MODELS).index(r["key"]) if r["key"] in MODELS else len(MODELS))
