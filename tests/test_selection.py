@@ -387,3 +387,39 @@ def test_analyze_recommends_with_the_signal_rule(tiny_model_dir, tmp_path):
     tiny = analyze(three, enc, None, quiet=True, word_level=False, recommend=True)
     assert analyze(three, enc, None, quiet=True, word_level=False)["recommendation"] is None  # on request only
     assert tiny["recommendation"]["choice"] is None and "No recommendation" in tiny["recommendation"]["paragraph"]
+
+
+# ---------------------------------------------------------------- --pooling auto: the pooling chosen too (issue #24)
+
+
+def _with_noise(enc: BagOfWords, sentences, scale: float) -> np.ndarray:
+    """A worse 'pooling' of the same sentences: the clean vectors plus isotropic noise seeded by the sentence, which no
+    calibration can remove."""
+    noise = np.array([np.random.default_rng(zlib.crc32(s.encode()) + 99).standard_normal(enc.dim) for s in sentences])
+    return enc.clean(sentences) + scale * noise
+
+
+def _pooled(enc: BagOfWords, corpus, pairs, noisy: str) -> tuple[dict, dict]:
+    """Two poolings of the same corpus and dev pairs: ``clean`` and ``noisy``, the latter worse."""
+    left, right, gold = [p[0] for p in pairs], [p[1] for p in pairs], [p[2] for p in pairs]
+    vec = {"clean": enc.clean, noisy: lambda s: _with_noise(enc, s, 0.8)}
+    return {p: f(corpus) for p, f in vec.items()}, {p: (f(left), f(right), gold) for p, f in vec.items()}
+
+
+def test_pooling_auto_keeps_the_incumbent_pooling_unless_another_is_clearly_better(corpus):
+    from isotropy.selection.pooling_choice import choose_pooling
+
+    enc = BagOfWords(16)
+    X, dev = _pooled(enc, corpus[:1500], _dev_pairs(enc, 100), "mean")
+    kept = choose_pooling(X, dev, incumbent_pooling="clean")  # the other pooling is worse: the rule's pooling stays
+    assert kept.pooling["chosen"] == "clean" and kept.pooling["by"] == "dev" and kept.pooling["offered"] == ["clean", "mean"]
+    assert kept.incumbent == "raw on pooling clean" and kept.choice in ("raw", "center"), kept.table()
+    won = choose_pooling(X, dev, incumbent_pooling="mean", incumbent="whitening")  # the incumbent's pooling is the worse
+    assert won.pooling["chosen"] == "clean" and won.p_beats_raw >= 0.9, won.table()
+    best = won.pooling["best"]
+    assert best["clean"]["score"] > best["mean"]["score"] + 5 and won.candidate(won.choice).score == best["clean"]["score"]
+    assert "replaced the incumbent whitening on pooling mean" in won.fired
+    assert {"dev-spearman, pooling mean"} <= set(won.candidate("raw").extra)  # every candidate under the other pooling
+    again = Selection.from_dict(json.loads(json.dumps(won.to_dict())))  # the record names the pooling
+    assert again.pooling == won.pooling and f"chose {won.choice} on pooling clean" in again.summary()
+    assert again.explain()[0].startswith("pooling: clean, chosen over the incumbent pooling mean")

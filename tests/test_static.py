@@ -301,3 +301,55 @@ def test_label_free_auto_whitens_a_static_table_and_folds_it(tmp_path, vectors):
     card = (tmp_path / "auto" / "README.md").read_text(encoding="utf-8")
     assert "`--method auto` chose whitening-shrunk without labels, by the encoder's kind" in card
     _check_export(tmp_path / "auto", cal, ["the cat sat on a mat.", "a big red dog ran", "dog , mat"])
+
+
+def _stopword_heavy(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A table whose three most frequent rows (the, ',', '.') are long vectors, a corpus, and dev pairs scored by the
+    content words they share: the mean is swamped by the stopwords, SIF (Zipf weights: the first rows weigh least)
+    is not, so the dev pairs favour sif clearly."""
+    rng = np.random.default_rng(0)
+    vecs = rng.standard_normal((len(WORDS), DIM)).astype(np.float32)
+    vecs[:3] *= 6
+    table = write_table(tmp_path, "glove", vecs)
+    content = WORDS[3:]
+
+    def sent(words) -> str:
+        return " ".join([*words, *rng.choice(WORDS[:3], size=int(rng.integers(0, 6)))])
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(sent(rng.choice(content, 3)) for _ in range(200)) + "\n", encoding="utf-8")
+    rows = []
+    for _ in range(80):
+        a, k = list(rng.choice(content, 3, replace=False)), int(rng.integers(0, 4))
+        rows.append(f"{sent(a)}\t{sent(a[:k] + list(rng.choice(content, 3 - k, replace=False)))}\t{k}\n")
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("sentence1\tsentence2\tscore\n" + "".join(rows), encoding="utf-8")
+    return table, corpus, dev
+
+
+def test_auto_pooling_chooses_sif_when_the_dev_pairs_favour_it_and_the_folder_is_sifs(tmp_path):
+    """#24: --method auto --pooling auto --dev compares (pooling, candidate) and writes the chosen pooling's folder."""
+    from helpers import run_cli
+    from isotropy.calibration import run_calibration
+    from isotropy.selection import Selection
+
+    table, corpus, dev = _stopword_heavy(tmp_path)
+    cands = "raw,center,whitening-shrunk,whitening"
+    out = tmp_path / "auto"
+    cal = run_calibration(corpus, out, model=str(table), method="auto", pooling="auto", dev=str(dev), candidates=cands)
+    marker = json.loads((out / "isotropy.json").read_text(encoding="utf-8"))["calibration"]
+    sel = Selection.from_dict(marker["selection"])
+    assert cal.encoder.pooling == marker["pooling"] == sel.pooling["chosen"] == "sif" and sel.pooling["incumbent"] == "last-avg"
+    assert sel.incumbent == "whitening-shrunk on pooling last-avg" and sel.p_beats_raw >= 0.9
+    assert sel.pooling["best"]["sif"]["score"] > sel.pooling["best"]["last-avg"]["score"] + 5
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert f"chose {sel.choice} on pooling sif" in card and "pooling: sif, chosen over the incumbent pooling last-avg" in card
+    _check_export(out, cal, ["the cat sat on a mat.", "a big red dog ran , the .", "dog , mat"])  # sif's vectors, folded
+    probe = ["the cat sat , on the mat .", "a dog"]
+    assert np.allclose(cal.encoder.encode(probe), Encoder(str(table), pooling="sif").encode(probe))  # sif itself
+    plain = run_calibration(corpus, tmp_path / "rule", model=str(table), method="auto", pooling="auto", candidates=cands)
+    rec = Selection.from_dict(plain.info["selection"]).pooling  # without --dev: the rule's pooling, said so
+    assert plain.encoder.pooling == rec["chosen"] == "last-avg" and rec["by"] == "rule" and "pooling rule" in rec["said"]
+    code, _, err = run_cli(["calibrate", corpus, "-o", tmp_path / "x", "--model", table, "--pooling", "auto", "--no-progress"])
+    assert code == 2 and err.strip().count("\n") == 0 and "--pooling auto" in err and "--method auto" in err
+    assert not (tmp_path / "x").exists()

@@ -47,6 +47,8 @@ __all__ = [
     "check_size",
     "fit_local",
     "fit_auto",
+    "fit_choice",
+    "select_sample",
     "read_dev",
     "read_dev_pairs",
 ]
@@ -231,15 +233,10 @@ def fit_auto(encoder: Any, corpus: Corpus, auto: AutoMethod, *, total: int | Non
     """``--method auto``: compare the candidates on a seeded sample of at most :data:`SELECT_ROWS` sentences
     (:func:`isotropy.selection.choose.choose`), then fit the choice on the whole corpus (streamed again
     only when the sample is not the whole corpus)."""
-    from ..selection.choose import choose, unfitted_choice
+    from ..selection.choose import choose
 
     t0 = time.perf_counter()
-    if corpus.stdin and corpus.sentences is None:  # read once; the fit of the choice may stream it again
-        corpus.sentences = [s for chunk in corpus.chunks(CHUNK_SENTENCES) for s in chunk]
-        total = len(corpus.sentences)
-    sentences = _sample_sentences(corpus, SELECT_ROWS)
-    if not sentences:
-        raise IsotropyError(f"{corpus.where} holds no sentence (every line is blank): there is nothing to fit on")
+    sentences, total = select_sample(corpus, total)
     X = np.asarray(encoder.encode(sentences, show_progress=show_progress), dtype=np.float64)
     seconds = {"encode_s": time.perf_counter() - t0}
     t1 = time.perf_counter()
@@ -254,6 +251,36 @@ def fit_auto(encoder: Any, corpus: Corpus, auto: AutoMethod, *, total: int | Non
         show_progress=show_progress,  # the label-free criteria encode perturbed copies of the sample: long work
     )
     seconds["select_s"] = time.perf_counter() - t1
+    return fit_choice(encoder, corpus, sentences, X, sel, total=total, seconds=seconds, show_progress=show_progress)
+
+
+def select_sample(corpus: Corpus, total: int | None) -> tuple[list[str], int | None]:
+    """The seeded sample of at most :data:`SELECT_ROWS` sentences that auto compares on, and the corpus's size
+    (standard input is read once here: the fit of the choice may stream it again)."""
+    if corpus.stdin and corpus.sentences is None:
+        corpus.sentences = [s for chunk in corpus.chunks(CHUNK_SENTENCES) for s in chunk]
+        total = len(corpus.sentences)
+    sentences = _sample_sentences(corpus, SELECT_ROWS)
+    if not sentences:
+        raise IsotropyError(f"{corpus.where} holds no sentence (every line is blank): there is nothing to fit on")
+    return sentences, total
+
+
+def fit_choice(
+    encoder: Any,
+    corpus: Corpus,
+    sentences: list[str],
+    X: np.ndarray,
+    sel: Any,
+    *,
+    total: int | None,
+    seconds: dict,
+    show_progress: Any,
+) -> Fitted:
+    """The selection ``sel`` made on ``sentences`` (vectors ``X`` by ``encoder``) as a fit: kept as it is when the
+    sample is the whole corpus (or raw was chosen), else the choice fitted again on every sentence, streamed."""
+    from ..selection.choose import unfitted_choice
+
     n = len(sentences) if total is None or total <= len(sentences) else int(total)
     moments = Moments().update(X)
     analysis = X[: min(len(X), ANALYSIS_ROWS)]

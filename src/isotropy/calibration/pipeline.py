@@ -46,6 +46,7 @@ from ..transforms.base import AffineTransform
 from .card import base_card_data, base_model_id, model_card
 from .corpus import Corpus
 from .fit import AutoMethod, Fitted, check_size, fit_auto, fit_dask, fit_local, resolve_method
+from .pooling_fit import check_auto_pooling, fit_auto_pooling
 from .scoring import anisotropy, check_min_gain, evaluate_both, float32_gap, float32_warning, regression_warning, regressions
 from .static_export import ST_SUBFOLDER, check_static_method, write_static_model
 from .token_fit import check_token_model, fit_token_calibration, is_token_method, token_estimator
@@ -261,17 +262,28 @@ def _static_calibration(out, encoder, fitted, method, src, eval_data, show_progr
 
 
 def _fit(
-    encoder: Any, src: Corpus, est: Any, method: str, total: int | None, engine: Any, address: Any, show_progress: Any
-) -> Fitted:
-    """Fit ``est`` the way ``method`` and ``engine`` say: on the table (a token-level method), by comparing
-    candidates (auto), on a cluster (dask) or here."""
+    encoder: Any,
+    src: Corpus,
+    est: Any,
+    method: str,
+    total: int | None,
+    engine: Any,
+    address: Any,
+    show_progress: Any,
+    auto_pool: bool,
+) -> tuple[Any, Fitted]:
+    """``(encoder, fit)``: ``est`` fitted the way ``method`` and ``engine`` say: on the table (a token-level method),
+    by comparing candidates (auto; with ``auto_pool``, poolings too: the encoder returned has the chosen pooling),
+    on a cluster (dask) or here."""
     if is_token_method(method):
-        return fit_token_calibration(encoder, src, method, est, total=total, show_progress=show_progress)
+        return encoder, fit_token_calibration(encoder, src, method, est, total=total, show_progress=show_progress)
     if isinstance(est, AutoMethod):
-        return fit_auto(encoder, src, est, total=total, show_progress=show_progress)
+        if auto_pool:
+            return fit_auto_pooling(encoder, src, est, total=total, show_progress=show_progress)
+        return encoder, fit_auto(encoder, src, est, total=total, show_progress=show_progress)
     if engine is not None:
-        return fit_dask(encoder, src, est, address=address, show_progress=show_progress)
-    return fit_local(encoder, src, est, total=total, show_progress=show_progress)
+        return encoder, fit_dask(encoder, src, est, address=address, show_progress=show_progress)
+    return encoder, fit_local(encoder, src, est, total=total, show_progress=show_progress)
 
 
 def run_calibration(
@@ -303,11 +315,15 @@ def run_calibration(
 ) -> Calibration:
     """The whole job (module docstring). A calibration that lowers an ``eval_data`` or ``dev`` score is
     written with a warning (``info["regressions"]``); with ``min_gain`` it is not written at all unless it
-    gains at least that many points on ``eval_data`` (:class:`~isotropy.errors.InsufficientGain`)."""
+    gains at least that many points on ``eval_data`` (:class:`~isotropy.errors.InsufficientGain`).
+    ``pooling="auto"`` (with ``method="auto"`` only) lets auto choose the pooling too (:mod:`.pooling_fit`)."""
     if min_gain is not None and (eval_data is None or not np.isfinite(min_gain)):
         raise IsotropyError(
             f"--min-gain {min_gain}: needs a finite number of points and --eval DATA, the pairs the gain is measured on"
         )
+    auto_pool = check_auto_pooling(pooling, method)  # --pooling auto: chosen with --method auto only
+    if auto_pool:
+        pooling = None  # the encoder loads with its default pooling; auto reads the others off the same passes
     options = {"n_components": n_components, "power": power, "shrinkage": shrinkage, "candidates": candidates, "dev": dev}
     read = [x if isinstance(x, (str, os.PathLike)) else None for x in (model, dev, pooling_stats)]  # never replaced
     src, total, out, est, want_onnx = _prepare(corpus, output, method, options, eval_data, engine, onnx, quantize, force, read)
@@ -319,7 +335,7 @@ def run_calibration(
     if encoder.backend == "static":
         check_static_method(est, encoder, want_onnx, engine)
     _check_against_model(est, encoder, src, None if is_token_method(method) else total, stock_only)  # a token fit: any size
-    fitted = _fit(encoder, src, est, method, total, engine, address, show_progress)
+    encoder, fitted = _fit(encoder, src, est, method, total, engine, address, show_progress, auto_pool)
     if encoder.backend == "static":
         return _static_calibration(out, encoder, fitted, method, src, eval_data, show_progress, force, t0)
     st_model = build_sentence_transformer(encoder, fitted.transform, normalize=normalize, stock=True if stock_only else None)

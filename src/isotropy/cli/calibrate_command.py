@@ -9,6 +9,7 @@ import typer
 from .options import (
     Address,
     BatchSize,
+    CalibratePooling,
     Candidates,
     Device,
     Force,
@@ -16,7 +17,6 @@ from .options import (
     Model,
     NComponents,
     Output,
-    Pooling,
     PoolingStats,
     Power,
     Progress,
@@ -106,7 +106,7 @@ def register_calibrate_command(app: typer.Typer) -> None:
             "replaced only when isotropy wrote it."
         ) = ...,
         model: Model = None,
-        pooling: Pooling = None,
+        pooling: CalibratePooling = None,
         method: str = MethodOpt,
         n_components: NComponents = None,
         power: Power = None,

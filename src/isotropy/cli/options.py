@@ -24,6 +24,7 @@ __all__ = [
     "AllowOtherEncoder",
     "Address",
     "BatchSize",
+    "CalibratePooling",
     "CacheDir",
     "Candidates",
     "DEPRECATED",
@@ -73,6 +74,16 @@ _POOLING_HELP = (
     "(these two need --pooling-stats), prompt[:TEMPLATE], prompt-denoised[:TEMPLATE], ditto[:layer=L,head=H]"
 )
 Pooling = Annotated[str | None, typer.Option("--pooling", "-p", help=f"{_POOLING_HELP} (default: the model's own).")]
+CalibratePooling = Annotated[
+    str | None,
+    typer.Option(
+        "--pooling",
+        "-p",
+        help=f"{_POOLING_HELP}, or auto (with --method auto only: the pooling rule's pooling; with --dev, the best by the "
+        "dev labels of the poolings offered for the model's kind, mean or sif on a static table, the model's own or "
+        "first-last-avg on a transformer, under the same do-no-harm rule: docs/AUTO.md) (default: the model's own).",
+    ),
+]
 Poolings = Annotated[
     list[str] | None,
     typer.Option("--pooling", "-p", help=f"{_POOLING_HELP}; repeatable, to compare (default: the model's own)."),

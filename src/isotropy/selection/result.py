@@ -72,6 +72,9 @@ class Selection:
     its ``beats_raw``; the text says "beats <incumbent>". ``rule`` says the decision in words;
     ``signals`` holds the label-free signals of the raw corpus vectors (:mod:`.signals`), ``fired``
     the part of the rule that decided, and ``expected`` the effect measured for that branch of the rule.
+    ``pooling`` (``--pooling auto`` only, else empty): the pooling ``chosen``, the ``incumbent`` pooling (the pooling
+    rule's), the poolings ``offered``, ``by`` ("rule" or "dev") and ``said`` (why, in words); the candidates are then
+    the chosen pooling's, and the incumbent names its pooling ("whitening-shrunk on pooling last-avg").
     """
 
     choice: str
@@ -86,6 +89,7 @@ class Selection:
     fired: str = ""
     expected: str = ""
     incumbent: str = "raw"
+    pooling: dict[str, Any] = field(default_factory=dict)
     transform: Any = field(default=None, repr=False, compare=False)
 
     # ---------------------------------------------------------------- access
@@ -113,6 +117,7 @@ class Selection:
             "fired": self.fired,
             "expected": self.expected,
             "incumbent": self.incumbent,
+            **({"pooling": self.pooling} if self.pooling else {}),
             "rule": self.rule,
             "candidates": [c.to_dict() for c in self.candidates],
             "settings": self.settings,
@@ -131,6 +136,7 @@ class Selection:
             sel.signals = dict(d.get("signals") or {})
             sel.fired, sel.expected = str(d.get("fired") or ""), str(d.get("expected") or "")
             sel.incumbent = str(d.get("incumbent") or "raw")  # records written before the incumbent existed: raw
+            sel.pooling = dict(d.get("pooling") or {})
         except (KeyError, TypeError, AttributeError) as exc:
             raise IsotropyError(f"{where} is an incomplete selection record ({exc!r}); run the selection again") from None
         if sel.choice not in [c.name for c in cands]:
@@ -198,11 +204,14 @@ class Selection:
         """One line: what was chosen, how, how sure."""
         p = self.p_beats_raw
         sure = "" if p is None else f" (beats {self.incumbent} in {100 * p:.0f}% of the bootstrap resamples)"
-        return f"auto ({self.mode}, {self.criterion}) chose {self.choice}{sure}: {self.rule}"
+        what = f"{self.choice} on pooling {self.pooling['chosen']}" if self.pooling else self.choice
+        return f"auto ({self.mode}, {self.criterion}) chose {what}{sure}: {self.rule}"
 
     def explain(self) -> list[str]:
         """The signals with their values, the rule that fired and the expected effect (empty when none were computed)."""
         out = []
+        if self.pooling:
+            out.append(f"pooling: {self.pooling.get('said') or self.pooling.get('chosen')}")
         if self.signals:
             out.append("signals: " + ", ".join(f"{k} = {'-' if v is None else f'{v:.3g}'}" for k, v in self.signals.items()))
         if self.fired:

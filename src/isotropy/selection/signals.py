@@ -44,6 +44,7 @@ __all__ = [
     "decide_by_signals",
     "incumbent_of",
     "POOLING_RULE",
+    "POOLING_OFFERED",
     "pooling_note",
     "few_label_rule_text",
     "few_label_fired",
@@ -255,6 +256,12 @@ POOLING_RULE: dict[str, Any] = {
         "transformer": "first-last-avg lost 1.12 against the default model's own pooling (both raw)",
     },
 }
+
+
+# The poolings ``--pooling auto`` offers for each kind in few-label mode (issue #24): the rule's pooling (first) and
+# the one other pooling the zoo measured for that kind (None: the model's own). ``sif`` on a transformer would need
+# token statistics of the corpus, so a transformer is offered its own pooling and first-last-avg only.
+POOLING_OFFERED: dict[str, tuple[str | None, ...]] = {"static": ("last-avg", "sif"), "transformer": (None, "first-last-avg")}
 
 
 def encoder_kind(encoder: Any) -> str:
