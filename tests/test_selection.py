@@ -423,3 +423,30 @@ def test_pooling_auto_keeps_the_incumbent_pooling_unless_another_is_clearly_bett
     again = Selection.from_dict(json.loads(json.dumps(won.to_dict())))  # the record names the pooling
     assert again.pooling == won.pooling and f"chose {won.choice} on pooling clean" in again.summary()
     assert again.explain()[0].startswith("pooling: clean, chosen over the incumbent pooling mean")
+
+
+def test_pooling_auto_by_search_labels_reads_every_pooling_off_one_encode():
+    """Dev queries' nDCG@10 chooses the pooling too; the dev texts are encoded once for every pooling."""
+    from isotropy.selection.dev import check_dev_qrels
+    from isotropy.selection.pooling_choice import choose_pooling, pooled_dev
+
+    rng = np.random.default_rng(0)
+    docs = {f"d{i}": rng.standard_normal(16) for i in range(40)}
+    calls = []
+
+    class TwoPoolings:  # 'good': a query lands on its document; 'bad': anywhere
+        def encode_multi(self, sentences, poolings, show_progress=None):
+            calls.append(list(poolings))
+            near = np.array([docs[s.replace("q", "d")] + 0.3 * rng.standard_normal(16) for s in sentences])
+            return {"good": near, "bad": rng.standard_normal((len(sentences), 16))}
+
+    qrels = {f"q{i}": {f"d{i}": 1} for i in range(30)}
+    dev = check_dev_qrels([f"q{i}" for i in range(30)], list(docs), qrels, query_ids=list(qrels), doc_ids=list(docs))
+    pooled = pooled_dev(dev, TwoPoolings(), ["bad", "good"])
+    assert calls == [["bad", "good"]] and pooled["good"].left.shape == (30, 16) and pooled["bad"].right.shape == (40, 16)
+    X = rng.standard_normal((500, 16))
+    sel = choose_pooling({"bad": X, "good": X + 0.01}, pooled, incumbent_pooling="bad")
+    assert sel.pooling["chosen"] == "good" and sel.criterion == "dev-ndcg@10" and sel.p_beats_raw >= 0.9, sel.table()
+    assert sel.settings["dev_queries"] == 30
+    with pytest.raises(IsotropyError, match="as text"):
+        pooled_dev(pooled["good"], TwoPoolings(), ["bad", "good"])

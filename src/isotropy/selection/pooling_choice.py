@@ -104,6 +104,13 @@ def _scores(selectors: dict[str, Selector], devs: dict[str, Any], idx: np.ndarra
     return points, boots
 
 
+def _selector(X: Any, candidates: Any, pooling: str, seed: int, source: str) -> Selector:
+    if isinstance(X, Selector):  # fitted already (a benchmark draws many dev sets from one corpus)
+        return X
+    cands = candidates.get(pooling) if isinstance(candidates, Mapping) else candidates
+    return Selector(X, cands, seed=seed, source=source)
+
+
 def choose_pooling(
     corpus: Mapping[str, Any],
     dev: Mapping[str, Any],
@@ -119,8 +126,9 @@ def choose_pooling(
     dev_source: str = "the dev pairs",
 ) -> Selection:
     """Choose (pooling, calibration) by dev labels (module docstring). ``corpus``: ``{pooling: corpus vectors}``
-    (the same sentences, row for row); ``dev``: ``{pooling: the same dev labels as vectors}``
-    (:func:`pooled_dev`, or ``(A, B, scores)`` per pooling); the incumbent is ``incumbent`` on ``incumbent_pooling``."""
+    (the same sentences, row for row; or a :class:`~.select.Selector` fitted on them); ``dev``: ``{pooling: the same
+    dev labels as vectors}`` (:func:`pooled_dev`, or ``(A, B, scores)`` per pooling); ``candidates``: one list for
+    every pooling, or ``{pooling: list}``; the incumbent is ``incumbent`` on ``incumbent_pooling``."""
     poolings = list(corpus)
     if incumbent_pooling not in corpus or set(dev) != set(poolings):
         raise IsotropyError(
@@ -131,7 +139,7 @@ def choose_pooling(
     if any(len(d) != len(first) or type(d) is not type(first) for d in devs.values()):
         raise IsotropyError(f"{dev_source}: every pooling must score the same dev {first.unit}")
     lvl = DEV_LEVEL if level is None else float(level)
-    selectors = {p: Selector(corpus[p], candidates, seed=seed, source=source) for p in poolings}
+    selectors = {p: _selector(corpus[p], candidates, p, seed, source) for p in poolings}
     if incumbent not in selectors[incumbent_pooling].fitted.transforms:
         why, incumbent = f"{incumbent} could not be fitted here, so raw is the incumbent", "raw"
     idx = _resamples(len(first), resamples, seed, 4)
