@@ -217,7 +217,9 @@ def pooling_section(zoo: dict) -> list[str]:
     ]
 
 
-def render(zoo: dict, tune: dict | None) -> str:
+def render(zoo: dict, tune: dict | None, pool: dict | None = None) -> str:
+    from _auto_zoo_pool import section
+
     from isotropy.selection.signals import SIGNAL_DOCS
 
     rows, stat = targets(zoo)
@@ -261,6 +263,7 @@ def render(zoo: dict, tune: dict | None) -> str:
         "they are compared in the sections below.",
         "",
         *pooling_section(zoo),
+        *section(pool),
         "Signals: " + "; ".join(f"`{k}`: {v}" for k, v in SIGNAL_DOCS.items()) + ".",
         "",
         f"Run: {len(zoo['cells'])} cells in {meta.get('wall_s', float('nan')) / 60:.1f} min"

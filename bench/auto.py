@@ -6,6 +6,7 @@
     .venv/bin/python bench/auto.py --render-only   # rewrite docs/AUTO.md from bench/results/auto.json
     .venv/bin/python bench/auto.py --tune-zoo --zoo             # the model zoo (issue #24), tuning and held-out run
     .venv/bin/python bench/auto.py --tune-zoo --zoo --few-only  # the same, reusing the stored cells' signals
+    .venv/bin/python bench/auto.py --zoo-pool                   # few-label auto choosing the pooling too, from the stored cells
 
 The default model, max_length 64, every pooling of the issue that runs on it. For each fit
 setting (``target``: the test task's own sentences, every pair, both sides; ``others``: the six
@@ -351,6 +352,12 @@ def main() -> None:
         help="with --zoo: reuse the signals of the cells stored in bench/results/auto.json (truths recomputed and "
         "checked); new zoo entries are computed in full",
     )
+    ap.add_argument(
+        "--zoo-pool",
+        action="store_true",
+        help="few-label auto choosing the pooling too (--pooling auto), on the zoo models with two poolings, from the "
+        "stored zoo cells (their truths) and the vector cache; run after --zoo",
+    )
     ap.add_argument("--no-write", action="store_true", help="print instead of writing docs/AUTO.md and the JSON")
     ap.add_argument("--render-only", action="store_true", help="rewrite docs/AUTO.md from bench/results/auto.json")
     ap.add_argument(
@@ -363,7 +370,7 @@ def main() -> None:
     from isotropy.storage.artifacts import write_json
 
     data = json.loads(OUT.read_text(encoding="utf-8")) if OUT.exists() else {}
-    if args.zoo or args.tune_zoo:
+    if args.zoo or args.tune_zoo or args.zoo_pool:
         import _auto_zoo_render
         from _auto_zoo import decide, run_zoo, tune_zoo, tuned_rule
 
@@ -383,11 +390,17 @@ def main() -> None:
 
             reuse = dict(data.get("zoo", {}).get("cells", {})) if args.few_only else None
             data["zoo"] = run_zoo(args.data, args.tasks, args.draws, checkpoint, reuse)
+            data.pop("zoo_pool", None)  # read off the cells just replaced: rerun --zoo-pool
+            save()
+        if args.zoo_pool and not args.render_only:
+            from _auto_zoo_pool import run_pool_choice
+
+            data["zoo_pool"] = run_pool_choice(args.data, args.tasks, data["zoo"], args.draws)
             save()
         parts = [("auto-zoo-tuning", _auto_zoo_render.render_tuning(data["zoo_tune"]))] if "zoo_tune" in data else []
         if "zoo" in data:
             decide(data["zoo"], tuned_rule(data["zoo_tune"]))
-            parts.insert(0, ("auto-zoo", _auto_zoo_render.render(data["zoo"], data.get("zoo_tune"))))
+            parts.insert(0, ("auto-zoo", _auto_zoo_render.render(data["zoo"], data.get("zoo_tune"), data.get("zoo_pool"))))
         if args.no_write:
             print("\n\n".join(t for _, t in parts))
             return

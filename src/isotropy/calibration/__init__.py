@@ -27,7 +27,8 @@ def calibrate(corpus: Any, output: Any = None, **options: Any):
 
     ``corpus`` is a text file (one sentence a line), a glob of shards, ``"-"`` (standard
     input) or a list of sentences; ``output`` the model folder. Options (all keyword):
-    ``model``, ``pooling``, ``method`` (default ``"whitening"``; any registered transform or
+    ``model``, ``pooling`` (``"auto"`` with ``method="auto"``: the pooling rule's, or with ``dev`` the best
+    (pooling, calibration) of the poolings offered for the model's kind), ``method`` (default ``"whitening"``; any registered transform or
     preset, or ``"auto"``: :func:`isotropy.selection.select_calibration` chooses among
     ``candidates``, by ``dev`` when given: scored pairs, or a retrieval folder whose qrels rank by nDCG@10), ``n_components``, ``power``, ``shrinkage``, ``max_length``, ``batch_size``,
     ``device``, ``onnx``, ``quantize`` (``"int8"``), ``eval_data`` (what ``isotropy eval --data``
