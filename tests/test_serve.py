@@ -19,7 +19,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from isotropy.search import Index  # noqa: E402
-from isotropy.search.serve import MAX_K, make_server  # noqa: E402
+from isotropy.search.serve import MAX_K, listening_socket, make_server  # noqa: E402
 
 CORPUS = [f"the {a} sat near the {b}" for a in ("cat", "dog", "bird", "horse") for b in ("river", "market", "piano", "bridge")]
 DEADLINE_S = 60  # bounded wait for the server to answer /health (a loaded 2-core machine is slow, never this slow)
@@ -153,3 +153,30 @@ def test_a_taken_port_or_a_missing_index_is_one_line(saved_index, tmp_path):
     assert code == 2 and err.startswith("error: cannot listen on 127.0.0.1:") and len(err.strip().splitlines()) == 1
     code, _, err = run_cli(["serve", tmp_path / "nothing", "--port", "0"])
     assert code == 2 and "nothing" in err and len(err.strip().splitlines()) == 1
+
+
+def test_served_connections_send_without_waiting_for_acks():
+    """The listening socket uvicorn serves on hands asyncio connections with TCP_NODELAY set (as uvicorn accepts
+    them: loop.create_server(sock=...)): without it a kept-alive client waited ~40 ms a reply (Nagle + delayed ACK)."""
+    import asyncio
+
+    sock = listening_socket("127.0.0.1", 0)
+    assert sock.proto == socket.IPPROTO_TCP
+
+    async def accept_one() -> int:
+        seen: asyncio.Future = asyncio.get_running_loop().create_future()
+
+        class Probe(asyncio.Protocol):
+            def connection_made(self, transport):
+                seen.set_result(transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+
+        server = await asyncio.get_running_loop().create_server(Probe, sock=sock)
+        async with server:
+            reader, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+            nodelay = await asyncio.wait_for(seen, DEADLINE_S)
+            await reader.read()
+            writer.close()
+        return nodelay
+
+    assert asyncio.run(accept_one()) != 0

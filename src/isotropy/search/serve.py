@@ -27,7 +27,7 @@ from typing import Any
 from ..errors import IsotropyError
 from .index import Index
 
-__all__ = ["MAX_K", "MAX_QUERIES", "create_app", "load_and_serve", "make_server"]
+__all__ = ["MAX_K", "MAX_QUERIES", "create_app", "listening_socket", "load_and_serve", "make_server"]
 
 MAX_K = 1000  # hits per query
 MAX_QUERIES = 1000  # queries per POST
@@ -126,6 +126,26 @@ def make_server(index: Index, host: str = "127.0.0.1", port: int = 8000, load_se
     return uvicorn.Server(config)
 
 
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket for uvicorn, made with ``proto=IPPROTO_TCP``.
+
+    Not ``socket.create_server``: it leaves ``proto`` 0, the accepted connections inherit it, and
+    asyncio sets ``TCP_NODELAY`` only on sockets whose proto is ``IPPROTO_TCP``; without it, a reply
+    on a kept-alive connection waited ~40 ms for the client's delayed ACK (Nagle's algorithm), which
+    was most of a search's latency as a client saw it (docs/BENCHMARKS.md, serve)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        if os.name == "posix":  # as socket.create_server: a restarted server may rebind a port in TIME_WAIT
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen()
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 def load_and_serve(
     index_dir: str | os.PathLike, host: str = "127.0.0.1", port: int = 8000, *, device: str | None = None, echo=print
 ) -> None:
@@ -134,8 +154,7 @@ def load_and_serve(
     if not 0 <= port <= 65535:
         raise IsotropyError(f"--port must be from 0 to 65535, got {port}")
     try:  # bound before the model loads: a taken port or a bad host is one line, at once, not a uvicorn traceback
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.create_server((host, port), family=family)
+        sock = listening_socket(host, port)
     except OSError as exc:
         raise IsotropyError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     try:
