@@ -198,10 +198,11 @@ def test_a_sentence_transformers_folder_gives_its_own_vectors(tmp_path, tiny_mod
     np.testing.assert_allclose(ours, theirs, atol=1e-5 * float(np.abs(theirs).max()))
 
 
-def test_a_folder_with_a_dense_head_is_refused(tmp_path, tiny_model_dir):  # W2
-    from sentence_transformers.sentence_transformer.modules import Dense, Pooling
+def test_a_folder_with_a_module_the_encoder_does_not_apply_is_refused(tmp_path, tiny_model_dir):  # W2
+    # A Dense head is applied (tests/test_st_head.py); any other module after the pooling is refused
+    from sentence_transformers.sentence_transformer.modules import Dense, LayerNorm, Pooling
 
-    folder = _st_folder(tmp_path, tiny_model_dir, "dense", Pooling(32, pooling_mode="mean"), Dense(32, 8))
+    folder = _st_folder(tmp_path, tiny_model_dir, "norm", Pooling(32, pooling_mode="mean"), Dense(32, 8), LayerNorm(8))
     (tmp_path / "c.txt").write_text("\n".join(CORPUS) + "\n")
     for cmd in (
         ["encode", tmp_path / "c.txt", "-o", tmp_path / "v.npy"],
@@ -209,7 +210,7 @@ def test_a_folder_with_a_dense_head_is_refused(tmp_path, tiny_model_dir):  # W2
     ):
         code, _, err = run_cli([*cmd, "-m", folder])
         line = _one_line(err)
-        assert code == 2 and "Dense (2_Dense)" in line and "does not apply" in line
+        assert code == 2 and "LayerNorm (3_LayerNorm)" in line and "does not apply" in line and "Dense" not in line
 
 
 def test_a_pooling_mode_isotropy_lacks_is_refused(tmp_path, tiny_model_dir):

@@ -29,7 +29,8 @@ __all__ = [
     "load_hf_model",
     "st_file",
     "st_default_pooling",
-    "check_st_modules",
+    "st_head_modules",
+    "load_st_head",
     "check_tokenizer_vocab",
     "position_limit",
     "position_offset",
@@ -68,10 +69,15 @@ def st_file(folder: Path | None, *parts: str) -> dict | list | None:
 
 # sentence-transformers' pooling modes (Pooling.pooling_mode, read by its own loader) -> isotropy's poolings
 ST_POOLINGS = {"cls": "cls", "mean": "last-avg"}
-# Modules after the pooling whose output isotropy's encoder reproduces: Normalize only rescales each
-# vector (every cosine, score and search result is unchanged); isotropy reports the vectors before it,
-# which calibration needs.
-ST_IGNORABLE = ("Normalize",)
+# Modules after the pooling that isotropy's encoder applies (the model's "head"), with sentence-transformers'
+# own classes: Dense, and a Normalize that a Dense follows. A trailing Normalize only rescales each vector
+# (every cosine, score and search result is unchanged): isotropy reports the vectors before it, which
+# calibration needs.
+ST_HEAD = ("Dense", "Normalize")
+
+
+def _kind(module: dict) -> str:
+    return str(module.get("type", "")).rsplit(".", 1)[-1]
 
 
 def _st_modules(folder: Path | None) -> list[dict]:
@@ -84,7 +90,7 @@ def st_default_pooling(folder: Path | None) -> str | None:
     sentence-transformers' own ``Pooling.load`` (both its config layouts: ``pooling_mode`` and the older
     ``pooling_mode_*_token`` flags); a mode isotropy does not compute is one error naming it."""
     for module in _st_modules(folder):
-        if str(module.get("type", "")).endswith("Pooling"):
+        if _kind(module) == "Pooling":
             mode = _st_pooling_mode(folder, str(module.get("path", "")))
             if mode not in ST_POOLINGS:
                 raise IsotropyError(
@@ -112,20 +118,65 @@ def _st_pooling_mode(folder: Path, sub: str) -> Any:
     return mode if isinstance(mode, str) else "+".join(mode)
 
 
-def check_st_modules(folder: Path | None) -> None:
-    """Refuse a sentence-transformers folder whose modules after the pooling (Dense, a calibration, ...)
-    isotropy's encoder would not apply: its vectors would silently differ from ``SentenceTransformer(folder).encode``."""
-    extra = [
-        f"{str(m.get('type', '?')).rsplit('.', 1)[-1]} ({m.get('path') or m.get('name')})"
-        for m in _st_modules(folder)[1:]
-        if not str(m.get("type", "")).endswith(("Pooling", *ST_IGNORABLE))
-    ]
-    if extra:
+def st_head_modules(folder: Path | None) -> list[dict]:
+    """The ``modules.json`` entries after a folder's Pooling that the encoder applies to its own pooling's
+    vectors, in order (Dense, and a Normalize a Dense follows; a trailing Normalize is left out). Any other
+    module after the Transformer (a calibration's WeightedLayerPooling or isotropy modules, ...) is one error:
+    its vectors would silently differ from ``SentenceTransformer(folder).encode``."""
+    modules = _st_modules(folder)
+    at = next((i for i, m in enumerate(modules) if _kind(m) == "Pooling"), None)
+
+    def applied(m: dict) -> bool:
+        return _kind(m) in ST_HEAD and str(m.get("type", "")).startswith("sentence_transformers.")
+
+    if at is None:  # no Pooling: nothing to apply a head to; a Normalize alone changes no cosine
+        refused, head = [m for m in modules[1:] if _kind(m) != "Normalize"], []
+    else:
+        head = modules[at + 1 :]
+        refused = modules[1:at] + [m for m in head if not applied(m)]
+    if refused:
+        names = ", ".join(f"{_kind(m) or '?'} ({m.get('path') or m.get('name')})" for m in refused)
         raise IsotropyError(
             f"{folder} is a sentence-transformers model with modules isotropy's encoder does not apply "
-            f"({', '.join(extra)}): its vectors would not be SentenceTransformer({folder.name}).encode's. "
+            f"({names}): its vectors would not be SentenceTransformer({folder.name}).encode's. "
             f"Give its base model (and a transform with --transform), or load it with sentence-transformers"
         )
+    while head and _kind(head[-1]) == "Normalize":
+        head.pop()
+    return head
+
+
+def load_st_head(folder: Path, entries: Sequence[dict]) -> list[Any]:
+    """The head's modules (:func:`st_head_modules`), each loaded by its sentence-transformers class's own
+    ``load`` (safetensors, else ``pytorch_model.bin`` through ``torch.load(weights_only=True)``), in float32, eval mode."""
+    try:
+        from sentence_transformers.base.modules import Dense, Normalize
+    except ImportError:
+        raise IsotropyError(
+            f"{folder} has a sentence-transformers Dense head after its pooling; loading it needs "
+            "sentence-transformers: pip install 'isotropy[st]' (or pip install sentence-transformers)"
+        ) from None
+    head = []
+    for entry in entries:
+        sub = str(entry.get("path", ""))
+        cls = Dense if _kind(entry) == "Dense" else Normalize
+        config = st_file(folder, sub, "config.json") if cls is Dense else None
+        if isinstance(config, dict):
+            act = str(config.get("activation_function", "torch."))
+            io = (config.get("module_input_name"), config.get("module_output_name"))
+            if not act.startswith("torch."):  # sentence-transformers would swap in Tanh without trust_remote_code
+                raise IsotropyError(f"{folder}/{sub}: its activation {act} is not a torch module; isotropy loads torch's only")
+            if any(name not in (None, "sentence_embedding") for name in io):
+                raise IsotropyError(
+                    f"{folder}/{sub}: a Dense reading or writing {io} instead of the sentence embedding; isotropy's "
+                    "encoder applies a head to the pooled vectors only: load the model with sentence-transformers"
+                )
+        try:
+            module = cls.load(str(folder), subfolder=sub, local_files_only=True)
+        except (OSError, ValueError, TypeError, KeyError, RuntimeError) as exc:
+            raise IsotropyError(f"{folder}/{sub}: its {_kind(entry)} module cannot be loaded: {one_line(exc)}") from None
+        head.append(module.float().eval())
+    return head
 
 
 def _in_hf_cache(name: str) -> bool:

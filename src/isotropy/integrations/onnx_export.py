@@ -60,7 +60,8 @@ QUANTIZATIONS = ("int8",)
 
 
 def _graph_module(encoder: Any, transform: Any):
-    """The torch module exported: HF model -> :func:`isotropy.encoders.poolings.pool` -> transform (float32)."""
+    """The torch module exported: HF model -> :func:`isotropy.encoders.poolings.pool` -> the model's Dense head
+    (sentence-transformers folders that have one) -> transform (float32)."""
     import torch
 
     p = parse_pooling(encoder.pooling)
@@ -73,6 +74,7 @@ def _graph_module(encoder: Any, transform: Any):
         def __init__(self):
             super().__init__()
             self.encoder = encoder.model
+            self.head = torch.nn.ModuleList(getattr(encoder.runtime, "head", ()))  # a Dense head after the pooling
             self.transform = tmap
             for k, v in state.items():
                 self.register_buffer(f"pooling_{k}", v)
@@ -94,6 +96,8 @@ def _graph_module(encoder: Any, transform: Any):
                 attentions=attentions,
                 state=consts,
             )
+            for module in self.head:  # sentence-transformers' Dense modules read and write a features dict
+                vec = module({"sentence_embedding": vec})["sentence_embedding"]
             if self.transform is not None:
                 vec = self.transform(vec)
             return vec

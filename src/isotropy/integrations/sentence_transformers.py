@@ -54,7 +54,7 @@ from ..errors import IsotropyError
 from ..storage.artifacts import check_output, header, output_dir
 from ..transforms import as_transform
 from ._common import pooler_dense, transform_for
-from .st_stock import build_stock, make_portable
+from .st_stock import build_stock, head_modules, make_portable, pooled_dim
 
 # Also public, but created on first access (module __getattr__): IsotropyPooling, IsotropyTransform.
 # What isotropy.integrations re-exports (with the module classes, created on first access).
@@ -206,12 +206,14 @@ def _build(encoder, transform, normalize, device, stock=None):
         first.model.config.output_hidden_states = True
     state = encoder.pooling_state(p)
     spec = {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in state.items()}
-    pooling = __getattr__("IsotropyPooling")(p.name, embedding_dimension=encoder.dim, pooler=p.kind == "pooler", state=spec)
+    pooling = __getattr__("IsotropyPooling")(
+        p.name, embedding_dimension=pooled_dim(encoder), pooler=p.kind == "pooler", state=spec
+    )
     for k, v in state.items():
         getattr(pooling, f"state_{k}").copy_(torch.from_numpy(v))
     if p.kind == "pooler":
         pooling.dense.load_state_dict(pooler_dense(encoder).state_dict())
-    modules = [first, pooling]
+    modules = [first, pooling, *head_modules(encoder)]  # the model's Dense head, if any, before the calibration
     if transform is not None:
         modules.append(__getattr__("IsotropyTransform")(transform))
     if normalize:

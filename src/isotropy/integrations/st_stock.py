@@ -48,7 +48,7 @@ from ..encoders.poolings import parse_pooling
 from ..errors import IsotropyError
 from ._common import pooler_dense
 
-__all__ = ["custom_parts", "build_stock", "make_portable", "STOCK_POOLINGS", "LEGACY_TYPES"]
+__all__ = ["custom_parts", "build_stock", "head_modules", "pooled_dim", "make_portable", "STOCK_POOLINGS", "LEGACY_TYPES"]
 
 # pooling kinds (isotropy.encoders.poolings) that stock modules compute exactly
 STOCK_POOLINGS = ("cls", "avg", "pooler")
@@ -98,7 +98,7 @@ def _pooling_modules(encoder: Any, p: Any, torch: Any) -> tuple[list[Any], bool]
     """The stock modules computing pooling ``p`` on the Transformer's output, and whether they read every layer."""
     from sentence_transformers.sentence_transformer.modules import Pooling, WeightedLayerPooling
 
-    dim = int(encoder.dim)
+    dim = pooled_dim(encoder)
     if p.kind == "cls":
         return [Pooling(dim, pooling_mode="cls")], False
     if p.kind == "pooler":
@@ -118,6 +118,19 @@ def _pooling_modules(encoder: Any, p: Any, torch: Any) -> tuple[list[Any], bool]
         dim, num_hidden_layers=n_states - 1, layer_start=start, layer_weights=torch.nn.Parameter(weights)
     )
     return [layer_pool, Pooling(dim, pooling_mode="mean")], True
+
+
+def pooled_dim(encoder: Any) -> int:
+    """The width of ``encoder``'s pooled vectors, before its model's Dense head if it has one."""
+    return int(getattr(encoder.runtime, "hidden_size", encoder.dim))
+
+
+def head_modules(encoder: Any) -> list[Any]:
+    """Copies of the sentence-transformers Dense head ``encoder`` applies after its pooling (none without one),
+    in order: a folder written from ``encoder`` keeps them between its pooling and its calibration."""
+    import copy
+
+    return [copy.deepcopy(m).cpu() for m in getattr(encoder.runtime, "head", ())]
 
 
 def _affine_dense(transform: Any, torch: Any) -> list[Any]:
@@ -180,7 +193,7 @@ def build_stock(encoder: Any, transform: Any, *, normalize: bool, device: str | 
     first = Transformer(source, max_seq_length=encoder.max_length, config_kwargs=config_kwargs)
     if all_layers:
         first.model.config.output_hidden_states = True  # saved in config.json: every loader returns all layers
-    modules = [first, *pooling]
+    modules = [first, *pooling, *head_modules(encoder)]
     if transform is not None:
         modules.extend(_affine_dense(transform, torch))
     if normalize:

@@ -14,14 +14,15 @@ import numpy as np
 from ...errors import IsotropyError
 from ..models import (
     DEFAULT_MODEL_NAME,
-    check_st_modules,
     default_model_path,
     load_hf_model,
+    load_st_head,
     position_limit,
     position_offset,
     resolve_model,
     st_default_pooling,
     st_file,
+    st_head_modules,
 )
 from ..poolings import ForwardOutput, ModelInfo, Pooling
 
@@ -61,9 +62,12 @@ class TorchBackend:
         self.precision = precision  # "bf16": the forward pass under torch.autocast (checked by Encoder)
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.folder, self.model_name = resolve_model(model)
-        check_st_modules(self.folder)  # a Dense head or calibration isotropy would not apply: refused
+        head = st_head_modules(self.folder)  # modules isotropy would not apply (a calibration's, ...): refused
         self.tokenizer, self.model, self.missing_pooler = load_hf_model(self.folder, self.model_name)
         self.model.to(self.device).eval()
+        # A sentence-transformers Dense head after the pooling: applied, in float32, to the model's own pooling only
+        self.head = [m.to(self.device) for m in load_st_head(self.folder, head)] if head else []
+        self.head_pooling = self._head_pooling() if self.head else None
         config = self.model.config
         self.hidden_size = int(config.hidden_size)
         self.info = ModelInfo(
@@ -92,7 +96,23 @@ class TorchBackend:
             return int(min(tok_max, self.position_limit))
         return self.position_limit
 
+    def _head_pooling(self) -> str | None:
+        try:
+            return st_default_pooling(self.folder)
+        except IsotropyError:  # a pooling mode isotropy does not compute: no pooling can feed the head
+            return None
+
     def check_pooling(self, p: Pooling) -> None:
+        if self.head and p.name != self.head_pooling:
+            own = (
+                f"its own pooling {self.head_pooling!r}"
+                if self.head_pooling
+                else "its own pooling, which isotropy does not compute"
+            )
+            raise IsotropyError(
+                f"model {self.model_name} has a Dense head trained on {own}: pooling {p.name!r} cannot feed it; "
+                f"use {self.head_pooling or 'the model with sentence-transformers'}"
+            )
         p.validate(self.info)
         if p.needs_pooler and self.missing_pooler:
             raise IsotropyError(
@@ -101,7 +121,14 @@ class TorchBackend:
             )
 
     def output_dim(self, p: Pooling) -> int:
-        return self.hidden_size
+        return int(self.head[-1].get_embedding_dimension()) if self.head else self.hidden_size
+
+    def apply_head(self, vectors: Any) -> Any:
+        """The model's Dense head (sentence-transformers' own modules, in order) on its pooled vectors (float32 tensors)."""
+        features = {"sentence_embedding": vectors}
+        for module in self.head:
+            features = module(features)
+        return features["sentence_embedding"]
 
     # ------------------------------------------------------------------ running
 
@@ -134,7 +161,8 @@ class TorchBackend:
             for p in poolings:
                 state = (states or {}).get(p.name)
                 tensors = None if state is None else {k: torch.from_numpy(v).to(self.device) for k, v in state.items()}
-                vectors.append(p(out, tensors).float().cpu().numpy())
+                pooled = p(out, tensors).float()
+                vectors.append((self.apply_head(pooled) if self.head else pooled).cpu().numpy())
             return vectors
 
     def autocast(self) -> contextlib.AbstractContextManager:
@@ -189,7 +217,7 @@ class TorchBackend:
     # ------------------------------------------------------------------ identity
 
     def fingerprint(self) -> str:
-        """Digest of the model's weights, config and tokenizer (not of pooling or max_length).
+        """Digest of the model's weights, config and tokenizer, and of its Dense head if any (not of pooling or max_length).
 
         Hashing the weights themselves (well under a second for base-sized models) means a
         cache keyed on it can never serve vectors from other weights. Pooler weights the
@@ -210,6 +238,11 @@ class TorchBackend:
                     continue
                 h.update(name.encode())
                 h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+            for i, module in enumerate(self.head):  # a Dense head: its config and weights (none: as before)
+                h.update(json.dumps([i, type(module).__name__, module.get_config_dict()], sort_keys=True, default=str).encode())
+                for name, tensor in module.state_dict().items():
+                    h.update(f"head.{i}.{name}".encode())
+                    h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
             self._fingerprint = h.hexdigest()
         return self._fingerprint
 
