@@ -87,6 +87,22 @@ def test_the_fingerprint_covers_the_head_weights(head_folder, head_encoder, tmp_
     assert Encoder(head_folder, device="cpu").fingerprint() == head_encoder.fingerprint()
 
 
+def test_a_head_without_safetensors_weights_is_refused(head_folder, tmp_path):
+    other = tmp_path / "other"
+    shutil.copytree(head_folder, other)
+    (other / "2_Dense" / "model.safetensors").rename(other / "2_Dense" / "pytorch_model.bin")
+    with pytest.raises(IsotropyError, match="2_Dense has no model.safetensors"):
+        Encoder(other, device="cpu")
+
+
+def test_a_folder_with_isotropys_modules_keeps_the_head(head_encoder):
+    from isotropy.integrations import build_sentence_transformer
+
+    model = build_sentence_transformer(head_encoder, stock=False, device="cpu")
+    assert [type(m).__name__ for m in model] == ["Transformer", "IsotropyPooling", "Dense"]
+    np.testing.assert_allclose(model.encode(SENTENCES), head_encoder.encode(SENTENCES), atol=1e-5)
+
+
 def test_a_module_before_the_pooling_is_refused(head_folder, tmp_path):
     import json
 
@@ -111,6 +127,7 @@ def test_calibrating_keeps_the_head_before_the_calibration(head_folder, head_enc
     assert [type(m).__name__ for m in st] == ["Transformer", "Pooling", "Dense", "Dense", "Dense"]
     want = c.transform.transform(head_encoder.encode(SENTENCES))
     assert_same_geometry(st.encode(SENTENCES), want, rtol=1e-4)
+    assert_same_geometry(Encoder(out, device="cpu").encode(SENTENCES), want, rtol=1e-4)  # its Dense modules: a head too
 
 
 def test_the_onnx_graph_applies_the_head(head_encoder):

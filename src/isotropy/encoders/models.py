@@ -148,7 +148,7 @@ def st_head_modules(folder: Path | None) -> list[dict]:
 
 def load_st_head(folder: Path, entries: Sequence[dict]) -> list[Any]:
     """The head's modules (:func:`st_head_modules`), each loaded by its sentence-transformers class's own
-    ``load`` (safetensors, else ``pytorch_model.bin`` through ``torch.load(weights_only=True)``), in float32, eval mode."""
+    ``load`` (safetensors weights only, as every model isotropy loads), in float32, eval mode."""
     try:
         from sentence_transformers.base.modules import Dense, Normalize
     except ImportError:
@@ -171,6 +171,11 @@ def load_st_head(folder: Path, entries: Sequence[dict]) -> list[Any]:
                     f"{folder}/{sub}: a Dense reading or writing {io} instead of the sentence embedding; isotropy's "
                     "encoder applies a head to the pooled vectors only: load the model with sentence-transformers"
                 )
+        if cls is Dense and not (folder / sub / "model.safetensors").is_file():
+            raise IsotropyError(
+                f"{folder / sub} has no model.safetensors (a pickle checkpoint can run code when it is loaded; isotropy "
+                "loads safetensors weights only): save the model again with sentence-transformers"
+            )
         try:
             module = cls.load(str(folder), subfolder=sub, local_files_only=True)
         except (OSError, ValueError, TypeError, KeyError, RuntimeError) as exc:
