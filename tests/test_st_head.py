@@ -74,6 +74,17 @@ def test_another_pooling_cannot_feed_the_head(head_folder, head_encoder):
         head_encoder.encode_multi(SENTENCES, ["last-avg", "first-last-avg"])
 
 
+def test_a_head_on_a_pooling_isotropy_does_not_compute_is_refused(head_folder, tmp_path):
+    import json
+
+    other = tmp_path / "other"
+    shutil.copytree(head_folder, other)
+    (other / "1_Pooling" / "config.json").write_text(json.dumps({"embedding_dimension": 32, "pooling_mode": "max"}))
+    for pooling in (None, "last-avg"):
+        with pytest.raises(IsotropyError, match="Dense head trained on its own pooling, which isotropy does not compute"):
+            Encoder(other, pooling=pooling, device="cpu")
+
+
 def test_the_fingerprint_covers_the_head_weights(head_folder, head_encoder, tmp_path):
     from safetensors.torch import load_file, save_file
 

@@ -84,6 +84,8 @@ class TorchBackend:
 
     def default_pooling(self) -> str:
         """The model's own sentence-transformers pooling (mean -> last-avg), else the papers' first-last-avg."""
+        if self.head:  # its head's pooling (check_pooling says so in one line when isotropy does not compute it)
+            return self.head_pooling or "last-avg"
         return st_default_pooling(self.folder) or "first-last-avg"
 
     def default_max_length(self) -> int:
@@ -109,9 +111,9 @@ class TorchBackend:
                 if self.head_pooling
                 else "its own pooling, which isotropy does not compute"
             )
+            use = f"use {self.head_pooling}" if self.head_pooling else "load the model with sentence-transformers"
             raise IsotropyError(
-                f"model {self.model_name} has a Dense head trained on {own}: pooling {p.name!r} cannot feed it; "
-                f"use {self.head_pooling or 'the model with sentence-transformers'}"
+                f"model {self.model_name} has a Dense head trained on {own}: pooling {p.name!r} cannot feed it; {use}"
             )
         p.validate(self.info)
         if p.needs_pooler and self.missing_pooler:
