@@ -72,6 +72,9 @@ def test_another_pooling_cannot_feed_the_head(head_folder, head_encoder):
     assert "\n" not in str(info.value)
     with pytest.raises(IsotropyError, match="pooling 'first-last-avg' cannot feed it"):
         head_encoder.encode_multi(SENTENCES, ["last-avg", "first-last-avg"])
+    from isotropy.selection.pooling_choice import offered_poolings
+
+    assert offered_poolings(head_encoder) == ["last-avg"]  # --pooling auto offers only what the head takes
 
 
 def test_a_head_on_a_pooling_isotropy_does_not_compute_is_refused(head_folder, tmp_path):

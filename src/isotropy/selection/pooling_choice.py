@@ -53,9 +53,18 @@ def rule_pooling(encoder: Any) -> str:
 
 
 def offered_poolings(encoder: Any) -> list[str]:
-    """The poolings ``--pooling auto`` compares for ``encoder`` with dev labels, the rule's pooling first."""
+    """The poolings ``--pooling auto`` compares for ``encoder`` with dev labels, the rule's pooling first; a pooling the
+    encoder refuses (a model whose Dense head was trained on its own pooling takes no other) is not offered."""
     offered = [parse_pooling(p).name if p else _own(encoder) for p in POOLING_OFFERED[_kind(encoder)]]
-    return list(dict.fromkeys([rule_pooling(encoder), *offered]))
+    return [p for p in dict.fromkeys([rule_pooling(encoder), *offered]) if p == rule_pooling(encoder) or _accepts(encoder, p)]
+
+
+def _accepts(encoder: Any, pooling: str) -> bool:
+    try:
+        encoder.runtime.check_pooling(parse_pooling(pooling))
+    except IsotropyError:
+        return False
+    return True
 
 
 def pooling_label(candidate: str, pooling: str) -> str:
