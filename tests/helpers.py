@@ -121,3 +121,23 @@ def assert_same_geometry(Z1: np.ndarray, Z2: np.ndarray, rtol: float = 1e-5) -> 
     scale = max(np.abs(G1).max(), np.abs(G2).max(), np.finfo(np.float64).tiny)
     worst = np.abs(G1 - G2).max() / scale
     assert worst <= rtol, f"inner products differ by {worst:.2e} of their scale (allowed {rtol:.0e})"
+
+
+# A small vocabulary and five sentences of different lengths (a one-word one and a long one): the toy text
+# of the calibration tests on real and tiny models.
+WORDS = "cat dog market river guitar rain city child music storm bread train field house doctor".split()
+SENTENCES = [
+    "A man is playing a guitar.",
+    "Two dogs run through a field of tall green grass near the river, barking at the birds overhead.",
+    "hi",
+    "Stocks fell sharply on Monday after the report.",
+    "The cat sat on the mat.",
+]
+
+
+def word_corpus(n: int, seed: int = 0) -> list[str]:
+    """``n`` seeded lines of 2 to 11 words of :data:`WORDS`."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, size=int(rng.integers(2, 12)))) for _ in range(n)]

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import isotropy
-from helpers import ROOT, assert_same_geometry, data_dir, run_cli
+from helpers import ROOT, SENTENCES, assert_same_geometry, data_dir, run_cli, word_corpus
 from isotropy.calibration import run_calibration
 from isotropy.calibration.corpus import Corpus, Reservoir
 from isotropy.calibration.fit import resolve_method
@@ -32,19 +32,7 @@ from isotropy.storage.text import iter_sentences, read_sentences
 from isotropy.transforms import PRESETS, TRANSFORMS, make_transform, transform_class
 from isotropy.transforms.base import AffineTransform
 
-WORDS = "cat dog market river guitar rain city child music storm bread train field house doctor".split()
-SENTENCES = [
-    "A man is playing a guitar.",
-    "Two dogs run through a field of tall green grass near the river, barking at the birds overhead.",
-    "hi",
-    "Stocks fell sharply on Monday after the report.",
-    "The cat sat on the mat.",
-]
-
-
-def corpus(n: int, seed: int = 0) -> list[str]:
-    rng = np.random.default_rng(seed)
-    return [" ".join(rng.choice(WORDS, size=int(rng.integers(2, 12)))) for _ in range(n)]
+corpus = word_corpus
 
 
 def affine_methods() -> list[str]:

@@ -10,13 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from helpers import word_corpus
 from isotropy import integrations as eco
 from isotropy.encoders import Encoder
 from isotropy.errors import IsotropyError
 from isotropy.transforms.flow import Flow
 from isotropy.transforms.whitening import Whitening
 
-WORDS = "cat dog market river guitar rain city child music storm bread train field house doctor".split()
 SENTENCES = [
     "A man is playing a guitar.",
     "The cat sat on the mat, quietly.",
@@ -27,9 +27,7 @@ SENTENCES = [
 ]
 
 
-def corpus(n: int, seed: int = 0) -> list[str]:
-    rng = np.random.default_rng(seed)
-    return [" ".join(rng.choice(WORDS, size=int(rng.integers(2, 12)))) for _ in range(n)]
+corpus = word_corpus
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from helpers import word_corpus
 from isotropy.cli import main
 from isotropy.encoders import Encoder
 from isotropy.encoders.backends.onnx import CONFIG_NAME, GRAPH_NAME, OnnxBackend
@@ -15,7 +16,6 @@ from isotropy.integrations import export_onnx
 from isotropy.transforms.flow import Flow
 from isotropy.transforms.whitening import Whitening
 
-WORDS = "cat dog market river guitar rain city child music storm bread train field house doctor".split()
 SENTENCES = [
     "A man is playing a guitar.",
     "Two dogs run through a field of tall green grass near the river, barking at the birds overhead.",
@@ -26,9 +26,7 @@ SENTENCES = [
 ]
 
 
-def corpus(n: int, seed: int = 0) -> list[str]:
-    rng = np.random.default_rng(seed)
-    return [" ".join(rng.choice(WORDS, size=int(rng.integers(2, 12)))) for _ in range(n)]
+corpus = word_corpus
 
 
 @pytest.fixture(scope="module")

@@ -12,23 +12,9 @@ import shutil
 import numpy as np
 import pytest
 
-from helpers import assert_same_geometry
+from helpers import SENTENCES, assert_same_geometry, word_corpus
 from isotropy.encoders import Encoder
 from isotropy.errors import IsotropyError
-
-WORDS = "cat dog market river guitar rain city child music storm bread train field house doctor".split()
-SENTENCES = [
-    "A man is playing a guitar.",
-    "Two dogs run through a field of tall green grass near the river, barking at the birds overhead.",
-    "hi",
-    "Stocks fell sharply on Monday after the report.",
-    "The cat sat on the mat.",
-]
-
-
-def _corpus(n: int) -> list[str]:
-    rng = np.random.default_rng(0)
-    return [" ".join(rng.choice(WORDS, size=int(rng.integers(2, 12)))) for _ in range(n)]
 
 
 def _unit(X: np.ndarray) -> np.ndarray:
@@ -135,7 +121,7 @@ def test_calibrating_keeps_the_head_before_the_calibration(head_folder, head_enc
     from isotropy.calibration import run_calibration
 
     out = tmp_path / "calibrated"
-    c = run_calibration(_corpus(120), out, model=head_folder, method="whitening", show_progress=False)
+    c = run_calibration(word_corpus(120), out, model=head_folder, method="whitening", show_progress=False)
     assert c.transform.n_features_in_ == 16
     st = SentenceTransformer(str(out), device="cpu")
     assert [type(m).__name__ for m in st] == ["Transformer", "Pooling", "Dense", "Dense", "Dense"]
