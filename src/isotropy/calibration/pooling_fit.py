@@ -12,18 +12,16 @@ downstream (folder, card, ``isotropy.json``, terminal) reads that encoder.
 
 from __future__ import annotations
 
-import copy
 import time
 from typing import Any
 
 import numpy as np
 
-from ..encoders.poolings import parse_pooling
 from ..errors import IsotropyError
 from .corpus import Corpus
 from .fit import AutoMethod, Fitted, fit_auto, fit_choice, select_sample
 
-__all__ = ["AUTO_POOLING", "check_auto_pooling", "with_pooling", "fit_auto_pooling"]
+__all__ = ["AUTO_POOLING", "check_auto_pooling", "fit_auto_pooling"]
 
 AUTO_POOLING = "auto"
 
@@ -39,17 +37,6 @@ def check_auto_pooling(pooling: Any, method: str) -> bool:
     return True
 
 
-def with_pooling(encoder: Any, pooling: str) -> Any:
-    """``encoder`` with another pooling, sharing its loaded model (no second load)."""
-    p = parse_pooling(pooling)
-    if p.name == encoder.pooling:
-        return encoder
-    encoder.runtime.check_pooling(p)
-    other = copy.copy(encoder)
-    other.pooling, other.dim = p.name, int(encoder.runtime.output_dim(p))
-    return other
-
-
 def fit_auto_pooling(
     encoder: Any, corpus: Corpus, auto: AutoMethod, *, total: int | None, show_progress: bool | None
 ) -> tuple[Any, Fitted]:
@@ -59,7 +46,7 @@ def fit_auto_pooling(
 
     rule = rule_pooling(encoder)
     if auto.dev is None:
-        enc = with_pooling(encoder, rule)
+        enc = encoder.with_pooling(rule)
         fitted = fit_auto(enc, corpus, auto, total=total, show_progress=show_progress)
         sel = fitted.selection
         sel.pooling = rule_pooling_record(enc)
@@ -85,7 +72,7 @@ def fit_auto_pooling(
     )
     seconds["select_s"] = time.perf_counter() - t1
     chosen = sel.pooling["chosen"]
-    enc = with_pooling(encoder, chosen)
+    enc = encoder.with_pooling(chosen)
     X = np.asarray(Xs[chosen], dtype=np.float64)
     del Xs  # the other poolings' vectors are not needed any more
     return enc, fit_choice(enc, corpus, sentences, X, sel, total=total, seconds=seconds, show_progress=show_progress)

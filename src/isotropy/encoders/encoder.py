@@ -17,6 +17,7 @@ eager attention path. The token frequencies ``sif``/``idf`` weight by are the en
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextvars import ContextVar
@@ -222,6 +223,17 @@ class Encoder:
         if self._reads_stats(p) and self.pooling_stats is not None:
             return f"{p.name}@{self.pooling_stats.digest()}"
         return p.name
+
+    def with_pooling(self, pooling: str) -> Encoder:
+        """This encoder with another pooling, checked as the constructor checks it, sharing the loaded model (no
+        second load) and its pooling constants (keyed by pooling); itself when the pooling is its own."""
+        p = parse_pooling(pooling)
+        if p.name == self.pooling:
+            return self
+        self.runtime.check_pooling(p)
+        other = copy.copy(self)
+        other.pooling, other.dim = p.name, int(self.runtime.output_dim(p))
+        return other
 
     # ------------------------------------------------------------------ pooling constants
 

@@ -23,11 +23,9 @@ import numpy as np
 
 from ..encoders.poolings import parse_pooling
 from ..errors import IsotropyError
-from .bootstrap import _apply, _resamples
-from .criteria import centred_ranks
-from .dev import DevPairs, DevQrels, check_dev, dev_statistics, pairs_sentences
+from .dev import DevPairs, DevQrels, check_dev, pairs_sentences
 from .result import Selection
-from .select import DEV_LEVEL, RESAMPLES, Selector, _decide, _outcome
+from .select import DEV_LEVEL, RESAMPLES, Selector, _decide, _outcome, dev_resamples, dev_scores
 from .signals import POOLING_OFFERED, POOLING_RULE, encoder_kind, few_label_fired
 
 __all__ = ["rule_pooling", "offered_poolings", "rule_pooling_record", "pooled_dev", "choose_pooling", "pooling_label"]
@@ -105,11 +103,12 @@ def _rule_text(label: str, poolings: Sequence[str], metric: str, level: float, r
 
 
 def _scores(selectors: dict[str, Selector], devs: dict[str, Any], idx: np.ndarray, gold_ranks: Any) -> tuple[dict, dict]:
+    """Every (pooling, candidate)'s dev figure and its figures on the SAME resamples (paired across poolings)."""
     points, boots = {}, {}
     for p, s in selectors.items():
-        d = devs[p]
-        for name, t in s.fitted.transforms.items():
-            points[(p, name)], boots[(p, name)] = dev_statistics(_apply(t, d.left), _apply(t, d.right), d, idx, gold_ranks)
+        got = dev_scores(s.fitted.transforms, devs[p].left, devs[p].right, devs[p], idx, gold_ranks)
+        points.update({(p, n): v for n, v in got[0].items()})
+        boots.update({(p, n): v for n, v in got[1].items()})
     return points, boots
 
 
@@ -151,9 +150,7 @@ def choose_pooling(
     selectors = {p: _selector(corpus[p], candidates, p, seed, source) for p in poolings}
     if incumbent not in selectors[incumbent_pooling].fitted.transforms:
         why, incumbent = f"{incumbent} could not be fitted here, so raw is the incumbent", "raw"
-    idx = _resamples(len(first), resamples, seed, 4)
-    gold_ranks = centred_ranks(first.gold[idx]) if first.metric == "spearman" else None
-    points, boots = _scores(selectors, devs, idx, gold_ranks)
+    points, boots = _scores(selectors, devs, *dev_resamples(first, resamples, seed))
     inc = (incumbent_pooling, incumbent)
     beats = {k: float(np.mean(boots[k] > boots[inc])) for k in boots if k != inc}
     choice, prob = _decide(points, beats, lvl, incumbent=inc)

@@ -120,13 +120,27 @@ def _few_label(
         V = _encode(encoder, distinct, cache, show_progress)
         at = {s: i for i, s in enumerate(distinct)}
         L, R = V[[at[s] for s in dev.left]], V[[at[s] for s in dev.right]]
-    idx = _resamples(len(dev), resamples, seed, 4)
-    gold_ranks = centred_ranks(dev.gold[idx]) if dev.metric == "spearman" else None
-    points, boots = {}, {}
-    for name, t in fitted.transforms.items():
-        points[name], boots[name] = dev_statistics(_apply(t, L), _apply(t, R), dev, idx, gold_ranks)
+    points, boots = dev_scores(fitted.transforms, L, R, dev, *dev_resamples(dev, resamples, seed))
     beats = {c: float(np.mean(boots[c] > boots[incumbent])) for c in boots if c != incumbent}
     return points, beats
+
+
+def dev_resamples(dev: DevPairs | DevQrels, resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """The paired bootstrap of the dev labels: ``resamples`` seeded draws of their rows (pairs or queries), and the
+    centred ranks of the gold scores on each draw when the figure is a Spearman (None otherwise)."""
+    idx = _resamples(len(dev), resamples, seed, 4)
+    return idx, (centred_ranks(dev.gold[idx]) if dev.metric == "spearman" else None)
+
+
+def dev_scores(
+    transforms: dict[str, Any], L: np.ndarray, R: np.ndarray, dev: Any, idx: np.ndarray, gold_ranks: np.ndarray | None
+) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """Each transform's dev figure on ``L``/``R`` (pairs' two sides, or queries and documents), and its figures on
+    the resamples :func:`dev_resamples` drew."""
+    points, boots = {}, {}
+    for name, t in transforms.items():
+        points[name], boots[name] = dev_statistics(_apply(t, L), _apply(t, R), dev, idx, gold_ranks)
+    return points, boots
 
 
 def criterion_scores(
