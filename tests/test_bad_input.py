@@ -852,8 +852,36 @@ def _dev_file(rel: str, pairs: list[tuple[str, str, float]]) -> Callable[[Path],
     return setup
 
 
+def _beir_unknown_doc(w: Path) -> None:
+    """A BEIR folder whose second qrel names a document the corpus does not hold."""
+    (w / "beir" / "qrels").mkdir(parents=True)
+    (w / "beir" / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": f"d{i}", "title": "", "text": CORPUS[i]}) + "\n" for i in range(3)), encoding="utf-8"
+    )
+    (w / "beir" / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": f"q{i}", "text": CORPUS[i + 3]}) + "\n" for i in range(3)), encoding="utf-8"
+    )
+    (w / "beir" / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq0\td0\t1\nq1\td9\t1\n", encoding="utf-8")
+
+
 AUTO = (*CALIBRATE, "--method", "auto")
 AUTO_CASES = [
+    Case(
+        "auto --dev a folder that is neither search labels nor pairs",
+        (*AUTO, "--dev", "{w}/emptydir"),
+        ("--dev {w}/emptydir", "neither a retrieval folder", "nor scored pairs"),
+    ),
+    Case(
+        "auto --dev a retrieval folder whose qrel names an unknown document",
+        (*AUTO, "--dev", "{w}/beir"),
+        ("{w}/beir/qrels/test.tsv line 3", "'d9'", "not among the 3 documents"),
+        setup=_beir_unknown_doc,
+    ),
+    Case(
+        "--pooling auto without --method auto",
+        (*CALIBRATE, "--pooling", "auto"),
+        ("--pooling auto", "--method auto only"),
+    ),
     Case(
         "auto --dev with fewer than 20 pairs",
         (*AUTO, "--dev", "{w}/dev.tsv"),
