@@ -5,8 +5,20 @@
 * a model2vec folder (``config.json`` + ``model.safetensors`` + ``tokenizer.json``), loaded by model2vec's own
   ``StaticModel.from_pretrained`` (its per-token weights and vocabulary mapping folded into one row per id);
 * a sentence-transformers folder whose first module is ``StaticEmbedding`` (its ``embedding.weight`` and
-  ``tokenizer.json``; unknown tokens are averaged, as ``StaticEmbedding`` does);
-* a word-vector file (:mod:`.wordvectors`): words and punctuation as tokens, lower-cased when the table is.
+  ``tokenizer.json``; unknown tokens are averaged, as ``StaticEmbedding`` does); ``Dense`` modules after it
+  with a linear activation are loaded by sentence-transformers' own ``Dense.load`` and folded into the table
+  (exact for the mean: ``mean_t(E[t]) W^T + b == mean_t(E[t] W^T + b)``), a trailing ``Normalize`` is left out
+  (isotropy reports the vectors before it, as for transformer folders; every cosine is the same), and any
+  other module after it, or a ``Dense`` with a nonlinear activation (``Tanh``, its default: it cannot be
+  folded, and every calibration of a static model is a fold), is one line naming it;
+* a word-vector file (:mod:`.wordvectors`, cached by :mod:`.wordcache`): words and punctuation as tokens,
+  lower-cased when the table is (:func:`.wordvectors.case_policy`; a note says what was decided when any of its
+  words hold capitals).
+
+The files of a model folder are checked before its loader reads them, so a damaged one is one line naming
+it (issue #31): a ``tokenizer.json`` that is empty or not a tokenizer, a truncated ``model.safetensors``, a
+``max_length`` that is not a positive integer, a model2vec ``mapping`` or ``weights`` that does not fit the
+vocabulary and the table.
 
 :func:`is_static_model` decides cheaply (no torch, no model2vec import) so ``Encoder(model=...)`` can route.
 """
@@ -15,13 +27,16 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ...errors import IsotropyError
 from .table import StaticTable, word_tokenizer
-from .wordvectors import WORD_VECTOR_SUFFIXES, load_word_vectors
+from .wordcache import load_word_vectors
+from .wordvectors import WORD_VECTOR_SUFFIXES
 
 __all__ = ["GLOVE_NAME", "is_static_model", "load_table", "static_kind", "st_static_module"]
 
@@ -49,8 +64,9 @@ def _is_model2vec(folder: Path) -> bool:
     try:
         with safe_open(str(folder / "model.safetensors"), framework="numpy") as fh:
             return "embeddings" in fh.keys()  # model2vec's table (a transformer's weights have other names)
-    except Exception:  # noqa: BLE001 - an unreadable file is no model2vec model; its own loader says why
-        return False
+    except Exception:  # noqa: BLE001 - unreadable: model2vec's when its config is not a transformer's (its loader says why)
+        config = _json(folder / "config.json", quiet=True)
+        return isinstance(config, dict) and "model_type" not in config and st_static_module(folder) in (None, folder)
 
 
 def static_kind(model: str | os.PathLike | None) -> str | None:
@@ -75,8 +91,64 @@ def is_static_model(model: str | os.PathLike | None) -> bool:
     return static_kind(model) is not None
 
 
-def _lowercase(tokens: list[str]) -> bool:
-    return all(t == t.lower() for t in tokens)
+def _json(file: Path, quiet: bool = False) -> Any:
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        if quiet:
+            return None
+        raise IsotropyError(f"{file}: not a JSON file isotropy can read ({_one_line(exc)})") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:200] or type(exc).__name__
+
+
+def _tokenizer(file: Path):
+    from tokenizers import Tokenizer
+
+    try:
+        return Tokenizer.from_file(str(file))
+    except Exception as exc:  # noqa: BLE001 - tokenizers raises a bare Exception for an empty or malformed file
+        raise IsotropyError(f"{file}: not a tokenizer the tokenizers library can read ({_one_line(exc)})") from None
+
+
+def _tensor_shapes(file: Path, read: tuple[str, ...] = ()) -> tuple[dict[str, tuple], dict[str, np.ndarray]]:
+    """The shape of every tensor of a safetensors file (its header: a truncated file is one line), and the
+    tensors named in ``read``."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(file), framework="numpy") as fh:
+            shapes = {k: tuple(fh.get_slice(k).get_shape()) for k in fh.keys()}
+            return shapes, {k: fh.get_tensor(k) for k in read if k in shapes}
+    except Exception as exc:  # noqa: BLE001 - safetensors raises its own SafetensorError (and OSError)
+        raise IsotropyError(f"{file}: not a readable safetensors file, truncated or damaged ({_one_line(exc)})") from None
+
+
+def _check_model2vec(folder: Path) -> None:
+    """One line naming the file for what would make model2vec's loader raise a traceback or index wrongly."""
+    config_file = folder / "config.json"
+    config = _json(config_file)
+    if not isinstance(config, dict):
+        raise IsotropyError(f"{config_file}: not a model2vec config (a JSON object)")
+    limit = config.get("max_length")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise IsotropyError(f"{config_file}: max_length {limit!r} must be a positive integer (or null: no limit)")
+    vocab = _tokenizer(folder / "tokenizer.json").get_vocab_size()
+    file = folder / "model.safetensors"
+    shapes, tensors = _tensor_shapes(file, ("mapping",))
+    rows = shapes.get("embeddings", (0,))[0]
+    mapping = tensors.get("mapping")
+    if mapping is not None:
+        if mapping.ndim != 1 or mapping.dtype.kind not in "iu" or len(mapping) != vocab:
+            raise IsotropyError(
+                f"{file}: its mapping has shape {mapping.shape} ({mapping.dtype}) for a vocabulary of {vocab} tokens"
+            )
+        if mapping.size and (int(mapping.min()) < 0 or int(mapping.max()) >= rows):
+            raise IsotropyError(f"{file}: its mapping points outside the {rows} rows of its embeddings")
+    if "weights" in shapes and shapes["weights"] != (vocab,):
+        raise IsotropyError(f"{file}: its weights have shape {shapes['weights']} for a vocabulary of {vocab} tokens")
 
 
 def _glove() -> StaticTable:
@@ -95,9 +167,23 @@ def _glove() -> StaticTable:
     return StaticTable(tokens, table, word_tokenizer(tokens, "[UNK]", True), unk_id=len(words), lowercase=True, source=GLOVE_NAME)
 
 
+def _case_note(path: Path, meta: dict) -> None:
+    """One line on what was decided about case when the table's words do not all agree (U6)."""
+    k, n = meta.get("capitalised", 0), meta.get("words", 0)
+    if not k:
+        return
+    named = ", ".join(repr(w) for w in meta.get("capitalised_examples", []))
+    if meta["lowercase"]:
+        say = f"lower-cased: only {k} of its {n} words hold capitals ({named}), too few for a cased table; those never match"
+    else:
+        say = f"case-sensitive: {k} of its {n} words hold capitals ({named}); 'The' and 'the' are different words"
+    print(f"note: {path}: {say}", file=sys.stderr)
+
+
 def _word_vectors(path: Path, show_progress: bool | None) -> StaticTable:
     tokens, vectors, meta = load_word_vectors(path, show_progress)
-    lower = _lowercase(tokens[:-1])
+    lower = bool(meta["lowercase"])
+    _case_note(path, meta)
     return StaticTable(
         tokens, vectors, word_tokenizer(tokens, tokens[-1], lower), unk_id=len(tokens) - 1, lowercase=lower, source=str(path)
     )
@@ -108,10 +194,11 @@ def _model2vec(folder: Path) -> StaticTable:
         from model2vec import StaticModel
     except ImportError:
         raise IsotropyError(f"{folder} is a model2vec model: pip install 'isotropy[static]' (model2vec)") from None
+    _check_model2vec(folder)
     try:
         model = StaticModel.from_pretrained(folder)
-    except (OSError, ValueError, KeyError) as exc:
-        raise IsotropyError(f"{folder}: model2vec cannot load it ({str(exc).splitlines()[0][:200]})") from None
+    except Exception as exc:  # noqa: BLE001 - the last net: model2vec raises what its readers raise
+        raise IsotropyError(f"{folder}: model2vec cannot load it ({_one_line(exc)})") from None
     emb = np.asarray(model.embedding, dtype=np.float32)
     if model.token_mapping is not None:
         emb = emb[np.asarray(model.token_mapping)]
@@ -125,28 +212,68 @@ def _model2vec(folder: Path) -> StaticTable:
 
 
 def _st_static(folder: Path) -> StaticTable:
-    from safetensors.numpy import load_file
-    from tokenizers import Tokenizer
-
     module = st_static_module(folder)
     weights_file, tok_file = module / "model.safetensors", module / "tokenizer.json"
     for f in (weights_file, tok_file):
         if not f.is_file():
             raise IsotropyError(f"{folder}: its StaticEmbedding module lacks {f.name}")
-    weights = load_file(str(weights_file))
+    head = _st_head(folder)  # refused before the table is read
+    tokenizer = _tokenizer(tok_file)
+    _, weights = _tensor_shapes(weights_file, ("embedding.weight",))
     if "embedding.weight" not in weights:
         raise IsotropyError(f"{weights_file} holds no tensor 'embedding.weight' (a StaticEmbedding's table)")
-    tokenizer = Tokenizer.from_file(str(tok_file))
     vocab = tokenizer.get_vocab()
     emb = weights["embedding.weight"].astype(np.float32)
+    if emb.ndim != 2:
+        raise IsotropyError(f"{weights_file}: embedding.weight has shape {emb.shape}, not (tokens, dims)")
     if len(vocab) != emb.shape[0]:
         raise IsotropyError(f"{weights_file}: {emb.shape[0]} rows for a tokenizer of {len(vocab)} tokens")
     tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
     unk = getattr(tokenizer.model, "unk_token", None)
-    return StaticTable(
+    table = StaticTable(
         tokens, emb, tokenizer, unk_id=vocab.get(unk) if unk else None, drop_unknown=False, source=str(folder),
         max_length=None,
     )  # fmt: skip
+    for W, b in head:  # a linear Dense head, folded: exact for the mean StaticEmbedding takes (W6)
+        table = table.fold(W.T, b)
+    table.source = str(folder)
+    return table
+
+
+def _st_head(folder: Path) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(W, b)`` of each ``Dense`` after a folder's ``StaticEmbedding`` (a trailing ``Normalize`` left out), loaded
+    by sentence-transformers' own ``Dense.load`` (safetensors only); any other module, or a nonlinear activation,
+    is one line naming it (see the module docs)."""
+    modules = sorted(_json(folder / "modules.json"), key=lambda m: int(m.get("idx", 0)))[1:]
+    kind = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
+    while kind and kind[-1] == "Normalize":
+        kind.pop()
+        modules.pop()
+    other = [f"{k or '?'} ({m.get('path') or m.get('name')})" for k, m in zip(kind, modules) if k != "Dense"]
+    if other:
+        raise IsotropyError(
+            f"{folder} is a sentence-transformers model with modules after its StaticEmbedding that isotropy does not "
+            f"apply ({', '.join(other)}): its vectors would not be SentenceTransformer's; load it with sentence-transformers"
+        )
+    if not modules:
+        return []
+    import torch
+
+    from ..models import load_st_head
+
+    head = []
+    for m, dense in zip(modules, load_st_head(folder, modules)):
+        act = dense.activation_function
+        if not isinstance(act, torch.nn.Identity):
+            raise IsotropyError(
+                f"{folder / str(m.get('path', ''))}: a Dense module with activation {type(act).__name__} after StaticEmbedding; "
+                "isotropy folds a static model's head into its table, which only a linear one (torch.nn.Identity) allows: "
+                "load the model with sentence-transformers"
+            )
+        W = dense.linear.weight.detach().double().numpy()
+        b = np.zeros(W.shape[0]) if dense.linear.bias is None else dense.linear.bias.detach().double().numpy()
+        head.append((W, b))
+    return head
 
 
 def load_table(model: str | os.PathLike, show_progress: bool | None = None) -> StaticTable:
