@@ -242,7 +242,7 @@ def test_calibrate_folds_into_model2vec_and_sentence_transformers_folders(tmp_pa
     out = tmp_path / "calibrated"
     cal = run_calibration(corpus, out, model=str(table), pooling=pooling, method="center", show_progress=False)
     assert (out / "isotropy.json").is_file() and cal.info["coverage"]["oov_rate"] == 0.0
-    _check_export(out, cal, ["the cat sat on a mat.", "a big red dog ran", "dog , mat"])
+    _check_export(out, cal, ["the cat sat on a mat.", "a big red dog ran", "dog , mat", "the zzz cat qqq"])  # OOV: U21
     from helpers import run_cli  # again through the command line: an isotropy output is replaced, and it says how to load it
 
     args = ["calibrate", corpus, "-o", out, "--model", table, "--pooling", pooling, "--method", "center", "--no-progress"]

@@ -9,8 +9,9 @@ so the calibrated model is the same size and speed as the raw one. The folder wr
   (``model2vec.StaticModel.from_pretrained(folder)``);
 * ``sentence-transformers/``: a ``SentenceTransformer`` of one ``StaticEmbedding`` module, saved by
   sentence-transformers' own ``save`` (``SentenceTransformer(folder + "/sentence-transformers")``); like every
-  ``StaticEmbedding`` it averages unknown tokens' row where isotropy and model2vec leave them out, so a sentence
-  with out-of-vocabulary words differs there;
+  ``StaticEmbedding`` it averages unknown tokens' row where isotropy and model2vec leave them out, so that row is
+  written as zeros (:func:`st_rows`): a sentence with out-of-vocabulary words then gets a positive multiple of
+  isotropy's and model2vec's vector, the same in every cosine (the folded bias in that row made them differ, U21);
 * ``isotropy.json``: the marker and what was fitted (coverage of the fit corpus included);
 * ``README.md``: isotropy's model card (:func:`.card.model_card`: the calibration, the corpus and its
   out-of-vocabulary rate, the ``--eval`` scores), in place of model2vec's default one.
@@ -70,6 +71,17 @@ def folded_table(encoder: Any, transform: Any):
     return runtime.table.fold(A, b, row_weights=weights)
 
 
+def st_rows(table: Any, vectors: np.ndarray) -> np.ndarray:
+    """The rows of the sentence-transformers twin: ``vectors`` with the unknown token's row zeroed when the table
+    leaves unknown tokens out of the mean (``StaticEmbedding`` averages every token it is given; with a zero row,
+    a sentence of n known and k unknown tokens gets n/(n+k) times the mean of the known ones, the same direction)."""
+    if not table.drop_unknown or table.unk_id is None:
+        return vectors
+    out = vectors.copy()
+    out[table.unk_id] = 0.0
+    return out
+
+
 def write_static_model(out: Path, encoder: Any, transform: Any, info: dict[str, Any], force: bool) -> Any:
     """Write the folder (module docs) atomically; returns the sentence-transformers model loaded back."""
     from model2vec import StaticModel
@@ -86,7 +98,7 @@ def write_static_model(out: Path, encoder: Any, transform: Any, info: dict[str, 
         m2v.save_pretrained(tmp)
         st_tok = Tokenizer.from_str(spec)
         st_tok.no_truncation()
-        st = SentenceTransformer(modules=[StaticEmbedding(st_tok, embedding_weights=vectors)], device="cpu")
+        st = SentenceTransformer(modules=[StaticEmbedding(st_tok, embedding_weights=st_rows(table, vectors))], device="cpu")
         st.save(str(tmp / ST_SUBFOLDER), create_model_card=False)
         (tmp / "README.md").write_text(model_card(info), encoding="utf-8")  # isotropy's card, not model2vec's default
         marker = {**header("sentence-transformers"), "calibration": info}

@@ -90,7 +90,10 @@ def eval_(
     device: Device = None,
     shrinkage: Shrinkage = "0",
     output: Output("Write the results as JSON here, and the markdown table beside it (.md).", str | None) = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Encode everything afresh and store nothing.")] = False,
+    no_cache: Annotated[
+        bool,
+        typer.Option("--no-cache", help="Encode everything afresh and store nothing (a word-vector file is parsed in memory)."),
+    ] = False,
     cache_dir: CacheDir = None,
     keep_going: Annotated[
         bool,
@@ -108,12 +111,14 @@ def eval_(
 ) -> None:
     """Spearman x 100 on STS tasks for every pooling x calibration (the papers' table layout), or search quality (--retrieval)."""
     from ..encoders import default_device
+    from ..encoders.static import parse_cache
 
     output = deprecated("eval", "--out", old_out, output)
     task = deprecated("eval", "-t", old_task, task)
     method = [canonical_method(m) for m in method or ()]
     opts = dict(locals())
-    with default_device(check_device(device)):
+    parse = False if no_cache else (cache_dir or True)  # word-vector files' parse cache follows the vector cache's options
+    with default_device(check_device(device)), parse_cache(parse):
         if retrieval is not None or kind:  # search quality: its own harness (isotropy.retrieval)
             return rcli.eval_retrieval(retrieval, opts)
         _eval_sts(opts)

@@ -161,7 +161,11 @@ Address = Annotated[
     ),
 ]
 CacheDir = Annotated[
-    Path | None, typer.Option("--cache-dir", help="Vector cache folder (default: $ISOTROPY_CACHE or ~/.cache/isotropy).")
+    Path | None,
+    typer.Option(
+        "--cache-dir",
+        help="Vector cache folder (default: $ISOTROPY_CACHE or ~/.cache/isotropy); a word-vector file's parse cache goes to its static/.",
+    ),
 ]
 AllowOtherEncoder = Annotated[
     bool,

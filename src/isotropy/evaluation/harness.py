@@ -252,8 +252,10 @@ def _load_encoder(
     """The encoder (built unless given), the canonical pooling names, and the width every method must fit."""
     if encoder is None:
         from ..encoders.encoder import Encoder
+        from ..encoders.static import parse_cache
 
-        encoder = Encoder(model, pooling=(poolings[0] if poolings else None), max_length=max_length, batch_size=batch_size)
+        with parse_cache(run.cache):  # --no-cache / --cache-dir apply to a word-vector file's parse cache too
+            encoder = Encoder(model, pooling=(poolings[0] if poolings else None), max_length=max_length, batch_size=batch_size)
     run.encoder = encoder
     run.poolings = list(dict.fromkeys(parse_pooling(p).name for p in (poolings or [encoder.pooling])))
     run.dim = dim = int(encoder.dim)

@@ -169,8 +169,10 @@ def evaluate_retrieval(
     kinds = check_kinds(list(kinds))
     if encoder is None:
         from ..encoders.encoder import Encoder
+        from ..encoders.static import parse_cache
 
-        encoder = Encoder(model, pooling=(poolings[0] if poolings else None), max_length=max_length, batch_size=batch_size)
+        with parse_cache(cache):  # --no-cache / --cache-dir apply to a word-vector file's parse cache too
+            encoder = Encoder(model, pooling=(poolings[0] if poolings else None), max_length=max_length, batch_size=batch_size)
     pools = list(dict.fromkeys(parse_pooling(p).name for p in (poolings or [encoder.pooling])))
     for m in parsed:
         m.check(int(encoder.dim))

@@ -1,7 +1,8 @@
 """Static embedding models (layer 4): a table of token vectors averaged per sentence.
 
 * :mod:`.table` -- :class:`StaticTable` (tokens, vectors, probabilities, ``fold``), pooling, OOV accounting;
-* :mod:`.wordvectors` -- GloVe / word2vec / fastText files, parsed once into a memory-mapped cache;
+* :mod:`.wordvectors` -- GloVe / word2vec / fastText files, parsed;
+* :mod:`.wordcache` -- their parse cache: memory-mapped, verified, never stale (:func:`parse_cache`: where, or not at all);
 * :mod:`.sources` -- telling static models apart and loading them (model2vec, ``StaticEmbedding``, the
   embedded ``glove-6b-50d``).
 
@@ -13,5 +14,6 @@ from __future__ import annotations
 
 from .sources import GLOVE_NAME, is_static_model, load_table
 from .table import Coverage, StaticTable, zipf_probabilities
+from .wordcache import parse_cache
 
-__all__ = ["StaticTable", "Coverage", "load_table", "is_static_model", "GLOVE_NAME", "zipf_probabilities"]
+__all__ = ["StaticTable", "Coverage", "load_table", "is_static_model", "GLOVE_NAME", "zipf_probabilities", "parse_cache"]

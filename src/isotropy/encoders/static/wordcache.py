@@ -30,6 +30,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -42,14 +43,17 @@ __all__ = ["load_word_vectors", "parse_cache", "cache_dir"]
 
 CACHE_FORMAT = 2  # 1: keyed on size, mtime and the first and last MiB, no digest of its own files
 ENTRY_FILES = ("vectors.npy", "tokens.json")
-_where: contextvars.ContextVar[bool | str | os.PathLike] = contextvars.ContextVar("isotropy_parse_cache", default=True)
+_where: contextvars.ContextVar[Any] = contextvars.ContextVar("isotropy_parse_cache", default=True)
 _verified: dict[str, tuple] = {}  # entries whose files were hashed in this process: folder -> their stat
 
 
 @contextlib.contextmanager
-def parse_cache(cache: bool | str | os.PathLike | None = True) -> Iterator[None]:
+def parse_cache(cache: Any = True) -> Iterator[None]:
     """Within this block, word-vector files are cached under the default root (``True`` or None), not at all
-    (``False``), or under the folder ``cache`` (its ``static/`` subfolder)."""
+    (``False``), or under the folder ``cache`` (its ``static/`` subfolder); a
+    :class:`~isotropy.encoders.cache.VectorCache` gives its own setting (disabled: none; else its folder)."""
+    if hasattr(cache, "enabled") and hasattr(cache, "directory"):
+        cache = cache.directory if cache.enabled else False
     token = _where.set(True if cache is None else cache)
     try:
         yield
