@@ -141,3 +141,37 @@ def word_corpus(n: int, seed: int = 0) -> list[str]:
 
     rng = np.random.default_rng(seed)
     return [" ".join(rng.choice(WORDS, size=int(rng.integers(2, 12)))) for _ in range(n)]
+
+
+# A tiny static vocabulary: the model2vec and StaticEmbedding folders of the hostile-input tests (#31).
+STATIC_WORDS = ["the", ",", ".", "cat", "sat", "on", "mat", "a", "dog", "ran"]
+
+
+def tiny_static_vectors(dim: int = 6) -> np.ndarray:
+    return np.random.default_rng(0).standard_normal((len(STATIC_WORDS), dim)).astype(np.float32)
+
+
+def tiny_model2vec(folder: Path) -> Path:
+    """A model2vec folder of :data:`STATIC_WORDS` (+ ``[UNK]``, a zero row), saved by model2vec itself."""
+    from model2vec import StaticModel
+
+    from isotropy.encoders.static.table import UNK, word_tokenizer
+
+    vectors = tiny_static_vectors()
+    tok = word_tokenizer([*STATIC_WORDS, UNK], UNK, True)()
+    StaticModel(np.vstack([vectors, np.zeros((1, vectors.shape[1]), np.float32)]), tok, normalize=False).save_pretrained(folder)
+    return folder
+
+
+def tiny_st_static(folder: Path, *head) -> Path:
+    """A sentence-transformers folder: ``StaticEmbedding`` of :data:`STATIC_WORDS` (+ ``[UNK]``), then ``head``'s modules."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
+
+    from isotropy.encoders.static.table import UNK, word_tokenizer
+
+    vectors = tiny_static_vectors()
+    tok = word_tokenizer([*STATIC_WORDS, UNK], UNK, True)()
+    emb = StaticEmbedding(tok, embedding_weights=np.vstack([vectors, np.ones((1, vectors.shape[1]), np.float32)]))
+    SentenceTransformer(modules=[emb, *head], device="cpu").save(str(folder))
+    return folder

@@ -1039,8 +1039,118 @@ STATIC_CASES = [
     ),
 ]
 
+# --------------------------------------------------------------------------- static models, round 4 (#31)
+
+
+def _folder(kind: str, rel: str, edit: Callable[[Path], None] | None = None, *head_args) -> Callable[[Path], None]:
+    """A tiny model2vec (``kind="m2v"``) or StaticEmbedding (``"st"``) folder at ``rel``, then ``edit`` applied to it."""
+
+    def setup(w: Path) -> None:
+        from helpers import tiny_model2vec, tiny_st_static
+
+        folder = tiny_model2vec(w / rel) if kind == "m2v" else tiny_st_static(w / rel, *(f() for f in head_args))
+        if edit is not None:
+            edit(folder)
+
+    return setup
+
+
+def _truncate(name: str) -> Callable[[Path], None]:
+    return lambda f: (f / name).write_bytes((f / name).read_bytes()[:100])
+
+
+def _mapping(values) -> Callable[[Path], None]:
+    def edit(f: Path) -> None:
+        from safetensors.numpy import load_file, save_file
+
+        tensors = load_file(str(f / "model.safetensors"))
+        save_file({**tensors, "mapping": np.asarray(values, dtype=np.int64)}, str(f / "model.safetensors"))
+
+    return edit
+
+
+def _tanh_dense():
+    from sentence_transformers.base.modules import Dense
+
+    return Dense(6, 3)  # sentence-transformers' default activation: Tanh
+
+
+def _another_module(f: Path) -> None:
+    modules = json.loads((f / "modules.json").read_text())
+    modules.append({"idx": 1, "name": "1", "path": "1_LayerNorm", "type": "sentence_transformers.models.LayerNorm"})
+    (f / "modules.json").write_text(json.dumps(modules))
+
+
+def _model(rel: str) -> tuple[str, ...]:
+    return ("encode", "{w}/two.txt", "-o", OUT + ".npy", "--model", "{w}/" + rel)
+
+
+_BIN_BODY = b"the " + b"\0" * 8 + b"\ncat " + b"\0" * 8 + b"\ndog " + b"\0" * 8 + b"\n"
+STATIC_ROUND4_CASES = [
+    Case(
+        "static binary header announcing fewer words than the file holds",
+        _static("fewer.bin"),
+        ("{w}/fewer.bin line 1", "header says 2 words, the file holds 3"),
+        setup=_bytes("fewer.bin", b"2 2\n" + _BIN_BODY),
+    ),
+    Case(
+        "model2vec mapping longer than the vocabulary",
+        _model("m2v"),
+        ("{w}/m2v/model.safetensors", "mapping", "vocabulary of 11 tokens"),
+        setup=_folder("m2v", "m2v", _mapping(np.arange(20) % 11)),
+    ),
+    Case(
+        "model2vec mapping out of range",
+        _model("m2v"),
+        ("{w}/m2v/model.safetensors", "outside the 11 rows"),
+        setup=_folder("m2v", "m2v", _mapping([*range(10), 99])),
+    ),
+    Case(
+        "model2vec model.safetensors truncated",
+        _model("m2v"),
+        ("{w}/m2v/model.safetensors", "truncated"),
+        setup=_folder("m2v", "m2v", _truncate("model.safetensors")),
+    ),
+    Case(
+        "model2vec tokenizer.json empty",
+        _model("m2v"),
+        ("{w}/m2v/tokenizer.json", "not a tokenizer"),
+        setup=_folder("m2v", "m2v", lambda f: (f / "tokenizer.json").write_text("")),
+    ),
+    Case(
+        "model2vec config max_length -5",
+        _model("m2v"),
+        ("{w}/m2v/config.json", "max_length -5 must be a positive integer"),
+        setup=_folder("m2v", "m2v", lambda f: (f / "config.json").write_text('{"max_length": -5, "normalize": false}')),
+    ),
+    Case(
+        "StaticEmbedding model.safetensors truncated",
+        _model("st"),
+        ("{w}/st/model.safetensors", "truncated"),
+        setup=_folder("st", "st", _truncate("model.safetensors")),
+    ),
+    Case(
+        "StaticEmbedding tokenizer.json not JSON",
+        _model("st"),
+        ("{w}/st/tokenizer.json", "not a tokenizer"),
+        setup=_folder("st", "st", lambda f: (f / "tokenizer.json").write_text("nope{")),
+    ),
+    Case(
+        "StaticEmbedding followed by a Tanh Dense",
+        _model("st"),
+        ("{w}/st/1_Dense", "activation Tanh", "only a linear one"),
+        setup=_folder("st", "st", None, _tanh_dense),
+    ),
+    Case(
+        "StaticEmbedding followed by another module",
+        _model("st"),
+        ("{w}/st", "LayerNorm (1_LayerNorm)"),
+        setup=_folder("st", "st", _another_module),
+    ),
+]
+
 CASES = OUTPUT_CASES + INPUT_CASES + OPTION_CASES + ARTEFACT_CASES + LOAD_CASES + TOOLBOX_CASES + POOLING_CASES + CALIBRATE_CASES
-CASES += PRECISION_CASES + AUTO_CASES + HOSTILE_CASES + STATIC_CASES
+CASES += PRECISION_CASES + AUTO_CASES + HOSTILE_CASES + STATIC_CASES + STATIC_ROUND4_CASES
 
 
 def _expand(text: str, w: Path) -> str:

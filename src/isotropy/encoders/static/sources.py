@@ -288,6 +288,8 @@ def load_table(model: str | os.PathLike, show_progress: bool | None = None) -> S
         return _model2vec(path)
     if kind == "st-static":
         return _st_static(path)
+    if path.suffix.lower() in WORD_VECTOR_SUFFIXES and not path.exists():
+        raise IsotropyError(f"word-vector file {path} does not exist")
     raise IsotropyError(
         f"{model} is not a static model (a model2vec or StaticEmbedding folder, a word-vector file "
         f"{'/'.join(WORD_VECTOR_SUFFIXES)}, or {GLOVE_NAME!r})"
