@@ -77,6 +77,8 @@ def test_an_edit_with_the_modification_time_put_back_is_parsed_again(tmp_path): 
     moved.write_bytes(path.read_bytes())
     os.replace(moved, path)
     assert isinstance(load_table(path).vectors, np.memmap)
+    (entry,) = cache_dir().iterdir()  # its new inode recorded: the next load need not hash it
+    assert json.loads((entry / "meta.json").read_text())["source"]["inode"] == path.stat().st_ino
 
 
 def test_a_damaged_cache_entry_is_parsed_again_never_served(tmp_path, capsys):  # W4

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import IsotropyError
-from ...storage.atomic import atomic_dir
+from ...storage.atomic import atomic_dir, atomic_file
 from ...storage.integrity import sha256_file, verifying
 from .wordvectors import parse_word_vectors
 
@@ -104,19 +104,31 @@ def _cached(path: Path, folder: Path) -> tuple[list[str], np.ndarray, dict] | No
         if meta.get("cache_format") != CACHE_FORMAT or source.get("path") != str(path):
             return None
         now = _stat(path)
-        if now != {k: source.get(k) for k in now}:
-            if now["size"] != source.get("size") or sha256_file(path) != source.get("sha256"):
-                return None  # the source changed (W3): parse it again
+        moved = now != {k: source.get(k) for k in now}
+        if moved and (now["size"] != source.get("size") or sha256_file(path) != source.get("sha256")):
+            return None  # the source changed (W3): parse it again
         if not _entry_ok(folder, meta, verifying()):
             print(f"warning: the parse cache entry {folder} is damaged (a digest differs); parsing {path} again", file=sys.stderr)
             return None
         vectors = np.load(folder / "vectors.npy", mmap_mode="r")
         tokens = json.loads((folder / "tokens.json").read_text(encoding="utf-8"))
         if vectors.shape == (meta["words"] + 1, meta["dim"]) and len(tokens) == meta["words"] + 1:
+            if moved:
+                _restat(folder, meta, now)
             return tokens, vectors, meta
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass  # a missing or unreadable entry is parsed again
     return None
+
+
+def _restat(folder: Path, meta: dict, now: dict) -> None:
+    """Record a source's new times and inode once its content is proved the same (a copy, ``touch``), so the next
+    load need not hash it again; best effort (a read-only cache simply hashes it next time)."""
+    try:
+        with atomic_file(folder / "meta.json", "w") as fh:
+            json.dump({**meta, "source": {**meta["source"], **now}}, fh)
+    except (OSError, IsotropyError):
+        pass
 
 
 def _writable(root: Path) -> str | None:
