@@ -161,3 +161,21 @@ def test_a_linear_dense_after_static_embedding_is_applied(tmp_path):  # W6
     assert ours.shape == (3, 4) and enc.dim == 4
     cos = (ours * theirs).sum(1) / np.linalg.norm(ours, axis=1) / np.linalg.norm(theirs, axis=1)
     assert cos.min() > 1 - 1e-5
+
+
+def test_eval_no_cache_and_cache_dir_reach_the_parse_cache(tmp_path):  # U16, through the command line
+    from helpers import run_cli
+
+    path = _glove(tmp_path / "g.txt", _rows())
+    folder = tmp_path / "ret"
+    folder.mkdir()
+    (folder / "documents.txt").write_text("the cat sat\na dog ran\nthe mat\n")
+    (folder / "queries.txt").write_text("cat sat\ndog\n")
+    (folder / "qrels.tsv").write_text("0\t0\t1\n1\t1\t1\n")
+    args = ["eval", "--retrieval", folder, "--model", path, "--method", "raw", "--no-progress"]
+    code, _, err = run_cli([*args, "--no-cache"])
+    assert code == 0, err
+    assert not (tmp_path / "cache").exists()
+    code, _, err = run_cli([*args, "--cache-dir", tmp_path / "mine"])
+    assert code == 0, err
+    assert len(list((tmp_path / "mine" / "static").iterdir())) == 1 and not (tmp_path / "cache").exists()
