@@ -126,8 +126,8 @@ def _tensor_shapes(file: Path, read: tuple[str, ...] = ()) -> tuple[dict[str, tu
         raise IsotropyError(f"{file}: not a readable safetensors file, truncated or damaged ({_one_line(exc)})") from None
 
 
-def _check_model2vec(folder: Path) -> None:
-    """One line naming the file for what would make model2vec's loader raise a traceback or index wrongly."""
+def _check_model2vec_config(folder: Path) -> None:
+    """model2vec reads ``max_length`` as it is (-5 breaks the tokenizer at the first encode): one line first."""
     config_file = folder / "config.json"
     config = _json(config_file)
     if not isinstance(config, dict):
@@ -135,20 +135,36 @@ def _check_model2vec(folder: Path) -> None:
     limit = config.get("max_length")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise IsotropyError(f"{config_file}: max_length {limit!r} must be a positive integer (or null: no limit)")
-    vocab = _tokenizer(folder / "tokenizer.json").get_vocab_size()
-    file = folder / "model.safetensors"
-    shapes, tensors = _tensor_shapes(file, ("mapping",))
-    rows = shapes.get("embeddings", (0,))[0]
-    mapping = tensors.get("mapping")
-    if mapping is not None:
+
+
+def _model2vec_failed(folder: Path, exc: BaseException) -> IsotropyError:
+    """Why model2vec could not load ``folder``, naming the file: its tokenizer and safetensors read on their own
+    (only after a failure, so a sound folder is read once)."""
+    _tokenizer(folder / "tokenizer.json")
+    _tensor_shapes(folder / "model.safetensors")
+    return IsotropyError(f"{folder}: model2vec cannot load it ({_one_line(exc)})")
+
+
+def _model2vec_rows(folder: Path, model: Any) -> np.ndarray:
+    """One row per token id: the embeddings through the mapping, times the per-token weights, both checked
+    against the vocabulary and the table (a mapping out of range would index wrongly or raise)."""
+    file, vocab = folder / "model.safetensors", len(model.tokens)
+    emb = np.asarray(model.embedding, dtype=np.float32)
+    if model.token_mapping is not None:
+        mapping = np.asarray(model.token_mapping)
         if mapping.ndim != 1 or mapping.dtype.kind not in "iu" or len(mapping) != vocab:
             raise IsotropyError(
                 f"{file}: its mapping has shape {mapping.shape} ({mapping.dtype}) for a vocabulary of {vocab} tokens"
             )
-        if mapping.size and (int(mapping.min()) < 0 or int(mapping.max()) >= rows):
-            raise IsotropyError(f"{file}: its mapping points outside the {rows} rows of its embeddings")
-    if "weights" in shapes and shapes["weights"] != (vocab,):
-        raise IsotropyError(f"{file}: its weights have shape {shapes['weights']} for a vocabulary of {vocab} tokens")
+        if mapping.size and (int(mapping.min()) < 0 or int(mapping.max()) >= emb.shape[0]):
+            raise IsotropyError(f"{file}: its mapping points outside the {emb.shape[0]} rows of its embeddings")
+        emb = emb[mapping]
+    if model.weights is not None:
+        weights = np.asarray(model.weights, dtype=np.float32)
+        if weights.shape != (vocab,):
+            raise IsotropyError(f"{file}: its weights have shape {weights.shape} for a vocabulary of {vocab} tokens")
+        emb = emb * weights[:, None]
+    return np.ascontiguousarray(emb)
 
 
 def _glove() -> StaticTable:
@@ -194,18 +210,13 @@ def _model2vec(folder: Path) -> StaticTable:
         from model2vec import StaticModel
     except ImportError:
         raise IsotropyError(f"{folder} is a model2vec model: pip install 'isotropy[static]' (model2vec)") from None
-    _check_model2vec(folder)
+    _check_model2vec_config(folder)
     try:
         model = StaticModel.from_pretrained(folder)
     except Exception as exc:  # noqa: BLE001 - the last net: model2vec raises what its readers raise
-        raise IsotropyError(f"{folder}: model2vec cannot load it ({_one_line(exc)})") from None
-    emb = np.asarray(model.embedding, dtype=np.float32)
-    if model.token_mapping is not None:
-        emb = emb[np.asarray(model.token_mapping)]
-    if model.weights is not None:
-        emb = emb * np.asarray(model.weights, dtype=np.float32)[:, None]
+        raise _model2vec_failed(folder, exc) from None
     return StaticTable(
-        list(model.tokens), np.ascontiguousarray(emb), model.tokenizer, unk_id=model.unk_token_id,
+        list(model.tokens), _model2vec_rows(folder, model), model.tokenizer, unk_id=model.unk_token_id,
         drop_unknown=True, source=str(folder), max_length=model.max_length,
         chars_per_token=int(model.median_token_length),
     )  # fmt: skip
@@ -244,7 +255,10 @@ def _st_head(folder: Path) -> list[tuple[np.ndarray, np.ndarray]]:
     """``(W, b)`` of each ``Dense`` after a folder's ``StaticEmbedding`` (a trailing ``Normalize`` left out), loaded
     by sentence-transformers' own ``Dense.load`` (safetensors only); any other module, or a nonlinear activation,
     is one line naming it (see the module docs)."""
-    modules = sorted(_json(folder / "modules.json"), key=lambda m: int(m.get("idx", 0)))[1:]
+    try:
+        modules = sorted(_json(folder / "modules.json"), key=lambda m: int(m.get("idx", 0)))[1:]
+    except (TypeError, ValueError, AttributeError):
+        raise IsotropyError(f"{folder / 'modules.json'}: not a list of sentence-transformers modules") from None
     kind = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
     while kind and kind[-1] == "Normalize":
         kind.pop()

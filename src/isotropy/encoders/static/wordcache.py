@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -135,9 +136,7 @@ def _writable(root: Path) -> str | None:
     """None when entries can be written under ``root``, else why not (an actual probe: root ignores modes)."""
     try:
         root.mkdir(parents=True, exist_ok=True)
-        probe = root / f".probe-{os.getpid()}"
-        probe.mkdir()
-        probe.rmdir()
+        os.rmdir(tempfile.mkdtemp(prefix=".probe-", dir=root))
     except OSError as exc:
         return exc.strerror or type(exc).__name__
     return None
