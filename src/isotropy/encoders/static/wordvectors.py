@@ -220,6 +220,11 @@ def _parse_binary(path: Path, alloc: Alloc, header, start: int, show_progress) -
     if header is None:
         raise IsotropyError(f"{path} line 1: a binary word2vec file starts with a header 'WORDS DIM'")
     n, dim = header
+    if dim < 1:
+        raise _bad(path, 1, "a header of words without values")
+    most = (path.stat().st_size - start) // (4 * dim + 2)  # a record is at least a letter, a space and d floats
+    if n > most:  # refused before allocating n rows
+        raise IsotropyError(f"{path} line 1: the header says {n} words, the file holds at most {most} (truncated)")
     table = alloc((n + 1, dim))
     words: list[str] = []
     h = hashlib.sha256()
