@@ -16,7 +16,7 @@ import pytest
 
 from helpers import STATIC_WORDS, tiny_st_static, tiny_static_vectors
 from isotropy.encoders.static import load_table, parse_cache
-from isotropy.encoders.static.wordcache import cache_dir
+from isotropy.encoders.static.parsecache import cache_dir
 from isotropy.errors import IsotropyError
 
 VECS = tiny_static_vectors()

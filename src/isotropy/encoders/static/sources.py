@@ -11,7 +11,7 @@
   (isotropy reports the vectors before it, as for transformer folders; every cosine is the same), and any
   other module after it, or a ``Dense`` with a nonlinear activation (``Tanh``, its default: it cannot be
   folded, and every calibration of a static model is a fold), is one line naming it;
-* a word-vector file (:mod:`.wordvectors`, cached by :mod:`.wordcache`): words and punctuation as tokens,
+* a word-vector file (:mod:`.wordvectors`, cached by :mod:`.parsecache`): words and punctuation as tokens,
   lower-cased when the table is (:func:`.wordvectors.case_policy`; a note says what was decided when any of its
   words hold capitals).
 
@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 from ...errors import IsotropyError
+from .parsecache import load_word_vectors
 from .table import StaticTable, word_tokenizer
-from .wordcache import load_word_vectors
 from .wordvectors import WORD_VECTOR_SUFFIXES
 
 __all__ = ["GLOVE_NAME", "is_static_model", "load_table", "static_kind", "st_static_module"]

@@ -16,7 +16,7 @@ with both counts, as the text formats refuse it (W2). Every other fault is one l
 line: a ragged row, a value that is not a number or not finite, a duplicate word, an empty file.
 
 :func:`parse_word_vectors` streams the rows into an array made by ``alloc`` (a memory map in the parse
-cache, :mod:`.wordcache`, or plain memory), so a 2M x 300 file never needs twice its size in memory, and
+cache, :mod:`.parsecache`, or plain memory), so a 2M x 300 file never needs twice its size in memory, and
 returns with it the sha256 of every byte it parsed (the cache's key on the content, hashed while parsing:
 the file is not read again for it). Whether the table is lower-cased is decided here too
 (:func:`case_policy`), from the words the tokenizer can produce, by a rule no single line can flip (U6).
