@@ -201,13 +201,12 @@ def static_index(tmp_path_factory):
     table = folder / "tiny.glove.txt"
     table.write_text("".join(w + " " + " ".join(f"{x:.5f}" for x in v) + "\n" for w, v in zip(WORDS, vecs)), encoding="utf-8")
     Index(Encoder(str(table))).add(CORPUS).save(folder / "idx")
+    assert not [p for p in (folder / "idx").rglob("*") if p.name.endswith(".lock")]  # U44 of #31: none inside
     return folder / "idx"
 
 
 def _client(index_dir, **options):
     import warnings
-
-    from starlette.testclient import TestClient
 
     from isotropy.search.serve import allowed_hosts, create_app
 
@@ -215,7 +214,9 @@ def _client(index_dir, **options):
         Index.load(index_dir), 0.5, hosts=allowed_hosts("127.0.0.1"), index_dir=index_dir, log=lambda _: None, **options
     )
     with warnings.catch_warnings():  # starlette would rather have httpx2; httpx is what the suite has
-        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore")  # StarletteDeprecationWarning
+        from starlette.testclient import TestClient
+
         return TestClient(app, base_url="http://127.0.0.1:8765")
 
 
@@ -308,3 +309,15 @@ def test_the_cli_limits_match_the_servers_and_a_public_bind_is_warned(static_ind
     assert not serve.is_loopback("0.0.0.0") and not serve.is_loopback("192.168.1.4")
     line = serve.public_bind_warning("0.0.0.0", serve.allowed_hosts("0.0.0.0"))
     assert line.startswith("warning:") and "NO authentication" in line and "\n" not in line
+
+
+def test_search_and_encode_say_how_many_rows_hold_no_known_word(static_index, tmp_path):
+    """U40/U41 of #31: a zero vector ranks the index by nothing; `search` and `encode` say so on stderr."""
+    from helpers import run_cli
+
+    code, out, err = run_cli(["search", static_index, "cat river", "zzz", "-n", "2"])
+    assert code == 0 and "warning: 1 of 2 queries hold no word the static model knows (row 2)" in err
+    (tmp_path / "c.txt").write_text("the cat sat\nqqq www\nthe dog\nzzz\n", encoding="utf-8")
+    table = static_index.parent / "tiny.glove.txt"
+    code, _, err = run_cli(["encode", tmp_path / "c.txt", "-o", tmp_path / "v.npy", "--model", table])
+    assert code == 0 and "warning: 2 of 4 sentences hold no word the static model knows (rows 2, 4)" in err

@@ -264,7 +264,9 @@ class Served:
 
 
 def _device_of(index: Index) -> str | None:
-    return getattr(index.encoder, "device", None) if isinstance(getattr(index.encoder, "device", None), str) else None
+    """The device the served model runs on, for loading the next version there too."""
+    device = getattr(index.encoder, "device", None)
+    return None if device is None else str(device)
 
 
 def _scrub(text: str, *paths: Any) -> str:

@@ -24,7 +24,6 @@ __all__ = [
     "output_locks",
     "lock_output",
     "lock_file_of",
-    "is_own_lock_file",
     "LOCK_MARK",
     "LOCK_TIMEOUT_ENV",
     "DEFAULT_LOCK_TIMEOUT",
@@ -32,9 +31,11 @@ __all__ = [
 
 # One lock per output: a ``.NAME.lock`` file beside it (``filelock``: ``flock`` on Unix). One
 # ``FileLock`` object per lock file in this process, so the locks are reentrant within it (an
-# ``index add`` holds its index's lock, and the save inside takes it again). The lock file is
-# removed on the last release, while still held: filelock's acquire sees an unlinked inode
-# (``st_nlink == 0``) and starts over, so mutual exclusion holds and no ``.lock`` files pile up.
+# ``index add`` holds its index's lock, and the save inside takes it again). A lock file this
+# process made (it writes LOCK_MARK into it) is removed on the last release, while still held:
+# filelock's acquire sees an unlinked inode (``st_nlink == 0``) and starts over, so mutual exclusion
+# holds and no ``.lock`` files pile up. A ``.NAME.lock`` that was there before and holds anything else
+# (a user's own file) is locked but never written or removed (#31, L2).
 
 LOCK_TIMEOUT_ENV = "ISOTROPY_LOCK_TIMEOUT"
 DEFAULT_LOCK_TIMEOUT = 3600.0
@@ -43,15 +44,6 @@ _LOCKS_GUARD = threading.Lock()
 _SCOPES: list[list[Path]] = []  # outputs locked by check_output while an output_locks() block runs
 _OURS: set[str] = set()  # lock files this process made (it wrote LOCK_MARK into them): only those are removed
 LOCK_MARK = b"isotropy lock file\n"  # what an isotropy lock file holds; a file holding anything else is the user's
-
-
-def is_own_lock_file(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is a lock file isotropy made (it holds :data:`LOCK_MARK`, or nothing: killed mid-creation)."""
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(len(LOCK_MARK) + 1) in (LOCK_MARK, b"")
-    except OSError:
-        return False
 
 
 def lock_file_of(path: str | os.PathLike) -> Path:
