@@ -247,8 +247,8 @@ def test_health_and_errors_hold_no_absolute_path(static_index):
         ({"content": b'{"queries": ["cat"], "pad": "' + b"x" * 3000 + b'"}'}, 413, ("too large", "2,048")),
         ({"content": iter([b'{"queries": ', b'["cat"], "pad": "' + b"x" * 3000 + b'"}'])}, 413, ("too large",)),  # chunked
         ({"json": {"queries": ["cat"] * 6}}, 413, ("too many queries", "at most 5")),
-        ({"json": {"queries": ["cat " * 30]}}, 413, ("query 0", "at most 100")),
-        ({"json": {"queries": ["cat", "  "]}}, 422, ("query 1 is empty",)),
+        ({"json": {"queries": ["cat " * 30]}}, 413, ("query 1 of 1", "at most 100")),
+        ({"json": {"queries": ["cat", "  "]}}, 422, ("query 2 of 2 is empty",)),
     ],
 )
 def test_bodies_queries_and_their_lengths_are_capped(static_index, request_kwargs, status, words):

@@ -285,11 +285,11 @@ def _check_queries(queries: list[str], max_queries: int, max_chars: int) -> None
         raise IsotropyError("no query: give q=... (GET) or a non-empty 'queries' list (POST)")
     if len(queries) > max_queries:
         raise RequestError(f"too many queries: {len(queries)} (at most {max_queries} a request)", 413)
-    for i, q in enumerate(queries):
+    for i, q in enumerate(queries, start=1):  # numbered from 1, as `isotropy search` numbers them
         if not q.strip():
-            raise RequestError(f"query {i} is empty: there is nothing to search for", 422)
+            raise RequestError(f"query {i} of {len(queries)} is empty: there is nothing to search for", 422)
         if len(q) > max_chars:
-            raise RequestError(f"query {i} is {len(q):,} characters long: at most {max_chars:,}", 413)
+            raise RequestError(f"query {i} of {len(queries)} is {len(q):,} characters long: at most {max_chars:,}", 413)
 
 
 def create_app(
