@@ -1149,8 +1149,135 @@ STATIC_ROUND4_CASES = [
     ),
 ]
 
+# --------------------------------------------------------------------------- round 4 (#31): outputs, temporaries, locks, qrels
+
+
+def _user_files_in(rel: str) -> Callable[[Path], None]:
+    """L1: a user's notes and folder put inside an isotropy output."""
+
+    def setup(w: Path) -> None:
+        (w / rel / "notes.txt").write_text("my notes\n", encoding="utf-8")
+        (w / rel / "mine").mkdir()
+
+    return setup
+
+
+def _users_old_folder(w: Path) -> None:
+    """L2: a user's folder named like a 0.1 temporary, three days old, holding x/ (what a parked folder holds)."""
+    import os
+    import time
+
+    old = w / ".white.20240101.old"
+    (old / "x").mkdir(parents=True)
+    (old / "x" / "important.txt").write_text("keep\n", encoding="utf-8")
+    os.utime(old, (time.time() - 3 * 86400,) * 2)
+
+
+def _plain_qrels(gain: str) -> Callable[[Path], None]:
+    """A plain retrieval folder whose first qrel has the gain ``gain``."""
+
+    def setup(w: Path) -> None:
+        (w / "ret").mkdir()
+        (w / "ret" / "documents.txt").write_text("\n".join(CORPUS[:6]) + "\n", encoding="utf-8")
+        (w / "ret" / "queries.txt").write_text(CORPUS[7] + "\n" + CORPUS[8] + "\n", encoding="utf-8")
+        (w / "ret" / "qrels.tsv").write_text(f"0\t1\t{gain}\n1\t2\t1\n", encoding="utf-8")
+
+    return setup
+
+
+def _old_index_listing_its_lock(w: Path) -> None:
+    """U44: an index written before lock files were kept out lists an empty .transform.lock, since deleted."""
+    from isotropy.storage.integrity import EMPTY_SHA256
+
+    cfg = json.loads((w / "index" / "config.json").read_text(encoding="utf-8"))
+    cfg["sha256"]["transform/.transform.lock"] = EMPTY_SHA256
+    (w / "index" / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
+
+
+ROUND4_CASES = [
+    Case(
+        "L1 fit whitening over a whitening holding a user's files",
+        ("fit", "whitening", "{w}/vecs.npy", "-o", "{w}/white"),
+        ("{w}/white", "2 entries", "'mine/'", "'notes.txt'", "move them out"),
+        setup=_user_files_in("white"),
+    ),
+    Case(
+        "L1 fit whitening over a whitening holding a user's files, forced",
+        ("fit", "whitening", "{w}/vecs.npy", "-o", "{w}/white", "--force"),
+        ("{w}/white", "'notes.txt'", "--force or not"),
+        setup=_user_files_in("white"),
+    ),
+    Case(
+        "L1 index build over an index holding a user's files",
+        ("index", "build", "{w}/corpus.txt", "-o", "{w}/index"),
+        ("{w}/index", "'notes.txt'"),
+        setup=_user_files_in("index"),
+    ),
+    Case(
+        "L1 calibrate over a whitening holding a user's files, forced",
+        ("calibrate", "{w}/corpus.txt", "-o", "{w}/white", "--force"),
+        ("{w}/white", "'notes.txt'"),
+        setup=_user_files_in("white"),
+    ),
+    Case(
+        "L2 a user's .old folder beside the output is neither swept nor moved onto it",
+        ("fit", "whitening", "{w}/vecs.npy", "-o", "{w}/white"),
+        code=0,
+        setup=_users_old_folder,
+        may_change=("white",),
+    ),
+    Case(
+        "L2 a user's own .lock file beside the output survives",
+        ("fit", "whitening", "{w}/vecs.npy", "-o", "{w}/white"),
+        code=0,
+        setup=_write(".white.lock", "mine\n"),
+        may_change=("white",),
+    ),
+    Case(
+        "U44 an old index listing its deleted empty .transform.lock still loads",
+        ("search", "{w}/index", "cats and joy"),
+        code=0,
+        setup=_old_index_listing_its_lock,
+    ),
+    Case("U33 search an empty query", ("search", "{w}/index", "  "), ("query 1 of 1", "empty")),
+    Case(
+        "W10 eval --retrieval with a gain above 2^31",
+        ("eval", "--retrieval", "{w}/ret", "--method", "raw"),
+        ("{w}/ret/qrels.tsv line 1", "99999999999", "outside the integers"),
+        setup=_plain_qrels("99999999999"),
+    ),
+    Case(
+        "W10 eval --retrieval with a gain that is not an integer",
+        ("eval", "--retrieval", "{w}/ret", "--method", "raw"),
+        ("{w}/ret/qrels.tsv line 1", "'1.5'", "not an integer"),
+        setup=_plain_qrels("1.5"),
+    ),
+    Case(
+        "W11 index build --qrels with a gain below -2^31",
+        (
+            "index",
+            "build",
+            "{w}/ret/documents.txt",
+            "-o",
+            OUT,
+            "--eval-queries",
+            "{w}/ret/queries.txt",
+            "--qrels",
+            "{w}/ret/qrels.tsv",
+        ),
+        ("{w}/ret/qrels.tsv line 1", "-2147483649"),
+        setup=_plain_qrels("-2147483649"),
+    ),
+    Case(
+        "W12 calibrate --method auto --dev a retrieval folder with a gain above 2^31",
+        (*CALIBRATE, "--method", "auto", "--dev", "{w}/ret"),
+        ("{w}/ret/qrels.tsv line 1", "outside the integers"),
+        setup=_plain_qrels("2147483648"),
+    ),
+]
+
 CASES = OUTPUT_CASES + INPUT_CASES + OPTION_CASES + ARTEFACT_CASES + LOAD_CASES + TOOLBOX_CASES + POOLING_CASES + CALIBRATE_CASES
-CASES += PRECISION_CASES + AUTO_CASES + HOSTILE_CASES + STATIC_CASES + STATIC_ROUND4_CASES
+CASES += PRECISION_CASES + AUTO_CASES + HOSTILE_CASES + STATIC_CASES + STATIC_ROUND4_CASES + ROUND4_CASES
 
 
 def _expand(text: str, w: Path) -> str:

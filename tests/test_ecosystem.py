@@ -329,3 +329,25 @@ def test_sentence_encoder_pipeline(tiny_model_dir):
     assert c.steps[0][1].get_params()["pooling"] == "first-last-avg" and not hasattr(c.steps[0][1], "encoder_")
     with pytest.raises(IsotropyError, match="invalid parameter 'poolng'"):
         eco.SentenceEncoder().set_params(poolng="cls")
+
+
+@pytest.mark.parametrize("kind", ["whitening", "center"])
+def test_columns_in_another_order_are_refused_as_scikit_learn_does(kind):
+    """W14 of #31: fitted on a DataFrame, an affine transform records feature_names_in_ and refuses the same
+    columns in another order (scikit-learn's own check and message), as every scikit-learn transformer does."""
+    pd = pytest.importorskip("pandas")
+    from isotropy.transforms import transform_class
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame(rng.normal(size=(40, 4)) * [3, 2, 1, 0.5], columns=["a", "b", "c", "d"])
+    est = transform_class(kind)().fit(df)
+    assert list(est.feature_names_in_) == ["a", "b", "c", "d"]
+    with pytest.warns(UserWarning, match="does not have valid feature names"):  # scikit-learn's own warning
+        plain = est.transform(df.to_numpy())
+    np.testing.assert_allclose(est.transform(df), plain)
+    with pytest.raises(ValueError, match="feature names"):
+        est.transform(df[["b", "a", "c", "d"]])
+    streamed = transform_class(kind)().partial_fit(df.iloc[:20])
+    with pytest.raises(ValueError, match="feature names"):
+        streamed.partial_fit(df.iloc[20:][["d", "c", "b", "a"]])
+    assert streamed.n_samples_seen_ == 20  # the refused chunk changed nothing

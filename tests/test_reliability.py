@@ -20,7 +20,7 @@ import pytest
 
 from helpers import ROOT, run_cli, snapshot
 from isotropy.errors import IsotropyError, Terminated
-from isotropy.storage.atomic import atomic_dir, sweep_stale_temporaries, terminate_as_interrupt
+from isotropy.storage.atomic import MARKER, atomic_dir, sweep_stale_temporaries, terminate_as_interrupt
 from isotropy.storage.locks import artefact_lock
 from isotropy.storage.vectors import save_npy
 
@@ -99,26 +99,35 @@ def test_replacing_an_output_keeps_its_mode(tmp_path):
 # --------------------------------------------------------------------------- stale temporaries
 
 
+def _marked(path: Path) -> Path:
+    """A temporary folder as isotropy makes them: holding the marker that proves it ours."""
+    path.mkdir()
+    (path / MARKER).write_text("isotropy temporary\n")
+    return path
+
+
 def test_stale_temporaries_are_swept_and_live_ones_kept(tmp_path):
     out = tmp_path / "v.npy"
-    dead = tmp_path / f".v.npy.isotropy-{HOST}-{_dead_pid()}-abc123.tmp"
-    dead.write_bytes(b"x" * 1000)
+    dead = _marked(tmp_path / f".v.npy.isotropy-{HOST}-{_dead_pid()}-abc123.tmp")
+    (dead / "v.npy").write_bytes(b"x" * 1000)
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        live = tmp_path / f".v.npy.isotropy-{HOST}-{sleeper.pid}-def456.tmp"
-        live.write_bytes(b"y")
-        other_host = tmp_path / f".v.npy.isotropy-otherhost-{_dead_pid()}-ghi789.tmp"
-        other_host.write_bytes(b"z")
-        legacy = tmp_path / ".v.npy.abcd1234.tmp"  # isotropy 0.1's name: no pid, swept once a day old
+        live = _marked(tmp_path / f".v.npy.isotropy-{HOST}-{sleeper.pid}-def456.tmp")
+        other_host = _marked(tmp_path / f".v.npy.isotropy-otherhost-{_dead_pid()}-ghi789.tmp")
+        # L2 of #31: what merely has one of our names is never removed: a file, an unmarked folder, 0.1's names
+        unmarked_file = tmp_path / f".v.npy.isotropy-{HOST}-{_dead_pid()}-jkl012.tmp"
+        unmarked_file.write_bytes(b"mine")
+        unmarked_dir = tmp_path / f".v.npy.isotropy-{HOST}-{_dead_pid()}-mno345.tmp"
+        unmarked_dir.mkdir()
+        legacy = tmp_path / ".v.npy.abcd1234.tmp"
         legacy.write_bytes(b"w")
         os.utime(legacy, (time.time() - 2 * 86400,) * 2)
-        fresh_legacy = tmp_path / ".v.npy.efgh5678.tmp"
-        fresh_legacy.write_bytes(b"v")
-        unrelated = tmp_path / ".other.npy.isotropy-x-1-a.tmp"
-        unrelated.write_bytes(b"u")
+        unrelated = _marked(tmp_path / ".other.npy.isotropy-x-1-a.tmp")
         save_npy(out, np.zeros((3, 2)))
-        assert not dead.exists() and not legacy.exists()
-        assert live.exists() and other_host.exists() and fresh_legacy.exists() and unrelated.exists()
+        assert not dead.exists()
+        kept = (live, other_host, unmarked_file, unmarked_dir, legacy, unrelated)
+        assert all(p.exists() for p in kept)
+        assert unmarked_file.read_bytes() == b"mine"
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -127,12 +136,41 @@ def test_stale_temporaries_are_swept_and_live_ones_kept(tmp_path):
 def test_a_replacement_cut_between_its_renames_is_restored(tmp_path):
     # a folder replacement parks the old folder in .NAME....old/x, then renames the new one in;
     # a process killed between the two renames leaves the old one parked and NAME missing
-    parked = tmp_path / f".idx.isotropy-{HOST}-{_dead_pid()}-q.old"
+    parked = _marked(tmp_path / f".idx.isotropy-{HOST}-{_dead_pid()}-q.old")
     (parked / "x").mkdir(parents=True)
     (parked / "x" / "config.json").write_text("{}")
     sweep_stale_temporaries(tmp_path / "idx")
     assert (tmp_path / "idx" / "config.json").is_file()
     assert not parked.exists()
+
+
+def test_a_users_folder_named_like_a_parked_one_is_never_moved_or_removed(tmp_path):
+    # L2 of #31: a user's .w.20240101.old (and one with our name but no marker) holding x/ stays where it is
+    names = (".w.20240101.old", f".w.isotropy-{HOST}-{_dead_pid()}-q.old")
+    for name in names:
+        user = tmp_path / name
+        (user / "x").mkdir(parents=True)
+        (user / "x" / "important.txt").write_text("keep")
+        os.utime(user, (time.time() - 3 * 86400,) * 2)
+    Whitening = __import__("isotropy").Whitening
+    Whitening().fit(np.random.default_rng(0).standard_normal((20, 3))).save(tmp_path / "w")
+    for name in names:
+        assert (tmp_path / name / "x" / "important.txt").read_text() == "keep"
+    assert sorted(p.name for p in (tmp_path / "w").iterdir()) == ["config.json", "state.safetensors"]
+
+
+def test_a_users_own_lock_file_survives(tmp_path):
+    # L2 of #31: a user's .w.lock (not an isotropy lock file) is locked but neither written nor removed;
+    # isotropy's own lock files are removed on release and none is left inside an output (U44)
+    from isotropy.storage.locks import artefact_lock, lock_file_of
+
+    (tmp_path / ".w.lock").write_text("keep")
+    with artefact_lock(tmp_path / "w"):
+        pass
+    assert (tmp_path / ".w.lock").read_text() == "keep"
+    with artefact_lock(tmp_path / "v"):
+        assert lock_file_of(tmp_path / "v").read_bytes().startswith(b"isotropy")
+    assert not lock_file_of(tmp_path / "v").exists()
 
 
 def test_interrupted_folder_write_leaves_the_old_folder(tmp_path):

@@ -99,6 +99,10 @@ def encode(
         )
     after = f", then {transform}" if transform is not None else ""
     typer.echo(f"wrote {rows} x {dims} vectors ({enc.describe()}{after}) to {output}", err=True)
+    coverage = enc.coverage_total  # a static model's: sentences without a known word are zero vectors (#31, U41)
+    note = coverage.warning("sentences") if coverage is not None else None
+    if note:
+        typer.echo(f"warning: {note}", err=True)
 
 
 def demo(output: Output("Folder for the demo's artefacts.") = "demo-output", force: Force = False) -> None:

@@ -29,6 +29,7 @@ import numpy as np
 from .._checks import check_sentences
 from .._progress import ProgressBar
 from ..errors import IsotropyError
+from ..storage.integrity import verification
 from .backends import backend_for, make_backend
 from .batching import length_sorted_batches
 from .poolings import Pooling, PoolingContext, parse_pooling
@@ -90,6 +91,10 @@ class Encoder:
         ``torch.autocast`` with bfloat16 matrix products, pooled in float32. About 2x faster
         on CPUs with AMX / avx512_bf16 (Sapphire Rapids, Zen 4 and later); elsewhere emulated, see
         docs/BENCHMARKS.md. Part of :meth:`fingerprint`, so fp32 and bf16 vectors never mix.
+    verify:
+        A model folder isotropy wrote (``calibrate``, ``distill``) is checked against the sha256 of
+        each file its ``isotropy.json`` records before it loads (one flipped bit: one line naming the
+        file). ``False`` skips that; ``None`` (default): unless ``isotropy --no-verify``.
     """
 
     def __init__(
@@ -104,6 +109,7 @@ class Encoder:
         pooling_stats: Any = None,
         precision: str = "fp32",
         batch_tokens: int | None = None,
+        verify: bool | None = None,
     ) -> None:
         backend = backend_for(backend, model)  # a static model (model2vec, word vectors, glove-6b-50d) runs on "static"
         if precision not in PRECISIONS:
@@ -123,7 +129,8 @@ class Encoder:
         self.batch_tokens = None if batch_tokens is None else int(batch_tokens)
         extra = {} if precision == "fp32" else {"precision": precision}
         device = _DEFAULT_DEVICE.get() if device is None else device
-        self.runtime = make_backend(backend, model, device=device, threads=threads, **extra)
+        with verification(verify) if verify is not None else contextlib.nullcontext():  # a calibrated folder's sha256
+            self.runtime = make_backend(backend, model, device=device, threads=threads, **extra)
         self.backend = self.runtime.name
         self.pooling = parse_pooling(pooling or self.runtime.default_pooling()).name
         self.runtime.check_pooling(parse_pooling(self.pooling))

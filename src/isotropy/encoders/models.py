@@ -20,6 +20,7 @@ from typing import Any
 
 from .._hub import hub_offline_reason
 from ..errors import IsotropyError
+from ..storage.integrity import verify_model_folder
 
 __all__ = [
     "DEFAULT_MODEL_NAME",
@@ -199,6 +200,7 @@ def resolve_model(model: str | os.PathLike | None) -> tuple[Path | None, str]:
     name = str(model)
     path = Path(name).expanduser()
     if path.is_dir():
+        verify_model_folder(path)  # a folder isotropy calibrated: its files as recorded (--no-verify skips)
         return path.resolve(), str(path.resolve())
     if path.exists():
         raise IsotropyError(f"model {name!r} is a file; pass a model folder or a Hugging Face model id")

@@ -106,11 +106,29 @@ def build_task(name, source, docs, queries, qrels_rows) -> RetrievalTask:
     )
 
 
+GAIN_MIN, GAIN_MAX = -(2**31), 2**31 - 1  # trec_eval (pytrec_eval) keeps a gain in a C int: beyond, every metric is garbage
+
+
 def _gain(text: str, where: str) -> int:
+    """A relevance gain: a plain integer (Python's ``int()`` would also take ``1_000`` or other scripts' digits)
+    that fits trec_eval's C int; anything else is one line naming the file and line (#31, W10-W12)."""
+    if not re.fullmatch(r"[+-]?[0-9]+", text):
+        raise IsotropyError(f"{where}: relevance {text!r} is not an integer")
+    gain = int(text)
+    if not GAIN_MIN <= gain <= GAIN_MAX:
+        raise IsotropyError(
+            f"{where}: relevance {text} is outside the integers trec_eval can score ({GAIN_MIN} to {GAIN_MAX}); "
+            f"use small graded gains (0, 1, 2, ...)"
+        )
+    return gain
+
+
+def _numeric(text: str) -> bool:
     try:
-        return int(text)
+        float(text)
     except ValueError:
-        raise IsotropyError(f"{where}: relevance {text!r} is not an integer") from None
+        return False
+    return True
 
 
 def read_qrels(path: str | os.PathLike) -> list[tuple[str, str, int, str]]:
@@ -125,8 +143,8 @@ def read_qrels(path: str | os.PathLike) -> list[tuple[str, str, int, str]]:
         if len(parts) not in (3, 4):
             raise IsotropyError(f"{where}: expected 3 columns (query, document, gain) or TREC's 4, got {len(parts)}")
         q, d, g = (parts[0], parts[1], parts[2]) if len(parts) == 3 else (parts[0], parts[2], parts[3])
-        if number == 1 and not re.fullmatch(r"\s*-?\d+\s*", g):
-            continue  # header
+        if number == 1 and not _numeric(g):
+            continue  # header (a first line whose gain is a number of any kind, 1.5 or 1e3, is a row: _gain names it)
         rows.append((q.strip(), d.strip(), _gain(g.strip(), where), where))
     return rows
 

@@ -232,12 +232,19 @@ class Index:
         sentence is returned and ``warning`` says so.
         """
         queries = check_sentences(queries, "query")
+        blank = next((i for i, q in enumerate(queries) if not q.strip()), None)
+        if blank is not None:  # its vector would be a constant: hits ranked by nothing (#31, U32)
+            raise IsotropyError(f"query {blank + 1} of {len(queries)} is empty: there is nothing to search for")
         self._check_k(k)
         if self._index is None:
             raise IsotropyError("the index is empty: add sentences before searching")
         Q = self.embed(queries, show_progress=show_progress) if queries else np.zeros((0, self.dim), np.float32)
         res = self.search_vectors(Q, k)
         res.queries = queries
+        coverage = getattr(self.encoder, "coverage", None)  # a static model's out-of-vocabulary count
+        unknown = coverage.warning("queries") if coverage is not None else None
+        if unknown:  # a zero vector (then transformed) ranks the index by nothing meaningful (#31, U40)
+            res.warning = f"{res.warning}; {unknown}" if res.warning else unknown
         return res
 
     @staticmethod

@@ -33,7 +33,7 @@ import numpy as np
 from .._params import spell
 from ..errors import IsotropyError
 from .atomic import atomic_dir, atomic_file, check_free_space, parent_of, temp_prefix
-from .integrity import seal, verify_folder
+from .integrity import foreign_entries, seal, verify_folder
 from .locks import lock_output
 from .signals import signals_deferred
 
@@ -212,7 +212,8 @@ def check_output(
     path; a path that is, contains or lies inside one of ``inputs`` (those that name files: None,
     ``-`` and objects given in their place are skipped); an existing folder that
     is not an empty folder or an isotropy output of the same kind (a file of the same kind,
-    for file outputs), unless ``force``; a folder where a file is expected and the reverse
+    for file outputs), unless ``force``; an isotropy folder holding files or folders its artefact did
+    not write (not in its sha256 record), even with ``force``; a folder where a file is expected and the reverse
     (even with ``force``); a parent folder that is missing or not writable.
     """
     if path is None or not str(path).strip():
@@ -237,9 +238,24 @@ def check_output(
                 f"{path} exists and is not an isotropy {what}; refusing to overwrite it: choose another file, "
                 f"or pass {spell('force', True)} to overwrite it"
             )
+        if folder and not empty:
+            _check_no_foreign(path, what)
     check_output_path(path)
     lock_output(path)  # inside the command line's output_locks(): a second writer of path fails at once
     return path
+
+
+def _check_no_foreign(path: Path, what: str) -> None:
+    """An isotropy folder is replaced whole: refuse (``--force`` or not) when it holds what its artefact did not
+    write (its header's sha256 record names every file it wrote), so a user's notes or folders inside it are never lost."""
+    foreign = foreign_entries(path)
+    if foreign:
+        shown = ", ".join(repr(n) for n in foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise IsotropyError(
+            f"{path} holds {len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'} that the {what} there did not write "
+            f"({shown}); refusing to replace it, {spell('force', True)} or not, as they would be lost: move them out "
+            f"of it, or choose another folder"
+        )
 
 
 def _check_inputs(path: Path, inputs: Sequence[Any], folder: bool) -> None:

@@ -24,7 +24,6 @@ import shutil
 import socket
 import stat
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,8 @@ __all__ = [
     "terminate_as_interrupt",
     "signals_deferred",
     "temp_prefix",
+    "MARKER",
+    "is_marked_temporary",
     "parent_of",
     "disk_full",
     "check_free_space",
@@ -49,9 +50,11 @@ from .signals import signals_deferred, terminate_as_interrupt
 
 # --------------------------------------------------------------------------- atomic writes
 #
-# Temporaries sit beside their output as ``.NAME.isotropy-HOST-PID-XXXX.tmp`` (``.old`` for
-# a folder being replaced), so a later write of the same output can tell the leftovers of a
-# process that died (SIGKILL, power loss) from a write in progress, and sweep them.
+# Temporaries sit beside their output as ``.NAME.isotropy-HOST-PID-XXXX.tmp`` folders (``.old`` for
+# a folder being replaced; a file is written inside its ``.tmp`` folder and renamed out), each
+# holding the marker file :data:`MARKER`, so a later write of the same output can tell the
+# leftovers of a process that died (SIGKILL, power loss) from a write in progress, and from a
+# user's own file that merely has such a name, and sweep only its own.
 
 TMP_TAG = "isotropy"
 
@@ -155,49 +158,60 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-LEGACY_TMP_AGE = 24 * 3600  # v0.1 temporaries carry no pid: swept once a day old
+MARKER = ".isotropy-temporary"  # inside every temporary folder isotropy makes: the proof it is ours
+
+
+def _marked_temporary(path: Path, suffix: str) -> Path:
+    """A new temporary folder beside ``path`` (``.NAME.isotropy-HOST-PID-XXXX`` + ``suffix``) holding :data:`MARKER`.
+
+    Only a folder holding the marker is ever swept (:func:`sweep_stale_temporaries`): a user's
+    own file or folder that merely looks like one of our names is never touched. Killed
+    between the ``mkdtemp`` and the marker, an empty folder is left behind (kept, never lost).
+    """
+    tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(path), suffix=suffix, dir=parent_of(path)))
+    with open(tmp / MARKER, "x", encoding="ascii") as fh:
+        fh.write(f"isotropy temporary of {path.name} (pid {os.getpid()})\n")
+    return tmp
+
+
+def is_marked_temporary(folder: str | os.PathLike) -> bool:
+    """Whether ``folder`` is a temporary folder isotropy made (it holds :data:`MARKER`)."""
+    folder = Path(folder)
+    return folder.is_dir() and not folder.is_symlink() and (folder / MARKER).is_file()
 
 
 def sweep_stale_temporaries(path: str | os.PathLike, *, any_process: bool = False) -> list[Path]:
     """Remove the temporaries that dead processes left beside ``path``; returns what was removed.
 
-    A folder whose replacement was cut between its two renames (``path`` missing, its old
-    version parked in a ``.old`` folder) is put back rather than removed. ``any_process``
-    removes every temporary of ``path``, of live processes and other hosts too: only for
-    a caller that owns the output exclusively (a distributed encode sweeping its shards).
+    Only what provably is ours is touched: a folder named ``.NAME.isotropy-HOST-PID-...tmp``
+    (or ``.old``) of a dead process of this host that holds :data:`MARKER`. A file or an
+    unmarked folder with such a name (a user's, or an older isotropy's) is left alone, and so
+    is isotropy 0.1's ``.NAME.XXXXXXXX.tmp`` (nothing proves it ours). A folder whose
+    replacement was cut between its two renames (``path`` missing, its old version parked in a
+    marked ``.old`` folder) is put back rather than removed. ``any_process`` removes every
+    marked temporary of ``path``, of live processes and other hosts too: only for a caller that
+    owns the output exclusively (a distributed encode sweeping its shards).
     """
     path = Path(path)
     parent = parent_of(path)
     host = re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname()) or "host"
     ours = re.compile(rf"^\.{re.escape(path.name)}\.{TMP_TAG}-(?P<host>[A-Za-z0-9_]+)-(?P<pid>\d+)-[^/]*\.(?P<ext>tmp|old)$")
-    legacy = re.compile(rf"^\.{re.escape(path.name)}\.[A-Za-z0-9_]{{8}}\.(?P<ext>tmp|old)$")
     removed: list[Path] = []
     try:
         entries = list(os.scandir(parent))
     except OSError:
         return removed
-    now = time.time()
     for entry in entries:
         m = ours.match(entry.name)
-        if m is not None:
-            if not any_process and (m["host"] != host or _pid_alive(int(m["pid"]))):
-                continue
-        else:
-            m = legacy.match(entry.name)
-            try:
-                if m is None or now - entry.stat(follow_symlinks=False).st_mtime < LEGACY_TMP_AGE:
-                    continue
-            except OSError:
-                continue
+        if m is None or (not any_process and (m["host"] != host or _pid_alive(int(m["pid"])))):
+            continue
         stale = Path(entry.path)
+        if not is_marked_temporary(stale):
+            continue  # not provably ours: never removed
         with signals_deferred():
             if m["ext"] == "old" and (stale / "x").exists() and not os.path.lexists(path):
                 os.replace(stale / "x", path)  # a replacement died between its renames: restore
-            if stale.is_dir() and not stale.is_symlink():
-                shutil.rmtree(stale, ignore_errors=True)
-            else:
-                with contextlib.suppress(OSError):
-                    stale.unlink()
+            shutil.rmtree(stale, ignore_errors=True)
         removed.append(stale)
     return removed
 
@@ -230,50 +244,48 @@ def atomic_path(
     if check is not None:
         check()
     sweep_stale_temporaries(path)
-    side_tmp: str | None = None
     with terminate_as_interrupt():
-        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=parent)
+        # The file is written inside a marked temporary folder (so a sweep can prove it ours) and
+        # renamed out of it: same folder's file system, so the rename is as atomic as ever.
+        folder: Path | None = None
         try:
-            os.fchmod(fd, _final_mode(path, 0o666))
-            os.close(fd)
-            yield Path(tmp)
+            folder = _marked_temporary(path, ".tmp")
+            tmp = folder / (path.name if path.name != MARKER else "data")
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _final_mode(path, 0o666)))
+            os.chmod(tmp, _final_mode(path, 0o666))  # the umask does not narrow a replaced file's own mode
+            yield tmp
             with open(tmp, "rb+") as fh:
                 os.fsync(fh.fileno())
-            companion = sidecar(Path(tmp)) if sidecar is not None else None
+            companion = sidecar(tmp) if sidecar is not None else None
+            side_tmp = None
             if companion is not None:
-                side_tmp = _write_temporary(companion[0], companion[1])
+                side_tmp = folder / f"sidecar-{companion[0].name}"
+                _write_fsynced(side_tmp, companion[1], _final_mode(companion[0], 0o666))
             with signals_deferred():
                 if check is not None:
                     check()
-                if companion is not None:
+                if side_tmp is not None:
                     os.replace(side_tmp, companion[0])
                 os.replace(tmp, path)
+                shutil.rmtree(folder, ignore_errors=True)
         except BaseException as exc:
             full = disk_full(exc, parent)
             with signals_deferred():
-                for leftover in (tmp, side_tmp):
-                    if leftover is not None:
-                        with contextlib.suppress(FileNotFoundError):
-                            os.unlink(leftover)
+                if folder is not None:
+                    shutil.rmtree(folder, ignore_errors=True)
             if full:
                 raise _full_error(path) from None
             raise
 
 
-def _write_temporary(path: Path, data: bytes) -> str:
-    """A complete, fsynced temporary file beside ``path`` holding ``data`` (the caller renames it in)."""
-    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=parent_of(path))
-    try:
-        os.fchmod(fd, _final_mode(path, 0o666))
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    return tmp
+def _write_fsynced(path: Path, data: bytes, mode: int) -> None:
+    """A complete, fsynced new file ``path`` holding ``data`` with ``mode`` (the caller renames it in)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(fd, "wb") as fh:
+        os.fchmod(fd, mode)
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 @contextlib.contextmanager
@@ -307,8 +319,9 @@ def atomic_dir(
         check()
     sweep_stale_temporaries(path)
     with terminate_as_interrupt():
-        tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(path), suffix=".tmp", dir=parent))
+        tmp: Path | None = None
         try:
+            tmp = _marked_temporary(path, ".tmp")  # its marker leaves just before the rename
             os.chmod(tmp, _final_mode(path, 0o777))
             yield tmp
             _umask_modes(tmp)
@@ -316,16 +329,19 @@ def atomic_dir(
                 if check is not None:
                     check()
                 if path.exists():
-                    old = Path(tempfile.mkdtemp(prefix=temp_prefix(path), suffix=".old", dir=parent))
+                    old = _marked_temporary(path, ".old")
+                    os.unlink(tmp / MARKER)
                     os.replace(path, old / "x")
                     os.replace(tmp, path)
                     shutil.rmtree(old, ignore_errors=True)
                 else:
+                    os.unlink(tmp / MARKER)
                     os.replace(tmp, path)
         except BaseException as exc:
             full = disk_full(exc, parent)
             with signals_deferred():
-                shutil.rmtree(tmp, ignore_errors=True)
+                if tmp is not None:  # gone once renamed into place
+                    shutil.rmtree(tmp, ignore_errors=True)
             if full:
                 raise _full_error(path) from None
             raise

@@ -29,14 +29,20 @@ from typing import Any
 
 from .._params import spell
 from ..errors import IsotropyError
+from .atomic import MARKER
 
 __all__ = [
     "DIGESTS_KEY",
+    "EMPTY_SHA256",
+    "is_lock_name",
+    "owned_files",
+    "foreign_entries",
     "NO_VERIFY_ENV",
     "sha256_file",
     "seal",
     "verify_folder",
     "verify_file",
+    "verify_model_folder",
     "verifying",
     "verification",
     "set_default_verification",
@@ -51,6 +57,23 @@ DIGESTS_KEY = "sha256"  # header key: {relative posix path: hex sha256} of every
 NO_VERIFY_ENV = "ISOTROPY_NO_VERIFY"
 _HEADER_NAMES = ("config.json", "isotropy_onnx.json", "isotropy.json", "report.json")
 _verify_default: list[bool] = [True]  # set by verification() (the CLI's --no-verify)
+EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+def is_lock_name(name: str) -> bool:
+    """``.NAME.lock``: the name of a lock file (:mod:`.locks`), which no artefact owns."""
+    base = name.rsplit("/", 1)[-1]
+    return base.startswith(".") and base.endswith(".lock") and len(base) > len("..lock")
+
+
+def _leftover(path: Path, folder: Path) -> bool:
+    """Not the artefact's content: our temporary's marker, or an empty lock file of a write inside it."""
+    if path.name == MARKER:
+        return True
+    try:
+        return is_lock_name(path.name) and path.stat().st_size == 0
+    except OSError:
+        return False
 
 
 def sha256_file(path: str | os.PathLike) -> str:
@@ -115,9 +138,44 @@ def seal(folder: str | os.PathLike) -> None:
     meta[DIGESTS_KEY] = {
         p.relative_to(folder).as_posix(): sha256_file(p)
         for p in sorted(folder.rglob("*"))
-        if p.is_file() and not p.is_symlink() and p != head
+        if p.is_file() and not p.is_symlink() and p != head and not _leftover(p, folder)
     }
     head.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def owned_files(folder: str | os.PathLike) -> set[str] | None:
+    """The files (relative posix paths) an artefact folder says it wrote: its header and what its
+    sha256 record lists; None when it records none (written before digests were, or no header)."""
+    folder = Path(folder)
+    head = _header_file(folder)
+    if head is None:
+        return None
+    try:
+        digests = json.loads(head.read_text(encoding="utf-8")).get(DIGESTS_KEY)
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(digests, dict):
+        return None
+    return {head.name, *(n for n in digests if isinstance(n, str))}
+
+
+def foreign_entries(folder: str | os.PathLike) -> list[str] | None:
+    """What ``folder`` holds that its artefact did not write (files and folders its sha256 record does not
+    name, relative posix paths, folders with a trailing ``/``); None when the artefact records no digests."""
+    folder = Path(folder)
+    owned = owned_files(folder)
+    if owned is None:
+        return None
+    dirs = {"/".join(n.split("/")[:i]) for n in owned for i in range(1, n.count("/") + 1)}
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        base = Path(dirpath).relative_to(folder).as_posix()
+        prefix = "" if base == "." else base + "/"
+        keep = [d for d in sorted(dirnames) if prefix + d in dirs and not os.path.islink(os.path.join(dirpath, d))]
+        found += [prefix + d + "/" for d in sorted(dirnames) if d not in keep]
+        dirnames[:] = keep
+        found += [prefix + f for f in filenames if prefix + f not in owned and not _leftover(Path(dirpath) / f, folder)]
+    return sorted(found)
 
 
 def verify_folder(folder: str | os.PathLike, meta: Mapping[str, Any], *, verify: bool | None = None) -> None:
@@ -134,7 +192,35 @@ def verify_folder(folder: str | os.PathLike, meta: Mapping[str, Any], *, verify:
     if not isinstance(digests, dict):
         raise IsotropyError(f"{folder}: the {DIGESTS_KEY!r} record of its header is malformed; restore or rebuild it")
     for name, digest in digests.items():
-        verify_file(member(folder, name, DIGESTS_KEY), digest, folder)
+        path = member(folder, name, DIGESTS_KEY)
+        if digest == EMPTY_SHA256 and isinstance(name, str) and is_lock_name(name) and not path.exists():
+            continue  # an empty lock file that older versions sealed in (an index's .transform.lock): nothing to check
+        verify_file(path, digest, folder)
+
+
+def verify_model_folder(folder: str | os.PathLike, *, verify: bool | None = None) -> None:
+    """A model folder isotropy wrote (``calibrate``, ``distill``), used as a model: its files checked against the
+    sha256 its ``isotropy.json`` records, before anything reads them (#31, W5/W13); one line names a changed file.
+
+    ``folder`` may be the artefact itself (the calibrated folder, its model2vec root) or a sub-folder of one
+    (``cal/sentence-transformers``: the files under it are checked against the parent's record). A folder no
+    isotropy artefact holds (any Hugging Face model) passes: there is nothing recorded to check it against.
+    """
+    if not verifying(verify):
+        return
+    folder = Path(folder)
+    head = _header_file(folder)
+    if head is not None:
+        verify_folder(folder, json.loads(head.read_text(encoding="utf-8")), verify=True)
+        return
+    parent = folder.resolve().parent
+    head = _header_file(parent)
+    if head is None:
+        return
+    digests = json.loads(head.read_text(encoding="utf-8")).get(DIGESTS_KEY)
+    prefix = folder.resolve().name + "/"
+    if isinstance(digests, dict):
+        verify_folder(parent, {DIGESTS_KEY: {n: d for n, d in digests.items() if str(n).startswith(prefix)}}, verify=True)
 
 
 def verify_file(path: Path, digest: Any, owner: str | os.PathLike) -> None:

@@ -16,22 +16,34 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import IsotropyError
-from .atomic import parent_of
+from .atomic import MARKER, parent_of
 from .signals import signals_deferred
 
-__all__ = ["artefact_lock", "output_locks", "lock_output", "lock_file_of", "LOCK_TIMEOUT_ENV", "DEFAULT_LOCK_TIMEOUT"]
+__all__ = [
+    "artefact_lock",
+    "output_locks",
+    "lock_output",
+    "lock_file_of",
+    "LOCK_MARK",
+    "LOCK_TIMEOUT_ENV",
+    "DEFAULT_LOCK_TIMEOUT",
+]
 
 # One lock per output: a ``.NAME.lock`` file beside it (``filelock``: ``flock`` on Unix). One
 # ``FileLock`` object per lock file in this process, so the locks are reentrant within it (an
-# ``index add`` holds its index's lock, and the save inside takes it again). The lock file is
-# removed on the last release, while still held: filelock's acquire sees an unlinked inode
-# (``st_nlink == 0``) and starts over, so mutual exclusion holds and no ``.lock`` files pile up.
+# ``index add`` holds its index's lock, and the save inside takes it again). A lock file this
+# process made (it writes LOCK_MARK into it) is removed on the last release, while still held:
+# filelock's acquire sees an unlinked inode (``st_nlink == 0``) and starts over, so mutual exclusion
+# holds and no ``.lock`` files pile up. A ``.NAME.lock`` that was there before and holds anything else
+# (a user's own file) is locked but never written or removed (#31, L2).
 
 LOCK_TIMEOUT_ENV = "ISOTROPY_LOCK_TIMEOUT"
 DEFAULT_LOCK_TIMEOUT = 3600.0
 _LOCKS: dict[str, Any] = {}
 _LOCKS_GUARD = threading.Lock()
 _SCOPES: list[list[Path]] = []  # outputs locked by check_output while an output_locks() block runs
+_OURS: set[str] = set()  # lock files this process made (it wrote LOCK_MARK into them): only those are removed
+LOCK_MARK = b"isotropy lock file\n"  # what an isotropy lock file holds; a file holding anything else is the user's
 
 
 def lock_file_of(path: str | os.PathLike) -> Path:
@@ -52,10 +64,36 @@ def _lock_for(path: Path) -> Any:
 
 def _release(lock: Any) -> None:
     with signals_deferred():
-        if lock.lock_counter == 1:  # the last hold: remove the file while it is still ours
+        if lock.lock_counter == 1 and lock.lock_file in _OURS:  # the last hold: remove the file while it is still ours
+            _OURS.discard(lock.lock_file)
             with contextlib.suppress(OSError):
                 os.unlink(lock.lock_file)
         lock.release()
+
+
+def _inode(path: str) -> int | None:
+    try:
+        return os.stat(path, follow_symlinks=False).st_ino
+    except OSError:
+        return None
+
+
+def _claim(lock: Any, existed: int | None) -> None:
+    """After the first acquisition: mark a lock file this process made as isotropy's (a user's own
+    ``.NAME.lock``, already there and holding anything but the mark, is locked but never written or removed)."""
+    if lock.lock_counter != 1:
+        return
+    path = lock.lock_file
+    try:
+        with open(path, "rb+") as fh:
+            head = fh.read(len(LOCK_MARK) + 1)
+            if head == b"" and os.fstat(fh.fileno()).st_ino != existed:  # a file made after we looked: ours
+                fh.write(LOCK_MARK)
+                head = LOCK_MARK
+    except OSError:
+        return
+    if head == LOCK_MARK:
+        _OURS.add(path)
 
 
 def _lock_timeout(timeout: float | None) -> float:
@@ -72,6 +110,7 @@ def _acquire(path: Path, timeout: float | None, wait: bool) -> Any:
 
     lock = _lock_for(path)
     lock_file = lock.lock_file
+    existed = _inode(lock_file)  # a file already there (its inode) is written and removed only if it holds the mark
     try:
         try:
             lock.acquire(timeout=0)
@@ -91,6 +130,7 @@ def _acquire(path: Path, timeout: float | None, wait: bool) -> Any:
         ) from None
     except OSError as exc:
         raise IsotropyError(f"cannot lock {path} ({lock_file}: {exc.strerror or exc})") from None
+    _claim(lock, existed)
     return lock
 
 
@@ -129,6 +169,8 @@ def lock_output(path: str | os.PathLike) -> None:
     if not _SCOPES:
         return
     path = Path(os.path.abspath(path))
+    if (path.parent / MARKER).is_file():
+        return  # inside one of our own temporary folders: nobody else can know it (no lock file left in the output)
     if any(path == held for scope in _SCOPES for held in scope):
         return
     _acquire(path, 0, wait=False)

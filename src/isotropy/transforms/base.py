@@ -204,6 +204,14 @@ def _as_array(values: Any) -> Any:
         return values
 
 
+def _feature_names(est: Any, X: Any, *, reset: bool) -> None:
+    """scikit-learn's own column-name contract (``feature_names_in_``): set by ``fit`` from a DataFrame's columns,
+    checked by ``transform`` (other columns, or the same in another order: scikit-learn's ValueError)."""
+    from sklearn.utils.validation import _check_feature_names
+
+    _check_feature_names(est, X, reset=reset)
+
+
 def _width(X: Any) -> int | None:
     """The number of columns of a 2-D ``X`` (None otherwise: the validators say what is wrong)."""
     arr = _as_array(X)
@@ -247,15 +255,21 @@ class AffineTransform(Transform):
             raise IsotropyError(f"every sample_weight is zero: there is nothing to fit the {self.kind} on")
         m = Moments().update(X, weights=sample_weight)
         self._attach(m, self._solve(m))
+        _feature_names(self, X, reset=True)
         return self
 
     def partial_fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> AffineTransform:
         """Add one chunk of rows (any size, any number of calls). A failed call changes nothing."""
         self._check_params(_width(X))
-        if not hasattr(self, "moments_"):
+        first = not hasattr(self, "moments_")
+        if not first:
+            _feature_names(self, X, reset=False)  # later chunks: the same columns, in the same order
+        if first:
             self.moments_ = Moments().update(X, weights=sample_weight)
         else:
             self.moments_.update(X, weights=sample_weight)
+        if first:
+            _feature_names(self, X, reset=True)
         return self
 
     def merge(self, other: AffineTransform) -> AffineTransform:
@@ -363,6 +377,7 @@ class AffineTransform(Transform):
     def transform(self, X: Any) -> np.ndarray:
         """``(X - shift) @ kernel``, computed in float64; float32 input gives float32 output."""
         sol = self._solution()
+        _feature_names(self, X, reset=False)  # fitted on a DataFrame: the same columns, in the same order (#31, W14)
         out_dtype = np.float32 if getattr(X, "dtype", None) == np.float32 else np.float64
         X = check_matrix(X, "X", expected_dim=self.moments_.dim)
         return ((X - sol.shift) @ sol.kernel).astype(out_dtype, copy=False)

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import IsotropyError
+from ...storage.integrity import verify_model_folder
 from .parsecache import load_word_vectors
 from .table import StaticTable, word_tokenizer
 from .wordvectors import WORD_VECTOR_SUFFIXES
@@ -296,6 +297,8 @@ def load_table(model: str | os.PathLike, show_progress: bool | None = None) -> S
     if kind == "glove":
         return _glove()
     path = Path(str(model)).expanduser().resolve()
+    if path.is_dir():
+        verify_model_folder(path)  # a folder isotropy calibrated or distilled: its files as recorded (--no-verify skips)
     if kind == "word-vectors":
         return _word_vectors(path, show_progress)
     if kind == "model2vec":

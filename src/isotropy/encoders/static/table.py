@@ -106,6 +106,17 @@ class Coverage:
         self.empty += other.empty
         return self
 
+    def warning(self, what: str = "sentences") -> str | None:
+        """One line when some ``what`` had no known token (their vectors are zero: any score of theirs means
+        nothing), naming the first rows (1-based); None when every one had a known token."""
+        if not self.empty:
+            return None
+        rows = ", ".join(str(r + 1) for r in self.empty_rows) + (", ..." if self.empty > len(self.empty_rows) else "")
+        return (
+            f"{self.empty} of {self.sentences} {what} hold no word the static model knows (row{'s' if self.empty > 1 else ''} "
+            f"{rows}): their vectors are zero, so their similarities and hits mean nothing"
+        )
+
     def describe(self) -> str:
         empty = f", {self.empty} sentences without any known token (zero vectors)" if self.empty else ""
         return f"out-of-vocabulary tokens {100 * self.oov_rate:.2f}% ({self.unknown} of {self.tokens}){empty}"
