@@ -136,7 +136,7 @@ class WordCache:
         pieces = [(fast, lambda: self._split(codes, begins, fast)), (regex, lambda: self._regex([sentences[i] for i in regex]))]
         for rows, split in pieces:
             if rows.size:
-                flat, lengths = _truncate(*split(), limit)
+                flat, lengths = _truncate(*split(), limit)  # (a word start without its end would raise)
                 flat, lengths, seen, unk = self._drop_unknown(flat, lengths)
                 parts.append((rows, flat, lengths))
                 total, unknown = total + seen, unknown + unk
@@ -203,8 +203,14 @@ class WordCache:
     def _split(self, codes: np.ndarray, begins: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The ids of sentences ``rows`` of the chunk (:meth:`_route`'s bytes), split with numpy (:func:`_bounds`),
         each word's ids from the cache: flat ids and lengths of those sentences."""
-        b = self._lower[codes] if self.lowercase else codes  # printable ASCII: what the normalizers do
+        b = self._lower[codes] if self.lowercase else codes.copy()  # printable ASCII: what the normalizers do
+        if rows.size < begins.size:  # the other sentences' characters become spaces
+            mine = np.zeros(begins.size, dtype=bool)
+            mine[rows] = True
+            b[~np.repeat(mine, np.diff(np.append(begins, b.size + 1)))[: b.size]] = 0x20
         starts, ends = _bounds(b, self._word, self._mark, self.family == "word")
+        if starts.size != ends.size:  # pragma: no cover - the rules are complete (tests/test_wordcache.py)
+            raise RuntimeError("word cache: unpaired word bounds")
         cuts = np.concatenate([[0], np.searchsorted(starts, begins[1:] - 1), [starts.size]])
         keep = np.zeros(starts.size, dtype=bool)  # the tokens of sentences ``rows``
         words = np.diff(cuts)[rows]
