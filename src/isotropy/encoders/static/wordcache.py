@@ -65,6 +65,17 @@ def tokenizer_family(spec: dict[str, Any]) -> tuple[str, bool] | None:
     return None
 
 
+def _spec(tok: Any) -> dict[str, Any]:
+    """The parts of a tokenizer's ``tokenizer.json`` that :func:`tokenizer_family` reads, without serialising its
+    vocabulary (seconds for GloVe's 400k words)."""
+    parts = {}
+    for name in ("normalizer", "pre_tokenizer"):
+        part = getattr(tok, name)
+        parts[name] = None if part is None else json.loads(part.__getstate__())
+    parts["model"] = {"type": type(tok.model).__name__, "dropout": getattr(tok.model, "dropout", None)}
+    return parts
+
+
 def _classes(family: str) -> tuple[np.ndarray, np.ndarray]:
     """Per byte: part of a word (``\\w`` for the word pattern, alphanumeric for BERT); a one-character token."""
     word = np.zeros(256, dtype=bool)
@@ -84,11 +95,11 @@ class WordCache:
     def __init__(self, table: StaticTable, max_words: int = MAX_WORDS) -> None:
         self.table = table
         self.max_words = int(max_words)
-        spec = json.loads(table.tokenizer.to_str())
-        found = tokenizer_family(spec)
+        tok = table.tokenizer
+        found = tokenizer_family(_spec(tok))
         self.family, self.lowercase = found if found is not None else (None, False)
-        self.added = [t.get("content", "") for t in spec.get("added_tokens") or [] if t.get("content")]
-        self._model = table.tokenizer.model
+        self.added = [t.content for t in tok.get_added_tokens_decoder().values() if t.content]
+        self._model = tok.model
         self._word, self._mark = _classes(self.family or "word")
         self._lower = np.arange(256, dtype=np.uint8)
         if self.lowercase:
