@@ -269,51 +269,53 @@ class WordCache:
         return first, count, np.concatenate([pieces, extra])
 
     def _find(self, lo: np.ndarray, hi: np.ndarray, key: np.ndarray) -> np.ndarray:
-        """Cache row of each word (-1: not cached): an open-addressing hash table probed in vectorised steps
-        (a sorted array's binary search took four times as long)."""
-        found = np.full(key.size, -1, dtype=np.int64)
-        if not self._keys.size:
-            return found
+        """Cache row of each word (-1: not cached): an open-addressing hash table, at most half full and no larger,
+        probed in vectorised steps (a sorted array's binary search took four times as long)."""
+        if not self._count.size:
+            return np.full(key.size, -1, dtype=np.int64)
         mask = self._slots.size - 1
         slot = (key >> np.uint64(64 - self._bits)).astype(np.int64)
-        pending = np.arange(key.size)
-        while pending.size:
-            row = self._slots[slot[pending]]
-            filled = row >= 0
-            r = np.where(filled, row, 0)
-            match = filled & (self._keys[r] == key[pending]) & (self._lo[r] == lo[pending]) & (self._hi[r] == hi[pending])
-            found[pending[match]] = row[match]
-            pending = pending[filled & ~match]
+        row = self._slots[slot].astype(np.int64)
+        entry = self._entries[np.maximum(row, 0)]  # key, lo, hi: one gather of 24 bytes a word
+        match = (row >= 0) & (entry[:, 0] == key) & (entry[:, 1] == lo) & (entry[:, 2] == hi)
+        found = np.where(match, row, -1)
+        pending = np.flatnonzero((row >= 0) & ~match)
+        while pending.size:  # the rare collision: the next slots
             slot[pending] = (slot[pending] + 1) & mask
+            row = self._slots[slot[pending]].astype(np.int64)
+            entry = self._entries[np.maximum(row, 0)]
+            match = (row >= 0) & (entry[:, 0] == key[pending]) & (entry[:, 1] == lo[pending]) & (entry[:, 2] == hi[pending])
+            found[pending[match]] = row[match]
+            pending = pending[(row >= 0) & ~match]
         return found
 
     def _insert(self, lo: np.ndarray, hi: np.ndarray, key: np.ndarray, ids: list[tuple[int, ...]]) -> None:
         """Add words (not cached yet, distinct keys) to the cache, emptied first when it would pass ``max_words``."""
-        if self._keys.size + key.size > self.max_words:
+        if self._count.size + key.size > self.max_words:
             self._clear()
         count = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
         first = self._pieces.size + np.cumsum(count) - count
-        row = self._keys.size
+        self._pieces = np.concatenate([self._pieces, np.fromiter((i for w in ids for i in w), dtype=np.int64)])
+        self._entries = np.concatenate([self._entries, np.stack([key, lo, hi], axis=1)])
+        self._first = np.concatenate([self._first, first])
+        self._count = np.concatenate([self._count, count])
+        rows = range(self._count.size - key.size, self._count.size)
+        if 2 * self._count.size > self._slots.size:  # grow: every word is placed again
+            self._bits = (2 * self._count.size).bit_length()
+            self._slots = np.full(1 << self._bits, -1, dtype=np.int32)
+            rows = range(self._count.size)
         mask, shift, slots = self._slots.size - 1, 64 - self._bits, self._slots
-        for k in key.tolist():  # a few thousand new words a chunk at most, after the first
+        for r, k in zip(rows, self._entries[rows.start :, 0].tolist()):  # new words only, but for a growth
             slot = k >> shift
             while slots[slot] >= 0:
                 slot = (slot + 1) & mask
-            slots[slot] = row
-            row += 1
-        self._pieces = np.concatenate([self._pieces, np.fromiter((i for w in ids for i in w), dtype=np.int64)])
-        self._keys = np.concatenate([self._keys, key])
-        self._lo = np.concatenate([self._lo, lo])
-        self._hi = np.concatenate([self._hi, hi])
-        self._first = np.concatenate([self._first, first])
-        self._count = np.concatenate([self._count, count])
+            slots[slot] = r
 
     def _clear(self) -> None:
-        empty = np.empty(0, dtype=np.uint64)
-        self._keys, self._lo, self._hi = empty, empty, empty
+        self._entries = np.empty((0, 3), dtype=np.uint64)  # per word: its hash, its bytes 0-7, bytes 8-14 and length
         self._first = self._count = self._pieces = np.empty(0, dtype=np.int64)
-        self._bits = max(int(self.max_words).bit_length() + 1, 4)  # at most half full
-        self._slots = np.full(1 << self._bits, -1, dtype=np.int64)
+        self._bits = 12
+        self._slots = np.full(1 << self._bits, -1, dtype=np.int32)
 
 
 _K1, _K2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F)  # odd multipliers mixing the two halves
