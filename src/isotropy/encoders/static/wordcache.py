@@ -100,6 +100,8 @@ class WordCache:
         self.family, self.lowercase = found if found is not None else (None, False)
         self.added = [t.content for t in tok.get_added_tokens_decoder().values() if t.content]
         self._model = tok.model
+        longest = sorted(self.added, key=len, reverse=True)  # one scan for all of them, in any case
+        self._added = re.compile("|".join(map(re.escape, longest)), re.IGNORECASE) if longest else None
         self._word, self._mark = _classes(self.family or "word")
         self._lower = np.arange(256, dtype=np.uint8)
         if self.lowercase:
@@ -185,8 +187,8 @@ class WordCache:
         outside = (codes < 0x20) | (codes > 0x7E)
         bad = np.flatnonzero(outside)
         slow[np.searchsorted(begins, bad, side="right") - 1] = True
-        for token in self.added:
-            at = [m.start() for m in re.finditer(re.escape(token), text, re.IGNORECASE)]
+        if self._added is not None:
+            at = [m.start() for m in self._added.finditer(text)]
             slow[np.searchsorted(begins, np.asarray(at, dtype=np.int64), side="right") - 1] = True
         regex = np.zeros(n, dtype=bool)
         if self.family == "word" and "'" in text:  # an apostrophe, a run, then n't: left to re (see _bounds)
