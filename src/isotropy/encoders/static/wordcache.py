@@ -4,7 +4,7 @@ A mean over a static table ignores word order, and for the tokenizers this modul
 not depend on its neighbours once the pre-tokenizer has split the text (WordPiece, WordLevel and BPE take each
 pre-token alone). So a sentence's ids are the concatenation of its words' ids, and the Hugging Face tokenizer
 only has to see a word the first time: :class:`WordCache` splits a chunk of sentences with numpy, looks each
-word's ids up in a bounded dict (a miss runs the tokenizer's own model on that word), and returns exactly what
+word's ids up in a bounded hash table (a miss runs the tokenizer's own model on that word), and returns exactly what
 :meth:`StaticTable.token_array` returns (same ids, same truncation, same unknown-token accounting).
 
 Exactness is by construction, not by approximation, and only where it can be proved:
@@ -18,8 +18,9 @@ Exactness is by construction, not by approximation, and only where it can be pro
   when it holds no added token's text (the tokenizer matches those before normalising); every other sentence
   (accents, CJK, emoji, tabs, control characters) is tokenised by the tokenizer, in the same call;
 * the word pattern's English clitics (``do|n't``, ``it|'s``) make its splits depend on the apostrophe's
-  neighbours, so a sentence with an apostrophe is split by Python's ``re`` with the same pattern (on printable
-  ASCII, ``re`` and the tokenizer's Oniguruma agree on ``\\w`` and ``\\s``);
+  neighbours: :func:`_bounds` applies the pattern's rules, and the one case they would need a scan for (an
+  apostrophe, a run, then ``n't``) is split by Python's ``re`` with the same pattern (on printable ASCII, ``re``
+  and the tokenizer's Oniguruma agree on ``\\w`` and ``\\s``);
 * truncation is model2vec's: the caller's character cut, then the first ``max_length`` tokens, unknown tokens
   counted, then the unknown tokens dropped when the table drops them.
 
@@ -41,7 +42,7 @@ from .table import WORD_PATTERN, StaticTable
 
 __all__ = ["WordCache", "tokenizer_family"]
 
-MAX_WORDS = 1 << 19  # words cached (each ~50 bytes and its ids): the cache is emptied when full
+MAX_WORDS = 1 << 19  # words cached (each ~40 bytes and its ids, ~50 MB at most): the cache is emptied when full
 
 
 def tokenizer_family(spec: dict[str, Any]) -> tuple[str, bool] | None:
