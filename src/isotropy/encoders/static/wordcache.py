@@ -42,7 +42,7 @@ from .table import WORD_PATTERN, StaticTable
 
 __all__ = ["WordCache", "tokenizer_family"]
 
-MAX_WORDS = 1 << 19  # words cached (each ~40 bytes and its ids, ~50 MB at most): the cache is emptied when full
+MAX_WORDS = 1 << 19  # words cached in each of the two caches (~100 MB at most in all): a full cache is emptied
 
 
 def tokenizer_family(spec: dict[str, Any]) -> tuple[str, bool] | None:
