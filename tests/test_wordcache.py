@@ -88,6 +88,16 @@ def test_adversarial_text_gives_the_tokenizers_ids(name):
         _assert_same(TABLES[name], CACHES[name], ADVERSARIAL[::-1] * 3, limit)
 
 
+def test_a_pickled_cache_starts_empty_and_gives_the_same_ids():
+    import pickle
+
+    table, cache = TABLES["bert"], CACHES["bert"]
+    cache.token_array(ADVERSARIAL, 6)
+    again = pickle.loads(pickle.dumps(cache))
+    assert again.exact and not again._count.size
+    _assert_same(table, again, ADVERSARIAL, 6)
+
+
 def test_a_tokenizer_whose_pieces_depend_on_position_is_left_to_the_tokenizer():
     from tokenizers import Tokenizer, models, pre_tokenizers
 

@@ -113,6 +113,16 @@ class WordCache:
         self._tokenizing = threading.Lock()  # the tokenizer: setting its truncation borrows it mutably
         self._clear()
 
+    def __getstate__(self) -> dict[str, Any]:  # an encoder sent to another process: locks made anew, caches empty
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_tokenizing")}
+        state["_by_text"] = {}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock, self._tokenizing = threading.Lock(), threading.Lock()
+        self._clear()
+
     @property
     def exact(self) -> bool:
         """Whether sentences are split here (True) or all handed to the tokenizer (False)."""
