@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -83,6 +84,7 @@ def encode(
     from ..encoders import default_device
     from ..files import encode_file
 
+    started = time.perf_counter()
     with default_device(check_device(device)):
         (rows, dims), enc = encode_file(
             input,
@@ -98,7 +100,9 @@ def encode(
             transform=transform,
         )
     after = f", then {transform}" if transform is not None else ""
-    typer.echo(f"wrote {rows} x {dims} vectors ({enc.describe()}{after}) to {output}", err=True)
+    took = time.perf_counter() - started
+    rate = f"{rows / took:,.0f} sentences/s, reading and loading included"
+    typer.echo(f"wrote {rows} x {dims} vectors ({enc.describe()}{after}) to {output} in {took:.1f} s ({rate})", err=True)
     coverage = enc.coverage_total  # a static model's: sentences without a known word are zero vectors (#31, U41)
     note = coverage.warning("sentences") if coverage is not None else None
     if note:

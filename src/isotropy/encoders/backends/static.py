@@ -2,8 +2,9 @@
 
 Runs every static source of :mod:`isotropy.encoders.static` (model2vec and ``StaticEmbedding`` folders,
 word-vector files, ``glove-6b-50d``). There is no forward pass: the :class:`~isotropy.encoders.Encoder`
-hands whole chunks of sentences to :meth:`StaticBackend.encode` (``direct``), which tokenises them with the
-table's Rust tokenizer and pools with one sparse product per chunk. Poolings: ``last-avg`` (alias ``mean``,
+hands whole chunks of sentences to :meth:`StaticBackend.encode` (``direct``), which tokenises them through a
+word cache (:mod:`isotropy.encoders.static.wordcache`: the same ids as the table's Rust tokenizer, which it
+falls back to) and pools with one sparse product per chunk, chunks in threads across the cores. Poolings: ``last-avg`` (alias ``mean``,
 the default), ``sif[:a=A,norm=N]`` (weights ``a / (a + p)``; p counted on a corpus when the encoder has
 ``pooling_stats``, else Zipf's law on the table's frequency rank) and ``idf`` (needs counts).
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +24,13 @@ from ...errors import IsotropyError
 from ..poolings import Pooling
 from ..static.sources import GLOVE_NAME, load_table, static_kind
 from ..static.table import CHUNK, Coverage, TableTokenizer
+from ..static.wordcache import WordCache
 
 __all__ = ["StaticBackend", "NO_LIMIT"]
 
 NO_LIMIT = 1 << 20  # max_length of a table that does not truncate (sentence-transformers' StaticEmbedding)
 FINGERPRINT_VERSION = 1
+THREADS = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8)
 
 
 class StaticBackend:
@@ -48,6 +52,7 @@ class StaticBackend:
         self.folder = None if self.kind == "glove" else Path(os.path.realpath(str(model)))
         self.device = "cpu"
         self.tokenizer = TableTokenizer(self.table)
+        self.words: WordCache | None = None  # the word-cache tokenisation (encoders/static/wordcache.py), made on first use
         self.coverage: Coverage | None = None  # of the last encode
         self.coverage_total = Coverage()  # of every encode since the model was loaded (or reset_coverage())
 
@@ -103,14 +108,21 @@ class StaticBackend:
         weights = {p.name: self.token_weights(p, stats) for p in poolings.values()}
         out = {name: np.empty((len(sentences), self.table.dim), dtype=np.float32) for name in poolings}
         coverage = Coverage()
-        for start in range(0, len(sentences), CHUNK):
-            chunk = sentences[start : start + CHUNK]
-            flat, lengths, total, unknown = self.table.token_array(chunk, limit)
-            coverage.add(lengths, total, unknown)
+        if self.words is None:
+            self.words = WordCache(self.table)
+
+        def chunk(start: int) -> tuple[int, np.ndarray, int, int]:  # numpy releases the GIL: chunks run on every core
+            flat, lengths, total, unknown = self.words.token_array(sentences[start : start + CHUNK], limit)
             for name, p in poolings.items():
                 norm = getattr(p, "norm", "tokens")
-                out[name][start : start + len(chunk)] = self.table.pool_array(flat, lengths, weights[p.name], norm)
-            bar.advance(len(chunk))
+                out[name][start : start + len(lengths)] = self.table.pool_array(flat, lengths, weights[p.name], norm)
+            return len(lengths), lengths, total, unknown
+
+        starts = range(0, len(sentences), CHUNK)
+        with ThreadPoolExecutor(min(THREADS, len(starts)) or 1) as pool:
+            for n, lengths, total, unknown in pool.map(chunk, starts):
+                coverage.add(lengths, total, unknown)
+                bar.advance(n)
         self.coverage = coverage
         self.coverage_total.merge(coverage)
         return out
