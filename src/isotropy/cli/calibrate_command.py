@@ -12,7 +12,9 @@ from .options import (
     CalibratePooling,
     Candidates,
     Device,
+    Evidence,
     Force,
+    ForTask,
     MaxLength,
     Model,
     NComponents,
@@ -122,6 +124,8 @@ def register_calibrate_command(app: typer.Typer) -> None:
         stock_only: bool = StockOnlyOpt,
         candidates: Candidates = None,
         dev: str | None = DevOpt,
+        task: ForTask("similarity") = None,
+        evidence: Evidence = False,
         engine: Annotated[
             choice("dask") | None,
             typer.Option(
