@@ -1,7 +1,7 @@
 """``--method auto`` decides first (issue #34) and a calibrated static model is held to the transformer's rules (#31).
 
 * Label-free, the rule reads the encoder's kind: on a transformer it keeps raw before reading the corpus, so only a
-  seeded sample of at most 2,000 sentences is encoded (for the signals it reports), and the folder written gives the
+  seeded sample of at most 1,000 sentences is encoded (for the signals it reports), and the folder written gives the
   base model's vectors exactly, its ``Normalize`` included (U24); a model2vec base that normalizes stays so.
 * A static model's ``--eval`` regression is warned of and recorded (U22); ``--min-gain`` is a bad-input row (W7).
 """
@@ -37,12 +37,12 @@ def test_auto_on_a_transformer_reads_a_sample_and_writes_the_base_model_exactly(
     from sentence_transformers import SentenceTransformer
 
     corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n".join(word_corpus(2300, seed=4)) + "\n", encoding="utf-8")
+    corpus.write_text("\n".join(word_corpus(1200, seed=4)) + "\n", encoding="utf-8")
     cal = run_calibration(corpus, tmp_path / "auto", model=str(st_normalized), method="auto", show_progress=False)
     info = cal.info
     sel = info["selection"]
-    assert sel["choice"] == "raw" and info["fit"] == {**info["fit"], "n_sentences": 2300, "n_fit": 2000}
-    assert any("2,000 of its 2,300 sentences" in n for n in sel["notes"]), sel["notes"]
+    assert sel["choice"] == "raw" and info["fit"] == {**info["fit"], "n_sentences": 1200, "n_fit": 1000}
+    assert any("1,000 of its 1,200 sentences" in n for n in sel["notes"]), sel["notes"]
     assert all(c.get("beats_raw") is None for c in sel["candidates"])  # no criterion without --evidence
     assert info["modules"][-1] == "Normalize"
     probe = ["the cat sat", "a storm over the river city", " ".join(WORDS * 6)]  # the last one is truncated
