@@ -140,7 +140,7 @@ def render(res: dict) -> str:
         "| entry | raw | **auto --for search** | auto --for similarity | best in hindsight |",
         "|---|---:|---:|---:|---:|",
     ]
-    worst_static, n_static = 0.0, 0
+    worst_static, n_static = float("inf"), 0
     for e in res["entries"]:
         m = _means(e, held)
         s, sim = SEARCH_RULE["act"][e["kind"]], SIGNAL_RULE["act"][e["kind"]]
@@ -155,10 +155,10 @@ def render(res: dict) -> str:
         "",
         f"Target 'for search no static model below raw on the held-out queries': "
         f"{'**met**' if n_static == 0 else '**not met**'} ({n_static} of "
-        f"{sum(e['kind'] == 'static' for e in res['entries'])} static entries below raw; worst change "
+        f"{sum(e['kind'] == 'static' for e in res['entries'])} static entries below raw; smallest change "
         f"{worst_static:+.2f}).",
         "",
-        "Load average before / after: "
+        "Load average before / after the last entries run (each entry was run apart, `--entry`): "
         + "; ".join(", ".join(f"{v:.2f}" for v in x) for x in res["loadavg"])
         + f". {res['machine']}.",
     ]
