@@ -245,7 +245,7 @@ def run_zoo(data_dir: str, tasks_names: list[str], draws: int = DRAWS, checkpoin
     (cheap, from the stored signals), so a rule can be re-read off the tuning table without re-running. ``reuse``:
     the cells of an earlier run (same candidates, same code of the signals): their signals are taken, not recomputed
     (``--few-only``); the truths are recomputed (cheap) and checked against the stored ones."""
-    from auto import Corpus, dev_pool
+    from _auto_data import Corpus, dev_pool
 
     from isotropy.evaluation import load_tasks
     from isotropy.evaluation.fitting import plan_others

@@ -29,7 +29,7 @@ def _models() -> list[tuple[str, tuple[str, str]]]:
 
 def run_pool_choice(data_dir: str, tasks_names: list[str], zoo: dict, draws: int = DRAWS) -> dict:
     """Per (model, task): the (pooling, candidate) chosen in each draw, beside the stored truths of both poolings."""
-    from auto import Corpus, dev_pool
+    from _auto_data import Corpus, dev_pool
 
     from isotropy.evaluation import load_tasks
     from isotropy.evaluation.fitting import plan_others

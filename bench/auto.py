@@ -40,6 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _auto_data import Corpus, dev_pool  # noqa: E402
 from _auto_render import render, render_tuning  # noqa: E402
 
 from _report import DATA, DOCS, ROOT, machine, update_section  # noqa: E402
@@ -101,18 +102,6 @@ def spearman(Y: np.ndarray, a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> f
     return float(spearmanr((u[a] * u[b]).sum(1), gold).statistic * 100)
 
 
-class Corpus:
-    """The vectors of one task (its unique sentences) for every pooling, and index helpers."""
-
-    def __init__(self, task, vectors: dict[str, np.ndarray]):
-        self.task, self.vectors = task, vectors
-        self.sentences = task.sentences()
-        self.at = {s: i for i, s in enumerate(self.sentences)}
-
-    def rows(self, sentences) -> np.ndarray:
-        return np.array([self.at[s] for s in sentences], dtype=np.int64)
-
-
 def fit_corpus(corpora: list[Corpus], i: int, setting: str, others_plan) -> tuple[list[tuple[int, np.ndarray]], list[str]]:
     """``([(task index, rows of its vectors)], the sentences of those rows)`` that task ``i``'s candidates are fitted on."""
     from isotropy.evaluation.fitting import pair_sides
@@ -122,26 +111,6 @@ def fit_corpus(corpora: list[Corpus], i: int, setting: str, others_plan) -> tupl
         return [(i, corpora[i].rows(sides))], sides
     parts = others_plan[i].parts
     return parts, [corpora[j].sentences[k] for j, rows in parts for k in rows]
-
-
-def dev_pool(corpora: list[Corpus], i: int) -> tuple[str, list[tuple[int, int, int, float]]]:
-    """Where task ``i``'s dev pairs come from, and the pool ``(task, row a, row b, gold)`` they are drawn from."""
-    from isotropy.evaluation.fitting import overlap_key
-
-    task = corpora[i].task
-    if task.train_split is not None:
-        pairs = task.splits[task.train_split]
-        c = corpora[i]
-        return f"{task.name} {task.train_split} split", [(i, c.at[p.s1], c.at[p.s2], p.score) for p in pairs]
-    held = {overlap_key(s) for s in corpora[i].sentences}
-    pool = []
-    for j, c in enumerate(corpora):
-        if j == i:
-            continue
-        for p in c.task.pairs():
-            if overlap_key(p.s1) not in held and overlap_key(p.s2) not in held:
-                pool.append((j, c.at[p.s1], c.at[p.s2], p.score))
-    return "the other tasks' pairs (none sharing a sentence with it)", pool
 
 
 # ---------------------------------------------------------------- one (setting, pooling, task)

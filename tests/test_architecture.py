@@ -73,6 +73,28 @@ def test_the_circle_finder_sees_function_level_imports():
     assert graph.direct_import_exists(importer="isotropy.distributed.api", imported="isotropy.transforms.whitening")
 
 
+def test_no_import_circle_in_the_benchmarks():
+    """bench/ scripts import each other by file name (``sys.path``); function-level imports count (issue #34: auto.py
+    and the zoo modules imported each other)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    files = {p.stem: p for p in (ROOT / "bench").glob("*.py")}
+    names = sorted(files)
+    edges = []
+    for a in names:
+        for node in ast.walk(ast.parse(files[a].read_text(encoding="utf-8"))):
+            targets = [x.name for x in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets = [node.module]
+            edges += [(names.index(a), names.index(t.split(".")[0])) for t in targets if t.split(".")[0] in files]
+    rows, cols = zip(*edges) if edges else ((), ())
+    graph = coo_matrix((np.ones(len(edges)), (rows, cols)), shape=(len(names), len(names)))
+    _, labels = connected_components(graph, directed=True, connection="strong")
+    circles = [sorted(n for n, lab in zip(names, labels) if lab == k) for k in set(labels.tolist())]
+    assert not [c for c in circles if len(c) > 1], circles
+
+
 def _modules():
     return sorted(p for p in SRC.rglob("*.py") if "__pycache__" not in p.parts)
 

@@ -1276,8 +1276,31 @@ ROUND4_CASES = [
     ),
 ]
 
+# --------------------------------------------------------------------------- calibrate, round 4 (#31) and auto (#34)
+_TABLE = "".join(
+    f"{w} " + " ".join(f"{(7 * i + 3 * j) % 11 / 10 - 0.4:.2f}" for j in range(8)) + "\n"
+    for i, w in enumerate(("sentence", "number", "talks", "about", "and", "cats", "trains", "music", "rain", "bread"))
+)
+AUTO_FIRST_CASES = [
+    Case(
+        "static calibrate --min-gain not reached: exit 3, nothing written",
+        (*CALIBRATE, "--model", "{w}/tbl.txt", "--eval", "{w}/pairs.tsv", "--min-gain", "100"),
+        ("--min-gain 100", "nothing was written"),
+        code=3,
+        setup=_write("tbl.txt", _TABLE),
+    ),
+    Case("auto --for an unknown use", (*AUTO, "--for", "retrieval"), ("--for", "retrieval")),
+    Case("calibrate --for without --method auto", (*CALIBRATE, "--for", "search"), ("--for", "--method auto only")),
+    Case("calibrate --evidence without --method auto", (*CALIBRATE, "--evidence"), ("--evidence", "--method auto only")),
+    Case(
+        "index build --for without --method auto",
+        ("index", "build", "{w}/corpus.txt", "-o", OUT, "--for", "search"),
+        ("--for", "--method auto only"),
+    ),
+]
+
 CASES = OUTPUT_CASES + INPUT_CASES + OPTION_CASES + ARTEFACT_CASES + LOAD_CASES + TOOLBOX_CASES + POOLING_CASES + CALIBRATE_CASES
-CASES += PRECISION_CASES + AUTO_CASES + HOSTILE_CASES + STATIC_CASES + STATIC_ROUND4_CASES + ROUND4_CASES
+CASES += PRECISION_CASES + AUTO_CASES + HOSTILE_CASES + STATIC_CASES + STATIC_ROUND4_CASES + ROUND4_CASES + AUTO_FIRST_CASES
 
 
 def _expand(text: str, w: Path) -> str:

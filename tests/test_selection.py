@@ -132,8 +132,25 @@ def test_the_default_label_free_rule_is_the_signal_rule_and_shows_the_evidence(c
     assert sel.choice == decide_by_signals(sel.signals, kind="unknown")["choice"] == "raw"  # BagOfWords has no backend
     assert sel.criterion == "signal rule"
     assert (sel.transform is None) == (sel.choice == "raw") and sel.fired and sel.expected and "docs/AUTO.md" in sel.rule
-    assert sel.candidate("center").beats_raw is not None  # the criteria's evidence is still shown
-    assert {"align-uniform", "graded-deletion", "knn-stability"} <= set(sel.candidate("center").extra)
+    assert sel.candidate("center").beats_raw is None and not sel.settings["evidence"]  # no criterion unless asked
+    shown = select_calibration(BagOfWords(16, nuisance=1.0), corpus, seed=0, evidence=True)  # --evidence
+    assert shown.choice == "raw" and shown.candidate("center").beats_raw is not None  # shown, never deciding
+    assert {"align-uniform", "graded-deletion", "knn-stability"} <= set(shown.candidate("center").extra)
+
+
+def test_the_rule_for_search_is_its_own_and_an_unknown_use_is_refused(corpus):
+    """``--for search``: the rule read off Cranfield's tuning queries; the split is seeded and disjoint."""
+    from isotropy.selection import signals
+
+    for task in signals.TASKS:
+        dec = signals.decide_by_signals({}, kind="static", task=task)
+        assert dec["choice"] == signals.rule_for(task)["act"]["static"] and task in signals.signal_rule_text(task=task)
+        assert signals.decide_by_signals({}, kind="transformer", task=task)["choice"] == "raw"
+    tune, held = signals.search_split(225)
+    assert len(tune) + len(held) == 225 and not set(tune) & set(held)
+    assert (signals.search_split(225)[0] == tune).all()  # the same split every time
+    with pytest.raises(IsotropyError, match="--for 'retrieval'"):
+        select_calibration(BagOfWords(16), corpus, task="retrieval")
 
 
 def test_few_label_mode_keeps_raw_on_isotropic_vectors_and_removes_the_direction(corpus):

@@ -207,7 +207,8 @@ def _calibration(info: dict[str, Any]) -> list[str]:
         f"- base model: {info['base_model'] or info['base_name']} with pooling `{info['pooling']}`, "
         f"max_length {info['max_length']}, {info['dim_in']} dimensions",
         f"- method: `{info['method']}` ({info['describe']}), output {info['dim_out']} dimensions",
-        f"- fitted {_labels(info)} on {fit['n_fit']:,} sentences of {info['corpus']}"
+        f"- {'fitted' if info['kind'] != 'raw' else 'nothing fitted (raw kept); signals read'} {_labels(info)} on "
+        f"{fit['n_fit']:,} sentences of {info['corpus']}"
         + (f" (a seeded uniform sample of its {fit['n_sentences']:,})" if fit["n_fit"] != fit["n_sentences"] else ""),
         *_static_lines(info),
         f"- written by isotropy {info['isotropy_version']}",

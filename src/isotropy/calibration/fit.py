@@ -57,7 +57,10 @@ CHUNK_SENTENCES = 4096  # sentences encoded at a time: 6 MiB of float32 vectors 
 FLOW_SAMPLE_BYTES = 128 * 2**20
 ANALYSIS_ROWS = 5000
 SELECT_ROWS = 20000  # --method auto: the candidates are compared on a seeded sample of at most this many sentences
+SIGNAL_ROWS = 1000  # --method auto that keeps raw by the encoder's kind: the report's signals read this many only (the
+# issue asked <= 2,000; 1,000 keeps auto under a third of an encode of 15k sentences, and the signals never decide)
 OPTIONS = {"n_components": "--n-components", "power": "--power", "shrinkage": "--shrinkage"}
+AUTO_ONLY = {"candidates": "--candidates", "dev": "--dev", "task": "--for", "evidence": "--evidence"}
 
 
 @dataclass
@@ -84,6 +87,8 @@ class AutoMethod:
     dev: Any = None
     dev_source: str = "the dev pairs"
     kind: str = "auto"
+    task: str | None = None  # --for: similarity (None) or search, the rule tuned for that use
+    evidence: bool = False  # --evidence: the label-free criteria too (encodes word-deleted copies: slow)
 
 
 def read_dev_pairs(path: Any) -> list[tuple[str, str, float]]:
@@ -131,7 +136,7 @@ def resolve_method(method: str, **options: Any):
         from ..selection import parse_candidates
 
         for key in given:
-            if key not in ("candidates", "dev"):
+            if key not in AUTO_ONLY:
                 raise IsotropyError(
                     f"{OPTIONS.get(key, key)} does not apply to method 'auto' (it compares candidates; name them with --candidates)"
                 )
@@ -140,11 +145,16 @@ def resolve_method(method: str, **options: Any):
             parse_candidates(cands, 10**6)  # an unknown name is said before the model loads
         dev = given.get("dev")
         src = f"--dev {dev}"
-        return AutoMethod(cands, None if dev is None else read_dev(dev, src), src)
-    for key in ("candidates", "dev"):
-        if given.get(key) is not None:
-            raise IsotropyError(f"--{key} applies to --method auto only (method {method!r} was given)")
-    given = {k: v for k, v in given.items() if k not in ("candidates", "dev")}
+        from ..selection.signals import rule_for
+
+        rule_for(given.get("task"))  # an unknown --for is said before the model loads
+        auto = AutoMethod(cands, None if dev is None else read_dev(dev, src), src)
+        auto.task, auto.evidence = given.get("task"), bool(given.get("evidence"))
+        return auto
+    for key in AUTO_ONLY:
+        if given.get(key) not in (None, False):
+            raise IsotropyError(f"{AUTO_ONLY[key]} applies to --method auto only (method {method!r} was given)")
+    given = {k: v for k, v in given.items() if k not in AUTO_ONLY}
     try:
         cls, _ = resolve_transform(method)
     except IsotropyError as first:
@@ -234,9 +244,13 @@ def fit_auto(encoder: Any, corpus: Corpus, auto: AutoMethod, *, total: int | Non
     (:func:`isotropy.selection.choose.choose`), then fit the choice on the whole corpus (streamed again
     only when the sample is not the whole corpus)."""
     from ..selection.choose import choose
+    from ..selection.signals import incumbent_of
 
     t0 = time.perf_counter()
-    sentences, total = select_sample(corpus, total)
+    # decide first: label-free, the rule reads the encoder's kind alone; when it keeps raw there is nothing to fit,
+    # and a small sample gives the report's signals (and the criteria with --evidence)
+    first = incumbent_of(encoder, task=auto.task)[0] if auto.dev is None else None
+    sentences, total = select_sample(corpus, total, SIGNAL_ROWS if first == "raw" else SELECT_ROWS)
     X = np.asarray(encoder.encode(sentences, show_progress=show_progress), dtype=np.float64)
     seconds = {"encode_s": time.perf_counter() - t0}
     t1 = time.perf_counter()
@@ -249,18 +263,25 @@ def fit_auto(encoder: Any, corpus: Corpus, auto: AutoMethod, *, total: int | Non
         source=corpus.where,
         dev_source=auto.dev_source,
         show_progress=show_progress,  # the label-free criteria encode perturbed copies of the sample: long work
+        task=auto.task,
+        evidence=auto.evidence,
     )
     seconds["select_s"] = time.perf_counter() - t1
+    if first == "raw" and (total or 0) > len(sentences):
+        sel.notes.append(
+            f"decided by the encoder's kind before reading the corpus: raw kept, so only a seeded sample of "
+            f"{len(sentences):,} of its {total:,} sentences was encoded, for the signals shown"
+        )
     return fit_choice(encoder, corpus, sentences, X, sel, total=total, seconds=seconds, show_progress=show_progress)
 
 
-def select_sample(corpus: Corpus, total: int | None) -> tuple[list[str], int | None]:
-    """The seeded sample of at most :data:`SELECT_ROWS` sentences that auto compares on, and the corpus's size
+def select_sample(corpus: Corpus, total: int | None, rows: int = SELECT_ROWS) -> tuple[list[str], int | None]:
+    """The seeded sample of at most ``rows`` sentences that auto compares on, and the corpus's size
     (standard input is read once here: the fit of the choice may stream it again)."""
     if corpus.stdin and corpus.sentences is None:
         corpus.sentences = [s for chunk in corpus.chunks(CHUNK_SENTENCES) for s in chunk]
         total = len(corpus.sentences)
-    sentences = _sample_sentences(corpus, SELECT_ROWS)
+    sentences = _sample_sentences(corpus, rows)
     if not sentences:
         raise IsotropyError(f"{corpus.where} holds no sentence (every line is blank): there is nothing to fit on")
     return sentences, total

@@ -234,7 +234,40 @@ def _write(out: Path, model: Any, info: dict[str, Any], encoder: Any, transform:
             export_onnx(tmp / SUBFOLDER, encoder=encoder, transform=transform, quantize=quantize, show_progress=False)
 
 
-def _static_calibration(out, encoder, fitted, method, src, eval_data, show_progress, force, t0) -> Calibration:
+def base_normalizes(encoder: Any) -> bool:
+    """Whether the base model's own output is unit-length: a ``Normalize`` module in its ``modules.json``
+    (sentence-transformers) or ``"normalize": true`` in its ``config.json`` (model2vec). A folder ``auto`` keeps raw
+    then keeps that too, so that it gives the base model's vectors exactly."""
+    import json
+
+    folder = getattr(encoder, "folder", None)
+    if folder is None:
+        return False
+    folder = Path(folder)
+    try:
+        if (folder / "modules.json").is_file():
+            modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+            return any(str(m.get("type", "")).endswith("Normalize") for m in modules if isinstance(m, dict))
+        if (folder / "config.json").is_file():
+            return json.loads((folder / "config.json").read_text(encoding="utf-8")).get("normalize") is True
+    except (OSError, ValueError, AttributeError):  # the loader has read this folder already; a quirk here keeps False
+        return False
+    return False
+
+
+def _eval_gate(extra: dict, encoder: Any, t: Any, fitted: Fitted, eval_data: Any, min_gain: Any, show_progress: Any) -> None:
+    """``--eval``: both models' scores into ``extra``; ``--min-gain`` refuses before anything is written; every score
+    the calibration lowered (``--eval`` tasks, ``--dev``) becomes a warning, the same for a static model and a
+    transformer."""
+    if eval_data is not None:
+        extra["eval"] = {"data": Path(str(eval_data)).name, **evaluate_both(encoder, t, eval_data, show_progress)}
+        if min_gain is not None:
+            check_min_gain(extra["eval"], min_gain)
+    extra["regressions"] = regressions(extra.get("eval"), fitted.selection)
+    fitted.warnings.extend(regression_warning(r) for r in extra["regressions"])
+
+
+def _static_calibration(out, encoder, fitted, method, src, eval_data, show_progress, force, t0, min_gain=None) -> Calibration:
     """A static model's calibration, folded into its table (:mod:`.static_export`)."""
     written = fitted.transform
     if written is None:
@@ -245,8 +278,7 @@ def _static_calibration(out, encoder, fitted, method, src, eval_data, show_progr
         extra["token_fit"] = fitted.token
     if encoder.coverage_total is not None:
         extra["coverage"] = encoder.coverage_total.to_dict()  # of every corpus chunk encoded for the fit
-    if eval_data is not None:
-        extra["eval"] = {"data": Path(str(eval_data)).name, **evaluate_both(encoder, t, eval_data, show_progress)}
+    _eval_gate(extra, encoder, t, fitted, eval_data, min_gain, show_progress)
     info = {
         **_common_info(out, encoder, fitted, method, src),
         "base_model": encoder.model_name,
@@ -256,7 +288,8 @@ def _static_calibration(out, encoder, fitted, method, src, eval_data, show_progr
         "static": True,
         **extra,
     }
-    loaded = write_static_model(out, encoder, written, info, force)
+    keep_norm = written is None and base_normalizes(encoder)  # raw kept: the base model's vectors, its normalizing too
+    loaded = write_static_model(out, encoder, written, info, force, normalize=keep_norm)
     info["seconds"] = time.perf_counter() - t0
     return Calibration(out, loaded, written, encoder, info)
 
@@ -312,11 +345,15 @@ def run_calibration(
     show_progress: bool | None = None,
     force: bool = False,
     min_gain: float | None = None,
+    task: str | None = None,
+    evidence: bool = False,
 ) -> Calibration:
     """The whole job (module docstring). A calibration that lowers an ``eval_data`` or ``dev`` score is
     written with a warning (``info["regressions"]``); with ``min_gain`` it is not written at all unless it
     gains at least that many points on ``eval_data`` (:class:`~isotropy.errors.InsufficientGain`).
-    ``pooling="auto"`` (with ``method="auto"`` only) lets auto choose the pooling too (:mod:`.pooling_fit`)."""
+    ``pooling="auto"`` (with ``method="auto"`` only) lets auto choose the pooling too (:mod:`.pooling_fit`).
+    ``method="auto"``: ``task`` (``--for``) picks the rule tuned for similarity (default) or search; ``evidence``
+    also computes the label-free criteria (slow: word-deleted copies of a sample are encoded)."""
     if min_gain is not None and (eval_data is None or not np.isfinite(min_gain)):
         raise IsotropyError(
             f"--min-gain {min_gain}: needs a finite number of points and --eval DATA, the pairs the gain is measured on"
@@ -325,6 +362,7 @@ def run_calibration(
     if auto_pool:
         pooling = None  # the encoder loads with its default pooling; auto reads the others off the same passes
     options = {"n_components": n_components, "power": power, "shrinkage": shrinkage, "candidates": candidates, "dev": dev}
+    options.update(task=task, evidence=evidence or None)  # --method auto: --for (the rule's use), --evidence
     read = [x if isinstance(x, (str, os.PathLike)) else None for x in (model, dev, pooling_stats)]  # never replaced
     src, total, out, est, want_onnx = _prepare(corpus, output, method, options, eval_data, engine, onnx, quantize, force, read)
     if isinstance(est, AutoMethod) and engine is not None:
@@ -337,8 +375,11 @@ def run_calibration(
     _check_against_model(est, encoder, src, None if is_token_method(method) else total, stock_only)  # a token fit: any size
     encoder, fitted = _fit(encoder, src, est, method, total, engine, address, show_progress, auto_pool)
     if encoder.backend == "static":
-        return _static_calibration(out, encoder, fitted, method, src, eval_data, show_progress, force, t0)
-    st_model = build_sentence_transformer(encoder, fitted.transform, normalize=normalize, stock=True if stock_only else None)
+        return _static_calibration(out, encoder, fitted, method, src, eval_data, show_progress, force, t0, min_gain)
+    keep_norm = fitted.transform is None and base_normalizes(encoder)  # raw kept: the base model's vectors exactly
+    st_model = build_sentence_transformer(
+        encoder, fitted.transform, normalize=normalize or keep_norm, stock=True if stock_only else None
+    )
     written = fitted.transform  # None: auto kept the base model (the folder has no Dense modules)
     if written is None:
         fitted.transform = _Raw(encoder.dim)
@@ -346,12 +387,7 @@ def run_calibration(
     note = float32_warning(extra["float32"]) if not uses_isotropy_modules(st_model) else None
     if note:
         fitted.warnings.append(note)
-    if eval_data is not None:
-        extra["eval"] = {"data": Path(str(eval_data)).name, **evaluate_both(encoder, fitted.transform, eval_data, show_progress)}
-        if min_gain is not None:
-            check_min_gain(extra["eval"], min_gain)
-    extra["regressions"] = regressions(extra.get("eval"), fitted.selection)
-    fitted.warnings.extend(regression_warning(r) for r in extra["regressions"])
+    _eval_gate(extra, encoder, fitted.transform, fitted, eval_data, min_gain, show_progress)
     if want_onnx:
         extra["onnx"] = _onnx_files(encoder, quantize)
     info = _info(out, encoder, fitted, method, st_model, src, extra)

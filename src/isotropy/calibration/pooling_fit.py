@@ -59,7 +59,7 @@ def fit_auto_pooling(
     devs = pooled_dev(auto.dev, encoder, offered, show_progress=show_progress)
     seconds = {"encode_s": time.perf_counter() - t0}
     t1 = time.perf_counter()
-    incumbent, why = incumbent_of(encoder)
+    incumbent, why = incumbent_of(encoder, task=auto.task)
     sel = choose_pooling(
         {p: np.asarray(Xs[p], dtype=np.float64) for p in offered},
         devs,

@@ -82,10 +82,14 @@ def st_rows(table: Any, vectors: np.ndarray) -> np.ndarray:
     return out
 
 
-def write_static_model(out: Path, encoder: Any, transform: Any, info: dict[str, Any], force: bool) -> Any:
-    """Write the folder (module docs) atomically; returns the sentence-transformers model loaded back."""
+def write_static_model(
+    out: Path, encoder: Any, transform: Any, info: dict[str, Any], force: bool, normalize: bool = False
+) -> Any:
+    """Write the folder (module docs) atomically; returns the sentence-transformers model loaded back. ``normalize``:
+    both forms give unit-length vectors (model2vec's ``normalize``, a ``Normalize`` module), as the base model did."""
     from model2vec import StaticModel
     from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Normalize
     from sentence_transformers.sentence_transformer.modules import StaticEmbedding
     from tokenizers import Tokenizer
 
@@ -94,11 +98,12 @@ def write_static_model(out: Path, encoder: Any, transform: Any, info: dict[str, 
     spec = table.tokenizer.to_str()
     with output_dir(out, "sentence-transformers", force=force) as tmp:
         limit = None if encoder.max_length >= encoder.runtime.position_limit else int(encoder.max_length)
-        m2v = StaticModel(vectors, Tokenizer.from_str(spec), normalize=False, max_length=limit)
+        m2v = StaticModel(vectors, Tokenizer.from_str(spec), normalize=normalize, max_length=limit)
         m2v.save_pretrained(tmp)
         st_tok = Tokenizer.from_str(spec)
         st_tok.no_truncation()
-        st = SentenceTransformer(modules=[StaticEmbedding(st_tok, embedding_weights=st_rows(table, vectors))], device="cpu")
+        modules = [StaticEmbedding(st_tok, embedding_weights=st_rows(table, vectors))] + ([Normalize()] if normalize else [])
+        st = SentenceTransformer(modules=modules, device="cpu")
         st.save(str(tmp / ST_SUBFOLDER), create_model_card=False)
         (tmp / "README.md").write_text(model_card(info), encoding="utf-8")  # isotropy's card, not model2vec's default
         marker = {**header("sentence-transformers"), "calibration": info}

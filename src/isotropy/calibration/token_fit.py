@@ -46,12 +46,12 @@ def is_token_method(method: Any) -> bool:
 def token_estimator(method: str, **options: Any):
     """The unfitted whitening of ``method`` with the calibrate options given (``n_components``, ``power``,
     ``shrinkage``; None: default), checked before any model loads."""
-    from .fit import resolve_method
+    from .fit import AUTO_ONLY, resolve_method
 
-    for key in ("candidates", "dev"):
-        if options.get(key) is not None:
-            raise IsotropyError(f"--{key} applies to --method auto only (method {method!r} was given)")
-    given = {k: v for k, v in options.items() if k not in ("candidates", "dev")}
+    for key in AUTO_ONLY:
+        if options.get(key) not in (None, False):
+            raise IsotropyError(f"{AUTO_ONLY[key]} applies to --method auto only (method {method!r} was given)")
+    given = {k: v for k, v in options.items() if k not in AUTO_ONLY}
     plain = resolve_method("whitening", **given)  # the options checked and parsed as for whitening
     if TOKEN_METHODS[method][0] == "whitening":
         return plain

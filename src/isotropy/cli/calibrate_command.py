@@ -12,7 +12,9 @@ from .options import (
     CalibratePooling,
     Candidates,
     Device,
+    Evidence,
     Force,
+    ForTask,
     MaxLength,
     Model,
     NComponents,
@@ -78,8 +80,9 @@ def _report(output: str, info: dict[str, Any]) -> None:
     for note in info["warnings"]:
         typer.echo(f"warning: {note}", err=True)
     fit = info["fit"]
+    how = "fitted" if info["kind"] != "raw" else "(the base model's vectors as they are; signals read)"
     typer.echo(
-        f"wrote {output} ({' -> '.join(info['modules'])}): {info['method']} fitted on {fit['n_fit']:,} sentences "
+        f"wrote {output} ({' -> '.join(info['modules'])}): {info['method']} {how} on {fit['n_fit']:,} sentences "
         f"of {info['corpus']}, {info['dim_in']} -> {info['dim_out']} dims",
         err=True,
     )
@@ -122,6 +125,8 @@ def register_calibrate_command(app: typer.Typer) -> None:
         stock_only: bool = StockOnlyOpt,
         candidates: Candidates = None,
         dev: str | None = DevOpt,
+        task: ForTask("similarity") = None,
+        evidence: Evidence = False,
         engine: Annotated[
             choice("dask") | None,
             typer.Option(

@@ -14,7 +14,9 @@ from .options import (
     BatchSize,
     Candidates,
     Device,
+    Evidence,
     Force,
+    ForTask,
     MaxLength,
     Model,
     Output,
@@ -68,6 +70,8 @@ def index_build(
         ),
     ] = None,
     candidates: Candidates = None,
+    task: ForTask("search") = None,
+    evidence: Evidence = False,
     kind: Annotated[
         choice("flat", "hnsw", "ivf"), typer.Option("--kind", help="flat (exact), hnsw or ivf (approximate).")
     ] = "flat",
@@ -91,10 +95,12 @@ def index_build(
     from ..encoders import default_device
     from ..files import build_index
 
-    auto = _index_method(method, candidates, transform=transform, whiten=whiten, power=power, no_whiten=no_whiten)
+    auto = _index_method(method, candidates, task, evidence, transform=transform, whiten=whiten, power=power, no_whiten=no_whiten)
     judged = rcli.index_eval_task(corpus, eval_queries, qrels)
     how = (
-        {"candidates": candidates} if auto else {"transform": transform, "whiten": whiten, "power": power, "no_whiten": no_whiten}
+        {"candidates": candidates, "task": task or "search", "evidence": evidence}
+        if auto
+        else {"transform": transform, "whiten": whiten, "power": power, "no_whiten": no_whiten}
     )
     with default_device(check_device(device)):
         index = (auto or build_index)(
@@ -126,11 +132,12 @@ def index_build(
         rcli.report_index_eval(index, judged, progress)
 
 
-def _index_method(method: str | None, candidates: str | None, **others: object):
+def _index_method(method: str | None, candidates: str | None, task: str | None, evidence: bool, **others: object):
     """``isotropy.files.build_auto_index`` for ``--method auto`` (None: the other options decide)."""
     if method is None:
-        if candidates is not None:
-            raise IsotropyError("--candidates applies to --method auto only")
+        for name, v in (("--candidates", candidates), ("--for", task), ("--evidence", evidence)):
+            if v not in (None, False):
+                raise IsotropyError(f"{name} applies to --method auto only")
         return None
     given = [f"--{k.replace('_', '-')}" for k, v in others.items() if v not in (None, False)]
     if given:

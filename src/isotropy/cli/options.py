@@ -139,6 +139,28 @@ Candidates = Annotated[
         "whitening-shrunk,...); default: the standard set.",
     ),
 ]
+
+
+def ForTask(default: str) -> Any:
+    """``--for``: which use ``--method auto``'s label-free rule was tuned for (docs/AUTO.md)."""
+    return Annotated[
+        choice("similarity", "search") | None,
+        typer.Option(
+            "--for",
+            help=f"--method auto: the use the label-free rule is tuned for (default {default}): similarity (STS-B "
+            "train split) or search (a seeded half of Cranfield's queries); docs/AUTO.md measures both on held-out data.",
+        ),
+    ]
+
+
+Evidence = Annotated[
+    bool,
+    typer.Option(
+        "--evidence",
+        help="--method auto: also compute the label-free criteria of every candidate (encodes word-deleted copies of "
+        "a sample: slow); shown as evidence, they never decide.",
+    ),
+]
 Engine = Annotated[
     choice("dask") | None,
     typer.Option(

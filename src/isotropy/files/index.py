@@ -148,13 +148,18 @@ def build_auto_index(
     seed: int = 0,
     show_progress: bool | None = None,
     force: bool = False,
+    task: str | None = "search",
+    evidence: bool = False,
     **params: Any,
 ) -> Index:
     """``isotropy index build --method auto``: index a sentence file (one a line; id = line number - 1)
-    with the calibration ``auto`` chooses on it (see the module docs); saved to ``output``."""
+    with the calibration ``auto`` chooses on it (see the module docs), by the rule tuned for ``task`` (search unless
+    given; ``evidence``: the label-free criteria too, slow); saved to ``output``."""
     from ..selection import parse_candidates
     from ..selection.choose import choose
+    from ..selection.signals import rule_for
 
+    rule_for(task)  # an unknown --for is said before the model loads
     if candidates is not None:
         parse_candidates(candidates, 10**6)  # an unknown name is said before the model loads
     check_output(output, "index", force=force, inputs=[corpus, pooling_stats, model])
@@ -164,7 +169,16 @@ def build_auto_index(
         model, pooling=pooling, max_length=max_length, batch_size=batch_size, backend=backend, pooling_stats=pooling_stats
     )
     raw = np.asarray(encoder.encode(sentences, show_progress=show_progress), dtype=np.float32)
-    sel = choose(encoder, [sentences[i] for i in rows], raw[rows], candidates=candidates, seed=seed, source=str(corpus))
+    sel = choose(
+        encoder,
+        [sentences[i] for i in rows],
+        raw[rows],
+        candidates=candidates,
+        seed=seed,
+        source=str(corpus),
+        task=task,
+        evidence=evidence,
+    )
     index = Index(encoder, sel.transform, kind, **params)
     index.selection = sel.to_dict()
     return _fill_and_save(index, corpus, output, force, lambda: index.add_encoded(sentences, raw, show_progress=show_progress))

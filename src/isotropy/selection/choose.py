@@ -31,12 +31,16 @@ def choose(
     dev_source: str = "the dev pairs",
     seed: int = 0,
     show_progress: bool | None = False,
+    task: str | None = None,
+    evidence: bool = False,
 ) -> Selection:
     """:func:`~.select.select_calibration` on ``X`` (the vectors of ``sentences``, row for row).
 
     ``encoder`` encodes the word-deleted copies the label-free criteria read (and the dev pairs).
-    The callers say an empty corpus in their own words before they encode anything.
+    The callers say an empty corpus in their own words before they encode anything. ``task``: the rule tuned for
+    ``"similarity"`` (default) or ``"search"``; ``evidence``: also the label-free criteria (slow; shown, never deciding).
     """
+    more = {} if dev_pairs is not None else {"evidence": evidence}
     return select_calibration(
         np.asarray(X, dtype=np.float64),
         list(sentences),
@@ -47,6 +51,8 @@ def choose(
         dev_source=dev_source,
         seed=seed,
         show_progress=show_progress,
+        task=task,
+        **more,
     )
 
 

@@ -369,13 +369,17 @@ class Selector:
         resamples: int = RESAMPLES,
         cache: Any = None,
         show_progress: bool | None = None,
+        evidence: bool = False,
+        task: str | None = None,
     ) -> Selection:
-        """Choose by a label-free criterion (default :data:`LABEL_FREE_RULE`); every other criterion is reported beside it."""
+        """Choose by a label-free criterion (default :data:`LABEL_FREE_RULE`: the encoder's kind, by the rule for
+        ``task``); the criteria (word-deleted copies encoded: slow) are computed only with ``evidence`` or a
+        ``criterion_name``, every other criterion reported beside the one deciding."""
         keep_raw = (criterion_name or LABEL_FREE_RULE["criterion"]) is None  # the signal rule decides
         decide_by = criterion_name or LABEL_FREE_RULE["criterion"] or LABEL_FREE_RULE["shown"]
         criterion(decide_by)
         names = list(dict.fromkeys([decide_by, *(criteria if criteria is not None else CRITERIA)]))
-        if keep_raw and (encoder is None or sentences is None):  # the signals need no encoder: no criteria shown
+        if keep_raw and (encoder is None or sentences is None or not evidence):  # the signals need no criterion
             names = []
         ev = self.evidence(
             encoder,
@@ -402,9 +406,9 @@ class Selector:
         if keep_raw:
             sig = corpus_signals(self.X, self.seed, moments=self.moments)
             kind = encoder_kind(encoder)
-            dec = decide_by_signals(sig, kind=kind)
+            dec = decide_by_signals(sig, kind=kind, task=task)
             choice = dec["choice"] if dec["choice"] in self.fitted.transforms else "raw"
-            rule = signal_rule_text()
+            rule = signal_rule_text(task=task)
         st = self._settings(mode="label-free", sample=int(ev["sample"]), level=lvl, resamples=resamples, criteria=ev["settings"])
         extra = {n: ev["points"][n] for n in names if n != decide_by}
         if names:
@@ -423,7 +427,7 @@ class Selector:
         if keep_raw:
             sel.p_beats_raw, sel.signals, sel.fired = None, {**sig, "static_table": _KIND_VALUE[kind]}, dec["reason"]
             sel.expected = dec["expected"]
-            sel.settings["score_column"] = decide_by if names else "-"
+            sel.settings.update(score_column=decide_by if names else "-", task=task or "similarity", evidence=bool(names))
         return sel
 
 
@@ -452,7 +456,9 @@ def select_calibration(
     ``resamples``, ``criterion_name``, ``sample``...). The same ``seed`` gives the same
     selection; ``Selection.transform`` is the fitted transform of the choice (None for raw).
     """
-    dev = None if dev_pairs is None else check_dev(dev_pairs, dev_source)  # before any encoding
+    task = options.get("task")
+    signals.rule_for(task)  # an unknown task is said before any encoding
+    dev = None if dev_pairs is None else check_dev(dev_pairs, dev_source)
     if candidates is not None and not isinstance(candidates, str):
         candidates = list(candidates)
     if dev is None and options.get("criterion_name") is not None:
@@ -461,7 +467,8 @@ def select_calibration(
     selector = Selector(X, candidates, seed=seed, source=source)
     if dev is not None:
         if "incumbent" not in options:  # the label-free rule's choice for the encoder's kind (raw: unknown encoder)
-            options["incumbent"], options["why"] = signals.incumbent_of(encoder)
+            options["incumbent"], options["why"] = signals.incumbent_of(encoder, task=task)
+        options.pop("task", None), options.pop("evidence", None)  # the dev labels decide; no criterion is computed
         sel = selector.few_label(dev, encoder, cache=cache, show_progress=show_progress, **options)
     else:
         sel = selector.label_free(encoder, sentences, cache=cache, show_progress=show_progress, **options)

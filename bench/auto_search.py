@@ -1,0 +1,198 @@
+"""`--for search`: label-free auto's rule for search, read off a tuning half of Cranfield's queries, measured on the rest.
+
+Cranfield 1400 (../shared/data/retrieval/cranfield): 1400 documents, 225 queries with graded qrels. The queries are
+split once by the library's :data:`isotropy.selection.signals.SEARCH_SPLIT` (:func:`~isotropy.selection.signals.
+search_split`: a seeded permutation, its first half tunes, the other half is held out); no reported figure of auto
+reads a tuning query (bench/retrieval.py's few-label draws use the held-out half only).
+
+For each zoo entry (the static tables: GloVe 6B 50d with mean and SIF pooling, the default model distilled to 384
+and 256 dims; the transformer: the default model with its own pooling and cls), every candidate of auto's default
+set is fitted on the documents (label-free) and scored by the nDCG@10 of an exact search of each query. The rule
+is read off the tuning queries the way the similarity rule is read off the STS-B train split
+(:func:`tuned_search_rule`): a kind acts only with the calibration of best mean gain among those that gained >=
+``margin`` nDCG@10 points on EVERY zoo entry of that kind, else keeps raw. The library's
+:data:`~isotropy.selection.signals.SEARCH_RULE` must equal it (this script fails otherwise); the held-out table
+then scores the library's rule, the similarity rule and the best calibration in hindsight on the held-out queries.
+
+    nice -n 5 .venv/bin/python bench/auto_search.py [--render-only]
+
+Vectors come through the vector cache (the same entries bench/retrieval.py reads). Raw numbers to
+bench/results/auto_search.json, the tables to docs/AUTO.md (section ``auto-search``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import DATA, ROOT, machine, update_section  # noqa: E402
+
+OUT = ROOT / "bench" / "results" / "auto_search.json"
+ZOO = [  # (retrieval.py's model key, pooling, label)
+    ("glove-6b-50d", "last-avg", "glove-6b-50d/mean"),
+    ("glove-6b-50d", "sif", "glove-6b-50d/sif"),
+    ("distilled-384", "last-avg", "m2v-384/mean"),
+    ("distilled-256", "last-avg", "m2v-256/mean"),
+    ("default", "last-avg", "minilm/last-avg"),
+    ("default", "cls", "minilm/cls"),
+]
+
+
+def entry(key: str, pooling: str, label: str, task) -> dict:
+    """Every candidate's per-query nDCG@10 on one zoo entry (candidates fitted on the documents)."""
+    from retrieval import _encoder, _per_query_ndcg
+
+    from isotropy.encoders.cache import VectorCache, encode_cached
+    from isotropy.selection import Selector
+    from isotropy.selection.signals import encoder_kind
+
+    t0 = time.perf_counter()
+    encoder, _, _ = _encoder(key, [pooling])
+    cache = VectorCache()
+    D = np.asarray(encode_cached(encoder, task.docs, [pooling], cache, True)[pooling], dtype=np.float64)
+    Q = np.asarray(encode_cached(encoder, task.queries, [pooling], cache, True)[pooling], dtype=np.float64)
+    selector = Selector(D, seed=0, source=f"the {len(D)} documents")
+    per = {name: (100 * _per_query_ndcg(t, Q, D, task)).tolist() for name, t in selector.transforms.items()}
+    return {"label": label, "kind": encoder_kind(encoder), "per_query": per, "seconds": time.perf_counter() - t0}
+
+
+def _means(e: dict, rows: np.ndarray) -> dict[str, float]:
+    return {c: float(np.mean(np.asarray(v)[rows])) for c, v in e["per_query"].items()}
+
+
+def tuned_search_rule(entries: list[dict], tune: np.ndarray, margin: float) -> dict[str, str]:
+    """Per kind: the calibration of best mean gain over raw among those gaining >= ``margin`` on every entry of the
+    kind (tuning queries only), else raw; ``unknown`` keeps raw."""
+    act = {"unknown": "raw"}
+    for kind in ("static", "transformer"):
+        gains = [{c: m - _means(e, tune)["raw"] for c, m in _means(e, tune).items()} for e in entries if e["kind"] == kind]
+        if not gains:
+            act[kind] = "raw"
+            continue
+        common = set.intersection(*(set(g) for g in gains)) - {"raw"}
+        safe = [c for c in common if min(g[c] for g in gains) >= margin]
+        act[kind] = max(safe, key=lambda c: np.mean([g[c] for g in gains])) if safe else "raw"
+    return act
+
+
+def run(only: list[str] | None, old: dict | None) -> dict:
+    """Every zoo entry (``only``: those labels, the others kept from ``old``), in the zoo's order."""
+    from isotropy.retrieval import load_retrieval
+    from isotropy.selection.signals import SEARCH_RULE, SEARCH_SPLIT, search_split
+
+    task = load_retrieval(DATA / "retrieval" / "cranfield")
+    load = [os.getloadavg()]
+    kept = {e["label"]: e for e in (old or {}).get("entries", [])}
+    for k, p, label in ZOO:
+        if only is None or label in only:
+            kept[label] = entry(k, p, label, task)
+            print(f"{label}: {kept[label]['seconds']:.0f} s", flush=True)
+    entries = [kept[label] for _, _, label in ZOO if label in kept]
+    load.append(os.getloadavg())
+    tune, held = search_split(len(task.query_ids))
+    return {
+        "split": {**SEARCH_SPLIT, "tune": tune.tolist(), "held": held.tolist()},
+        "margin": SEARCH_RULE["margin"],
+        "entries": entries,
+        "loadavg": [list(x) for x in load],
+        "machine": machine(),
+    }
+
+
+def render(res: dict) -> str:
+    from isotropy.selection.signals import SEARCH_RULE, SIGNAL_RULE
+
+    tune, held = np.asarray(res["split"]["tune"]), np.asarray(res["split"]["held"])
+    tuned = tuned_search_rule(res["entries"], tune, res["margin"])
+    if tuned != SEARCH_RULE["act"]:
+        raise SystemExit(f"SEARCH_RULE['act'] = {SEARCH_RULE['act']} but the tuning queries give {tuned}: update the library")
+    lines = [
+        "## Search: label-free `auto --for search`, tuned on half of Cranfield's queries (issue #34)",
+        "",
+        f"Cranfield's {len(tune) + len(held)} queries split once by `SEARCH_SPLIT` in src/isotropy/selection/signals.py "
+        f"(numpy `default_rng({res['split']['seed']})` permutation): {len(tune)} tuning queries, {len(held)} held out. "
+        "Candidates fitted on the 1400 documents (no label), nDCG@10 x 100 of an exact search. The rule, read off the "
+        "tuning queries by `tuned_search_rule` in bench/auto_search.py (a kind acts only with the calibration of best "
+        f"mean gain among those that gained >= {res['margin']:g} on every zoo entry of that kind): "
+        + ", ".join(f"**{v}** on a {k} encoder" for k, v in tuned.items() if k != "unknown")
+        + "; it is the library's `SEARCH_RULE` (`isotropy index build --method auto` uses it by default, "
+        "`calibrate --method auto --for search` on request).",
+        "",
+        "### Tuning queries",
+        "",
+        "| entry | kind | raw | " + " | ".join(_shown(res)) + " |",
+        "|---|---|---:|" + "---:|" * len(_shown(res)),
+    ]
+    for e in res["entries"]:
+        m = _means(e, tune)
+        lines.append(f"| {e['label']} | {e['kind']} | {m['raw']:.2f} | " + " | ".join(_gain(m, c) for c in _shown(res)) + " |")
+    lines += [
+        "",
+        "### Held-out queries",
+        "",
+        "| entry | raw | **auto --for search** | auto --for similarity | best in hindsight |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    worst_static, n_static = float("inf"), 0
+    for e in res["entries"]:
+        m = _means(e, held)
+        s, sim = SEARCH_RULE["act"][e["kind"]], SIGNAL_RULE["act"][e["kind"]]
+        best = max(m, key=m.get)
+        lines.append(
+            f"| {e['label']} | {m['raw']:.2f} | **{m[s]:.2f}** ({s}, {m[s] - m['raw']:+.2f}) | {m[sim]:.2f} ({sim}, "
+            f"{m[sim] - m['raw']:+.2f}) | {m[best]:.2f} ({best}) |"
+        )
+        if e["kind"] == "static":
+            worst_static, n_static = min(worst_static, m[s] - m["raw"]), n_static + int(m[s] < m["raw"])
+    lines += [
+        "",
+        f"Target 'for search no static model below raw on the held-out queries': "
+        f"{'**met**' if n_static == 0 else '**not met**'} ({n_static} of "
+        f"{sum(e['kind'] == 'static' for e in res['entries'])} static entries below raw; smallest change "
+        f"{worst_static:+.2f}).",
+        "",
+        "Load average before / after the last entries run (each entry was run apart, `--entry`): "
+        + "; ".join(", ".join(f"{v:.2f}" for v in x) for x in res["loadavg"])
+        + f". {res['machine']}.",
+    ]
+    return "\n".join(lines)
+
+
+SHOWN = ["center", "abtt-1", "common-component", "soft-0.25", "soft-0.5", "soft-0.75", "whitening", "whitening-shrunk"]
+
+
+def _shown(res: dict) -> list[str]:
+    have = set.intersection(*(set(e["per_query"]) for e in res["entries"]))
+    return [c for c in SHOWN if c in have]
+
+
+def _gain(m: dict[str, float], c: str) -> str:
+    return f"{m[c] - m['raw']:+.2f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--render-only", action="store_true", help="rewrite the section from bench/results/auto_search.json")
+    ap.add_argument("--entry", action="append", help="rerun only these zoo entries (labels), keep the others stored")
+    args = ap.parse_args()
+    old = json.loads(OUT.read_text(encoding="utf-8")) if OUT.is_file() else None
+    if args.render_only:
+        res = old
+    else:
+        res = run(args.entry, old)
+        OUT.write_text(json.dumps(res) + "\n", encoding="utf-8")
+    if len(res["entries"]) < len(ZOO):
+        print(f"{len(res['entries'])} of {len(ZOO)} entries stored; rendering once all are", flush=True)
+        return
+    update_section("AUTO.md", "auto-search", render(res))
+
+
+if __name__ == "__main__":
+    main()

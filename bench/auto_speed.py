@@ -1,0 +1,141 @@
+"""How long `isotropy calibrate --method auto` takes against `isotropy encode` of the same corpus (issue #34).
+
+The corpus: every distinct sentence of STS-B (train, dev and test, both sides of each pair: 15,487 lines). The
+two commands run as a user runs them (the project's CLI in a new process each, default model, default options, a
+fresh empty vector cache each), alternately, ``--rounds`` times; the ratio is auto's wall time over encode's in
+the same round. Label-free auto on a transformer decides by the encoder's kind before reading the corpus, so it
+encodes a seeded sample of at most 1,000 sentences for the signals it reports and writes the base model as it is.
+The folder it writes is then checked: ``SentenceTransformer(folder)`` against ``SentenceTransformer(base model)``
+on 200 of the sentences and one longer than the model's window (the largest absolute difference, and the norms).
+
+    nice -n 5 .venv/bin/python bench/auto_speed.py [--rounds 1]
+
+Raw numbers to bench/results/auto_speed.json, the table to docs/BENCHMARKS.md (section ``auto-speed``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _encode_data import stsb_rows  # noqa: E402
+
+from _report import ROOT, machine, update_section  # noqa: E402
+
+OUT = ROOT / "bench" / "results" / "auto_speed.json"
+ISOTROPY = [sys.executable, "-m", "isotropy.cli"]
+
+
+def corpus() -> list[str]:
+    """The distinct sentences of STS-B's three splits, in first-seen order."""
+    seen: dict[str, None] = {}
+    for split in ("train", "dev", "test"):
+        for a, b, _ in stsb_rows(split):
+            seen.setdefault(a, None)
+            seen.setdefault(b, None)
+    return [s for s in seen if s.strip()]
+
+
+def _timed(args: list[str], cache: Path) -> float:
+    env = {**os.environ, "ISOTROPY_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    t0 = time.perf_counter()
+    subprocess.run([*ISOTROPY, *args], check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def same_vectors(folder: Path, sentences: list[str]) -> dict:
+    """The written folder against the base model, both through sentence-transformers."""
+    from sentence_transformers import SentenceTransformer
+
+    from isotropy.encoders import Encoder
+
+    probe = sentences[:200] + [" ".join(sentences[:60])]  # the last one is longer than the model's window
+    base = SentenceTransformer(str(Encoder(None).folder), device="cpu").encode(probe)
+    ours = SentenceTransformer(str(folder), device="cpu").encode(probe)
+    norms = np.linalg.norm(ours, axis=1)
+    return {"max_abs_diff": float(np.abs(base - ours).max()), "norm_min": float(norms.min()), "norm_max": float(norms.max())}
+
+
+def run(rounds: int) -> dict:
+    sentences = corpus()
+    load = [os.getloadavg()]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="auto-speed-") as tmp:
+        tmp = Path(tmp)
+        text = tmp / "stsb-unique.txt"
+        text.write_text("\n".join(sentences) + "\n", encoding="utf-8")
+        for r in range(rounds):
+            enc = _timed(["encode", str(text), "-o", str(tmp / f"v{r}.npy")], tmp / f"cache-e{r}")
+            cal = _timed(["calibrate", str(text), "-o", str(tmp / f"cal{r}"), "--method", "auto"], tmp / f"cache-a{r}")
+            rows.append({"encode_s": enc, "auto_s": cal, "ratio": cal / enc})
+            load.append(os.getloadavg())
+        info = json.loads((tmp / "cal0" / "isotropy.json").read_text(encoding="utf-8"))["calibration"]
+        check = same_vectors(tmp / "cal0", sentences)
+    return {
+        "sentences": len(sentences),
+        "rounds": rows,
+        "choice": info["selection"]["choice"],
+        "signal_rows": info["fit"]["n_fit"],
+        "modules": info["modules"],
+        "same_vectors": check,
+        "loadavg": [list(x) for x in load],
+        "machine": machine(),
+    }
+
+
+def render(res: dict) -> str:
+    lines = [
+        "## `calibrate --method auto` against `encode` (issue #34)",
+        "",
+        f"The {res['sentences']:,} distinct STS-B sentences (train, dev, test), the default model, each command in a "
+        "new process with a fresh vector cache (model load included in both), by `bench/auto_speed.py`. Label-free "
+        "auto decides by the encoder's kind before reading the corpus: on a transformer it keeps raw, so it encodes "
+        f"only a seeded sample ({res['signal_rows']:,} sentences) for the signals it reports, and writes the base model "
+        f"({' -> '.join(res['modules'])}). Target: auto <= 0.35x encode.",
+        "",
+        "| round | `isotropy encode` (s) | `calibrate --method auto` (s) | auto / encode |",
+        "|---:|---:|---:|---:|",
+    ]
+    for i, r in enumerate(res["rounds"], 1):
+        lines.append(f"| {i} | {r['encode_s']:.1f} | {r['auto_s']:.1f} | **{r['ratio']:.2f}x** |")
+    worst = max(r["ratio"] for r in res["rounds"])
+    sv = res["same_vectors"]
+    lines += [
+        "",
+        f"Target {'**met**' if worst <= 0.35 else '**not met**'}: worst ratio {worst:.2f}x (choice: {res['choice']}). "
+        f"The folder against the base model through sentence-transformers, on 200 sentences and one longer than the "
+        f"model's window: largest absolute difference {sv['max_abs_diff']:.2e}, norms {sv['norm_min']:.4f} to "
+        f"{sv['norm_max']:.4f} (the base model's `Normalize` kept).",
+        "",
+        "Load average (1, 5, 15 min) before and after each round: "
+        + "; ".join(", ".join(f"{v:.2f}" for v in x) for x in res["loadavg"])
+        + f". {res['machine']}. The machine was shared with other work: the ratio, both commands timed in the "
+        "same round, is the figure to read, not the seconds.",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=1, help="encode / auto pairs, alternately")
+    ap.add_argument("--render-only", action="store_true", help="rewrite the section from bench/results/auto_speed.json")
+    args = ap.parse_args()
+    if args.render_only:
+        res = json.loads(OUT.read_text(encoding="utf-8"))
+    else:
+        res = run(args.rounds)
+        OUT.write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
+    update_section("BENCHMARKS.md", "auto-speed", render(res))
+
+
+if __name__ == "__main__":
+    main()
