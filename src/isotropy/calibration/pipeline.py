@@ -319,6 +319,13 @@ def _fit(
     return encoder, fit_local(encoder, src, est, total=total, show_progress=show_progress)
 
 
+def _check_min_gain(min_gain: float | None, eval_data: Any) -> None:
+    if min_gain is not None and (eval_data is None or not np.isfinite(min_gain)):
+        raise IsotropyError(
+            f"--min-gain {min_gain}: needs a finite number of points and --eval DATA, the pairs the gain is measured on"
+        )
+
+
 def run_calibration(
     corpus: Any,
     output: str | os.PathLike,
@@ -354,10 +361,7 @@ def run_calibration(
     ``pooling="auto"`` (with ``method="auto"`` only) lets auto choose the pooling too (:mod:`.pooling_fit`).
     ``method="auto"``: ``task`` (``--for``) picks the rule tuned for similarity (default) or search; ``evidence``
     also computes the label-free criteria (slow: word-deleted copies of a sample are encoded)."""
-    if min_gain is not None and (eval_data is None or not np.isfinite(min_gain)):
-        raise IsotropyError(
-            f"--min-gain {min_gain}: needs a finite number of points and --eval DATA, the pairs the gain is measured on"
-        )
+    _check_min_gain(min_gain, eval_data)
     auto_pool = check_auto_pooling(pooling, method)  # --pooling auto: chosen with --method auto only
     if auto_pool:
         pooling = None  # the encoder loads with its default pooling; auto reads the others off the same passes
