@@ -509,7 +509,9 @@ def test_prompt_runs_end_to_end_on_stsb(capsys):
     folder = data_dir() / "sts" / "STSBenchmark"
     if not folder.is_dir():
         pytest.skip(f"real data not found at {folder}")
-    test = load_stsb(folder).pairs(["test"])
+    # every third test pair (460): the whole split's figures are bench/poolings.py's (docs/BENCHMARKS.md, poolings);
+    # this checks that both prompt poolings run end to end on real sentences and give a finite, positive score
+    test = load_stsb(folder).pairs(["test"])[::3]
     enc = Encoder(max_length=64)
     got = enc.encode_multi([p.s1 for p in test] + [p.s2 for p in test], ["prompt", "prompt-denoised"])
     n = len(test)
@@ -517,5 +519,5 @@ def test_prompt_runs_end_to_end_on_stsb(capsys):
     for name, vecs in got.items():
         rho = spearman_cos(vecs[:n], vecs[n:], gold)
         with capsys.disabled():
-            print(f"\nSTS-B test, default model, {name}: Spearman x 100 = {rho:.2f}")
+            print(f"\nSTS-B test (every third pair), default model, {name}: Spearman x 100 = {rho:.2f}")
         assert np.isfinite(vecs).all() and 0 < rho <= 100
