@@ -36,7 +36,16 @@ from ..transforms.token_whitening import fold_into_table
 from .corpus import Corpus
 from .distill_fit import FITS
 
-__all__ = ["distill", "distill_static", "fit_teacher_map", "fold_static_model", "write_distilled", "teacher_width", "KIND"]
+__all__ = [
+    "distill",
+    "distill_static",
+    "fit_teacher_map",
+    "fold_static_model",
+    "write_distilled",
+    "teacher_width",
+    "fit_on_corpus",
+    "KIND",
+]
 
 KIND = "static-model"
 CHUNK = 2048  # sentences per streamed step of the teacher map
@@ -211,15 +220,15 @@ def _check_corpus(source: Corpus) -> None:
     raise IsotropyError(f"the corpus {source.where} repeats one sentence ({n} times): it gives a single equation, nothing to fit")
 
 
-def _fit_on_corpus(static: Any, model: Any, corpus: Any, pca: int | None, alpha: float, fit: str, lam, show) -> dict:
-    """The corpus pass and the map or token fit, written into ``static``; returns what the card and marker record."""
-    from ..encoders import Encoder
+def fit_on_corpus(static: Any, teacher: Any, corpus: Any, pca: int | None, alpha: float, fit: str, lam, show) -> dict:
+    """The corpus pass and the map or token fit, written into ``static`` (a model2vec ``StaticModel``);
+    ``teacher``: what ``encode(sentences)`` gives the teacher's vectors. Returns what the card and marker record."""
     from .distill_fit import fit_corpus, principal_axes, solve_tokens
 
     if getattr(static, "weights", None) is not None or getattr(static, "token_mapping", None) is not None:
         raise IsotropyError("this static model uses vocabulary quantization (per-token weights): a fit does not fold into it")
     source = Corpus(corpus)
-    cf = fit_corpus(static, Encoder(model), corpus, alpha=alpha, tokens=fit == "tokens", show_progress=show)
+    cf = fit_corpus(static, teacher, corpus, alpha=alpha, tokens=fit == "tokens", show_progress=show)
     A, b = cf.teacher_map.affine_()
     width = A.shape[1]
     info: dict[str, Any] = {"corpus": source.describe(), "sentences": cf.sentences, "fit": fit, "alpha": alpha}
@@ -262,7 +271,9 @@ def distill(
     static = distill_static(model, dims, show_progress)
     info: dict[str, Any] = {"teacher": resolve_model(model)[1], "vocabulary": len(static.embedding)}
     if corpus is not None:
-        info["corpus_fit"] = _fit_on_corpus(static, model, corpus, pca, alpha, fit, lam, show_progress)
+        from ..encoders import Encoder
+
+        info["corpus_fit"] = fit_on_corpus(static, Encoder(model), corpus, pca, alpha, fit, lam, show_progress)
     info["dims"] = int(static.dim)
     if isinstance(getattr(static, "config", None), dict):
         static.config["hidden_dim"] = int(static.dim)
