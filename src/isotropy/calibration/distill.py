@@ -3,16 +3,20 @@
 1. **Distill** through model2vec's ``distill`` (the ``model2vec[distill]`` extra): one forward
    pass per token of the transformer's vocabulary, PCA to ``dims``, SIF-weighted rows. The table
    is kept in float32 (model2vec's default float16 would cost ~1e-3 on a folded table).
-2. With a corpus, fit a :class:`~isotropy.transforms.teacher_map.TeacherMap` from the static
-   model's sentence vectors (model2vec's own ``encode`` of the fresh in-memory model, unnormalised)
-   to the teacher's (:class:`~isotropy.encoders.Encoder`, L2-normalised, as the
-   sentence-transformers pipeline of the teacher returns them), streamed chunk by chunk, and fold
-   it into the table: model2vec's ``encode`` is a plain mean of token rows, so
-   ``mean_t(E[t] A + b) = mean_t(E[t]) A + b`` holds exactly and the mapped model is the same size
-   and speed. Its output normalisation is switched off (a normalised mean would not fold).
-3. Write a model2vec folder with model2vec's own ``save_pretrained``, atomically and guarded
-   (:func:`~isotropy.storage.artifacts.output_dir`), plus ``isotropy.json`` (the marker that lets
-   a later run replace it, and what was done).
+2. With a corpus (:mod:`.distill_fit`), one streamed pass encodes each chunk with the teacher
+   (:class:`~isotropy.encoders.Encoder`, L2-normalised, as the sentence-transformers pipeline of the
+   teacher returns it) and feeds a :class:`~isotropy.transforms.teacher_map.TeacherMap` from the
+   static model's sentence vectors (a plain mean of token rows, as model2vec's ``encode``) and, with
+   ``fit="tokens"`` (the default), the sums of a
+   :class:`~isotropy.transforms.token_regression.TokenRegression`. ``dims`` is the width written:
+   below the teacher's, the teacher's vectors are projected on their principal axes first. The map
+   folds into the table exactly (``mean_t(E[t] A + b) = mean_t(E[t]) A + b``); the token fit then
+   moves each row the corpus shows, regularised toward its mapped row. Output normalisation is
+   switched off (a normalised mean would not be the fitted mean).
+3. Write a model2vec folder with model2vec's own ``save_pretrained`` (its card named after the
+   output), a ``sentence-transformers/`` twin (one ``StaticEmbedding`` module), atomically and
+   guarded (:func:`~isotropy.storage.artifacts.output_dir`), plus ``isotropy.json`` (the marker
+   that lets a later run replace it, and what was fitted on what).
 """
 
 from __future__ import annotations
