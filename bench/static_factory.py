@@ -129,6 +129,24 @@ def run(args) -> dict:
     from isotropy.retrieval.data import load_cranfield
 
     load = [os.getloadavg()]
+    teacher_sts = json.loads((ROOT / "bench" / "results" / "static.json").read_text())["teacher"]
+
+    def snapshot() -> dict:
+        return portable(
+            {
+                "tasks": [t.name for t in tasks],
+                "rows": rows,
+                "teacher_sts": teacher_sts,
+                "teacher_seconds": teacher_s,
+                "corpus_sizes": {k: len(v) for k, v in corpora.items()},
+                "meta": {"machine": machine(), "load": [*load, os.getloadavg()]},
+            }
+        )
+
+    def save() -> None:  # a part is written after every row, so a long tokenlearn run loses nothing before it
+        if args.part:
+            OUT.with_name(f"static_factory.{args.part}.json").write_text(json.dumps(snapshot(), indent=2) + "\n")
+
     tasks = load_tasks(DATA / "sts", ["all"])
     cran_task = load_cranfield(DATA / "retrieval" / "cranfield")
     start = start_model()
@@ -172,18 +190,8 @@ def run(args) -> dict:
             rows[f"tokenlearn / {cname}"] = {"corpus": cname, "fit": "tokenlearn", "sentences": len(sents), "seconds": secs}
             rows[f"tokenlearn / {cname}"].update(evaluate(model, tasks, cran_task))
             print(f"tokenlearn / {cname}: {rows[f'tokenlearn / {cname}']['avg']:.2f}, {secs:.0f} s", file=sys.stderr, flush=True)
-    load.append(os.getloadavg())
-    teacher = json.loads((ROOT / "bench" / "results" / "static.json").read_text())["teacher"]
-    return portable(
-        {
-            "tasks": [t.name for t in tasks],
-            "rows": rows,
-            "teacher_sts": teacher,
-            "teacher_seconds": teacher_s,
-            "corpus_sizes": {k: len(v) for k, v in corpora.items()},
-            "meta": {"machine": machine(), "load": load},
-        }
-    )
+            save()
+    return snapshot()
 
 
 # --------------------------------------------------------------------------- the section
