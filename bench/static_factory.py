@@ -171,8 +171,9 @@ def run(args) -> dict:
     for cname in args.corpora:
         sents = corpora[cname]
         Y, teacher_s[cname] = fd.corpus_teacher(cname, corpora)
-        add(f"map / {cname}", cname, "map", sents, Y)
-        add(f"tokens / {cname}", cname, "tokens", sents, Y, memory=True)
+        if not args.curve_only:
+            add(f"map / {cname}", cname, "map", sents, Y)
+            add(f"tokens / {cname}", cname, "tokens", sents, Y, memory=True)
         if cname in args.spans:
             sp = fd.spans(sents)
             Ys = (
@@ -325,6 +326,7 @@ def main() -> None:
         "--part", help="write only bench/results/static_factory.PART.json (parts run side by side; --merge joins them)"
     )
     ap.add_argument("--merge", nargs="+", help="join these parts into bench/results/static_factory.json and render")
+    ap.add_argument("--curve-only", action="store_true", help="only the corpus-size curve (with --part)")
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--render-only", action="store_true")
     args = ap.parse_args()
