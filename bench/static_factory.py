@@ -315,7 +315,13 @@ def render(data: dict) -> str:
         "",
         f"Ran on {data['meta']['machine']}, in {data['meta'].get('parts', 1)} processes side by side, load average "
         f"{min(x[0] for x in load):.1f} to {max(x[0] for x in load):.1f} (a shared machine: the times are under that load; "
-        "isotropy's fit and tokenlearn's training of one corpus ran in the same process). Regenerate with `nice -n 5 .venv/bin/python bench/static_factory.py`.",
+        "isotropy's fit and tokenlearn's training of one corpus ran in the same process). Regenerate with `nice -n 5 .venv/bin/python bench/_factory_data.py` (the teacher's vectors, cached), then "
+        "`nice -n 5 .venv/bin/python bench/static_factory.py` (one process), or its `--part NAME` runs side by side joined by "
+        "`--merge` (how this table was made: `--part wiki --spans wiki --curve --tokenlearn`, `--part wikicurve --curve-only "
+        "--corpora wiki --spans --tokenlearn`, `--part wikicran --corpora wiki+cran --spans --curve --tokenlearn wiki+cran`, "
+        "`--part cran --corpora cran --spans --curve --tokenlearn cran`, then `--merge wiki wikicurve wikicran cran`). Fit "
+        "times vary with the load of the moment (the same token fit on wiki took 361 s in one process and 217 s in another): "
+        "compare a row with the tokenlearn row of its own corpus, made in the same process.",
     ]
     return "\n".join(lines)
 

@@ -37,9 +37,10 @@ __all__ = ["CorpusFit", "fit_corpus", "static_ids", "principal_axes", "LAMBDAS",
 
 CHUNK = 2048  # sentences per streamed step
 HELD_OUT = 10  # every HELD_OUT-th sentence is held out to choose the regularisation
-LAMBDAS = (0.03, 0.1, 0.3, 1.0)  # token-fit strengths tried, relative to an average token's data weight
+LAMBDAS = (0.3, 1.0, 3.0, 10.0, 30.0)  # token-fit strengths tried, relative to an average token's data weight
+GRID_ITERATIONS = 20  # per strength tried (the held-out error settles within ~10 on the wiki corpus)
 FITS = ("map", "tokens")
-DEFAULT_LAMBDA = 0.3  # when the corpus is too small to hold sentences out
+DEFAULT_LAMBDA = 3.0  # when the corpus is too small to hold sentences out
 
 
 @dataclass
@@ -147,7 +148,7 @@ def solve_tokens(
         best = None
         with ProgressBar(len(LAMBDAS), show_progress, "choosing the token fit's strength on held-out sentences") as bar:
             for value in LAMBDAS:
-                E, _ = fit.solve(prior, value, x0=start)
+                E, _ = fit.solve(prior, value, x0=start, rtol=1e-2, maxiter=GRID_ITERATIONS)
                 err = held.error(E) / max(held.n_, 1)
                 tried[f"{value:g}"] = err
                 if best is None or err < best[0]:
