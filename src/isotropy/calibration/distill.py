@@ -329,7 +329,8 @@ def _card_section(info: dict[str, Any]) -> str:
         if tok is not None:
             lines.append(
                 f"Then every token the corpus holds ({tok['seen']}) got the row that makes sentence means match the teacher, "
-                f"regularised toward the mapped row (strength {tok['lambda']:g}, chosen on held-out corpus sentences)."
+                f"regularised toward the mapped row (strength {tok['lambda']:g}, "
+                f"{ {'held-out': 'chosen on held-out corpus sentences', 'given': 'as given'}.get(tok['chosen'], tok['chosen']) })."
             )
         lines.append("Sentence vectors are the plain mean of token rows (not normalised).")
     lines.append(

@@ -142,8 +142,9 @@ def solve_tokens(
     t0 = time.perf_counter()
     tried: dict[str, float] = {}
     start = None
+    chosen = "given" if lam is not None else "held-out"
     if lam is None and held.n_ == 0:
-        lam = DEFAULT_LAMBDA  # too few sentences to hold any out
+        lam, chosen = DEFAULT_LAMBDA, "default (too few sentences to hold any out)"
     if lam is None:
         best = None
         with ProgressBar(len(LAMBDAS), show_progress, "choosing the token fit's strength on held-out sentences") as bar:
@@ -162,6 +163,7 @@ def solve_tokens(
     info.update(
         {
             "lambda": float(lam),
+            "chosen": chosen,
             "held_out_error": tried,
             "prior_held_out_error": held.error(prior) / max(held.n_, 1),
             "sentences": both.n_,
