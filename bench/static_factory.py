@@ -313,15 +313,14 @@ def render(data: dict) -> str:
         + ", ".join(f"{k} {v}" for k, v in PUBLISHED.items())
         + ".",
         "",
-        f"Ran on {data['meta']['machine']}, in {data['meta'].get('parts', 1)} processes side by side, load average "
+        f"Ran on {data['meta']['machine']}, in {data['meta'].get('parts', 1)} process(es), load average "
         f"{min(x[0] for x in load):.1f} to {max(x[0] for x in load):.1f} (a shared machine: the times are under that load; "
-        "isotropy's fit and tokenlearn's training of one corpus ran in the same process). Regenerate with `nice -n 5 .venv/bin/python bench/_factory_data.py` (the teacher's vectors, cached), then "
-        "`nice -n 5 .venv/bin/python bench/static_factory.py` (one process), or its `--part NAME` runs side by side joined by "
-        "`--merge` (how this table was made: `--part wiki --spans wiki --curve --tokenlearn`, `--part wikicurve --curve-only "
-        "--corpora wiki --spans --tokenlearn`, `--part wikicran --corpora wiki+cran --spans --curve --tokenlearn wiki+cran`, "
-        "`--part cran --corpora cran --spans --curve --tokenlearn cran`, then `--merge wiki wikicurve wikicran cran`). Fit "
-        "times vary with the load of the moment (the same token fit on wiki took 361 s in one process and 217 s in another): "
-        "compare a row with the tokenlearn row of its own corpus, made in the same process.",
+        "isotropy's fit and tokenlearn's training of one corpus ran in the same process). One run each: tokenlearn's time "
+        "depends on when its early stopping fires, so the ratio moves from run to run (in an earlier run of this "
+        "session on wiki+cran, on a quieter machine, tokenlearn stopped after 50 s and the token fit, then with twice "
+        "the solver iterations, took 29 s: 1.7x). Regenerate with `nice -n 5 .venv/bin/python bench/_factory_data.py` "
+        "(the teacher's vectors, cached), then `nice -n 5 .venv/bin/python bench/static_factory.py` (or `--part NAME` "
+        "runs side by side, joined by `--merge`).",
     ]
     return "\n".join(lines)
 
