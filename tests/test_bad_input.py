@@ -1299,8 +1299,27 @@ AUTO_FIRST_CASES = [
     ),
 ]
 
+DISTILL = ("distill", "-o", OUT)
+DISTILL_CASES = [  # issue #31 W9/U26-U28 and issue #32: each refused before the minutes-long vocabulary pass
+    Case("distill --dims wider than the model", (*DISTILL, "--dims", "385"), ("--dims 385", "384")),
+    Case("distill --alpha nan", (*DISTILL, "--corpus", "{w}/corpus.txt", "--alpha", "nan"), ("--alpha", "finite")),
+    Case("distill --alpha without --corpus", (*DISTILL, "--alpha", "1"), ("--alpha", "--corpus")),
+    Case("distill --fit without --corpus", (*DISTILL, "--fit", "tokens"), ("--fit", "--corpus")),
+    Case("distill --fit bogus", (*DISTILL, "--corpus", "{w}/corpus.txt", "--fit", "bogus"), ("--fit", "bogus")),
+    Case("distill --lam 0", (*DISTILL, "--corpus", "{w}/corpus.txt", "--lam", "0"), ("--lam", "> 0")),
+    Case("distill --lam with --fit map", (*DISTILL, "--corpus", "{w}/corpus.txt", "--fit", "map", "--lam", "1"), ("--lam",)),
+    Case("distill on an empty corpus", (*DISTILL, "--corpus", "{w}/blank.txt"), ("{w}/blank.txt", "0 sentence")),
+    Case(
+        "distill on a corpus of one repeated line",
+        (*DISTILL, "--corpus", "{w}/same.txt"),
+        ("{w}/same.txt", "repeats one sentence"),
+        setup=_write("same.txt", "the same line\n" * 50),
+    ),
+]
+
 CASES = OUTPUT_CASES + INPUT_CASES + OPTION_CASES + ARTEFACT_CASES + LOAD_CASES + TOOLBOX_CASES + POOLING_CASES + CALIBRATE_CASES
 CASES += PRECISION_CASES + AUTO_CASES + HOSTILE_CASES + STATIC_CASES + STATIC_ROUND4_CASES + ROUND4_CASES + AUTO_FIRST_CASES
+CASES += DISTILL_CASES
 
 
 def _expand(text: str, w: Path) -> str:

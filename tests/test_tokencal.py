@@ -338,22 +338,68 @@ def test_distill_command_writes_a_guarded_model2vec_folder(tiny_static, tiny_mod
     code, _, err = run_cli(["distill", "-m", tiny_model_dir, "-o", out, "--dims", "16", "--corpus", tmp_path / "c.txt"])
     assert code == 0, err
     info = json.loads((out / "isotropy.json").read_text())
-    assert info["kind"] == "static-model" and info["distill"]["teacher_map"]["sentences"] == len(CORPUS)
-    assert StaticModel.from_pretrained(str(out)).encode(["the red cat"]).shape == (1, 32)
+    fitted = info["distill"]["corpus_fit"]
+    assert info["kind"] == "static-model" and fitted["sentences"] == len(CORPUS) and fitted["fit"] == "tokens"
+    # --dims is the width written (the teacher's 32-d vectors on their 16 principal axes), and what is recorded
+    m2v = StaticModel.from_pretrained(str(out))
+    assert m2v.encode(["the red cat"]).shape == (1, 16) and info["distill"]["dims"] == 16
+    assert json.loads((out / "config.json").read_text())["hidden_dim"] == 16
+    card = (out / "README.md").read_text()
+    assert "isotropy-" not in card and ".tmp" not in card and "static" in card and "held-out" in card
+    # sentence-transformers loads the twin folder and agrees with model2vec
+    from sentence_transformers import SentenceTransformer
+
+    probe = CORPUS[::5] + ["a mat", "the old bird"]
+    a = m2v.encode(probe).astype(np.float64)
+    b = SentenceTransformer(str(out / "sentence-transformers"), device="cpu").encode(probe).astype(np.float64)
+    cos = np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    assert np.all(cos > 1 - 1e-5), cos.min()
     # replaced when isotropy wrote it; anything else is refused before any work
     code, _, err = run_cli(["distill", "-m", tiny_model_dir, "-o", out, "--dims", "16"])
     assert code == 0, err
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
-    code, _, err = run_cli(["distill", "-m", tiny_model_dir, "-o", tmp_path / "mine"])
+    code, _, err = run_cli(["distill", "-m", tiny_model_dir, "-o", tmp_path / "mine", "--dims", "16"])
     assert code == 2 and "refusing to replace" in err and (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+    (tmp_path / "unk.txt").write_text("\u2603 \u2603\n\u2744\n", encoding="utf-8")  # only [UNK] tokens
     for args, says in (
         (["--dims", "-3"], "--dims"),
-        (["--corpus", tmp_path / "missing.txt"], "missing.txt"),
+        (["--dims", "16", "--corpus", tmp_path / "missing.txt"], "missing.txt"),
+        (["--dims", "33"], "wider than the model (32"),
+        (["--dims", "16", "--corpus", tmp_path / "unk.txt"], "holds a token of the model's vocabulary"),
     ):
         code, _, err = run_cli(["distill", "-m", tiny_model_dir, "-o", tmp_path / "new", *args])
         assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
         assert not (tmp_path / "new").exists()
+
+
+def test_distill_fit_map_and_an_interrupted_fit_leave_nothing(tiny_static, tiny_model_dir, tmp_path, monkeypatch):
+    import json
+
+    import isotropy.calibration.distill as mod
+    import isotropy.calibration.distill_fit as fit_mod
+    from helpers import run_cli
+
+    monkeypatch.setattr(mod, "distill_static", lambda model, dims, show: __import__("copy").deepcopy(tiny_static))
+    (tmp_path / "c.txt").write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
+    out = tmp_path / "mapped"
+    code, _, err = run_cli(
+        ["distill", "-m", tiny_model_dir, "-o", out, "--dims", "0", "--corpus", tmp_path / "c.txt", "--fit", "map"]
+    )
+    assert code == 0, err
+    info = json.loads((out / "isotropy.json").read_text())["distill"]
+    assert info["corpus_fit"]["fit"] == "map" and "tokens" not in info["corpus_fit"] and info["dims"] == 32
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fit_mod.TokenRegression, "solve", interrupt)  # Ctrl-C in the middle of the fit
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code, _, err = run_cli(
+        ["distill", "-m", tiny_model_dir, "-o", tmp_path / "cut", "--dims", "16", "--corpus", tmp_path / "c.txt"]
+    )
+    assert code == 130 and "no partial output" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
 def test_a_quantized_static_model_is_refused_for_folding(tiny_static):

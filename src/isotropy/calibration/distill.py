@@ -3,16 +3,20 @@
 1. **Distill** through model2vec's ``distill`` (the ``model2vec[distill]`` extra): one forward
    pass per token of the transformer's vocabulary, PCA to ``dims``, SIF-weighted rows. The table
    is kept in float32 (model2vec's default float16 would cost ~1e-3 on a folded table).
-2. With a corpus, fit a :class:`~isotropy.transforms.teacher_map.TeacherMap` from the static
-   model's sentence vectors (model2vec's own ``encode`` of the fresh in-memory model, unnormalised)
-   to the teacher's (:class:`~isotropy.encoders.Encoder`, L2-normalised, as the
-   sentence-transformers pipeline of the teacher returns them), streamed chunk by chunk, and fold
-   it into the table: model2vec's ``encode`` is a plain mean of token rows, so
-   ``mean_t(E[t] A + b) = mean_t(E[t]) A + b`` holds exactly and the mapped model is the same size
-   and speed. Its output normalisation is switched off (a normalised mean would not fold).
-3. Write a model2vec folder with model2vec's own ``save_pretrained``, atomically and guarded
-   (:func:`~isotropy.storage.artifacts.output_dir`), plus ``isotropy.json`` (the marker that lets
-   a later run replace it, and what was done).
+2. With a corpus (:mod:`.distill_fit`), one streamed pass encodes each chunk with the teacher
+   (:class:`~isotropy.encoders.Encoder`, L2-normalised, as the sentence-transformers pipeline of the
+   teacher returns it) and feeds a :class:`~isotropy.transforms.teacher_map.TeacherMap` from the
+   static model's sentence vectors (a plain mean of token rows, as model2vec's ``encode``) and, with
+   ``fit="tokens"`` (the default), the sums of a
+   :class:`~isotropy.transforms.token_regression.TokenRegression`. ``dims`` is the width written:
+   below the teacher's, the teacher's vectors are projected on their principal axes first. The map
+   folds into the table exactly (``mean_t(E[t] A + b) = mean_t(E[t]) A + b``); the token fit then
+   moves each row the corpus shows, regularised toward its mapped row. Output normalisation is
+   switched off (a normalised mean would not be the fitted mean).
+3. Write a model2vec folder with model2vec's own ``save_pretrained`` (its card named after the
+   output), a ``sentence-transformers/`` twin (one ``StaticEmbedding`` module), atomically and
+   guarded (:func:`~isotropy.storage.artifacts.output_dir`), plus ``isotropy.json`` (the marker
+   that lets a later run replace it, and what was fitted on what).
 """
 
 from __future__ import annotations
@@ -34,8 +38,18 @@ from ..storage.artifacts import check_output, header, output_dir
 from ..transforms.teacher_map import TeacherMap
 from ..transforms.token_whitening import fold_into_table
 from .corpus import Corpus
+from .distill_fit import FITS
 
-__all__ = ["distill", "distill_static", "fit_teacher_map", "fold_static_model", "KIND"]
+__all__ = [
+    "distill",
+    "distill_static",
+    "fit_teacher_map",
+    "fold_static_model",
+    "write_distilled",
+    "teacher_width",
+    "fit_on_corpus",
+    "KIND",
+]
 
 KIND = "static-model"
 CHUNK = 2048  # sentences per streamed step of the teacher map
@@ -136,36 +150,190 @@ def fold_static_model(static: Any, transform: Any) -> Any:
     return static
 
 
+def _check_alpha(alpha: Any, corpus: Any) -> float:
+    if alpha is None:
+        return 0.0
+    if corpus is None:
+        raise IsotropyError(
+            "--alpha is the ridge penalty of the teacher map fitted on --corpus: give --corpus, or leave --alpha out"
+        )
+    try:
+        value = float(alpha)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if isinstance(alpha, bool) or not np.isfinite(value) or value < 0:
+        raise IsotropyError(f"--alpha must be a finite number >= 0, got {alpha!r}")
+    return value
+
+
+def _check_fit(fit: str | None, corpus: Any, lam: float | None) -> str | None:
+    if corpus is None:
+        if fit is not None or lam is not None:
+            raise IsotropyError(f"{'--fit' if fit is not None else '--lam'} needs --corpus: the fit is made on a corpus")
+        return None
+    fit = "tokens" if fit is None else str(fit).strip().lower()
+    if fit not in FITS:
+        raise IsotropyError(f"--fit must be one of {', '.join(FITS)}, got {fit!r}")
+    if lam is not None:
+        if fit != "tokens":
+            raise IsotropyError("--lam is the strength of the token fit: use it with --fit tokens")
+        if isinstance(lam, bool) or not np.isfinite(float(lam)) or float(lam) <= 0:
+            raise IsotropyError(f"--lam must be a finite number > 0, got {lam!r}")
+    return fit
+
+
+def teacher_width(model: Any) -> int | None:
+    """The transformer's hidden width from its config (None when it cannot be read cheaply)."""
+    from ..encoders.models import quiet_transformers
+
+    path, name = resolve_model(model)
+    try:
+        from transformers import AutoConfig
+
+        with quiet_transformers():
+            config = AutoConfig.from_pretrained(str(path) if path is not None else name)
+        width = getattr(config, "hidden_size", None)
+    except Exception:  # noqa: BLE001 - only an early check: the distill itself reports a model it cannot read
+        return None
+    return int(width) if isinstance(width, int) and width > 0 else None
+
+
+def _check_before_work(model: Any, dims: int | None, corpus: Any, alpha: Any, fit: str | None, lam: float | None):
+    """Every refusal that needs no encoding, before the minutes-long vocabulary pass."""
+    pca = _check_dims(dims)
+    alpha = _check_alpha(alpha, corpus)
+    fit = _check_fit(fit, corpus, lam)
+    width = teacher_width(model)
+    if pca is not None and width is not None and pca > width:
+        raise IsotropyError(f"--dims {pca} is wider than the model ({width} dimensions): use --dims {width} or less, or 0")
+    return pca, alpha, fit
+
+
+def _check_corpus(source: Corpus) -> None:
+    """At least two different sentences (one streamed read, seconds against the distill's minutes)."""
+    first, n = None, 0
+    for chunk in source.chunks(4096):
+        for sentence in chunk:
+            n += 1
+            if first is None:
+                first = sentence
+            elif sentence != first:
+                return
+    if n < 2:
+        raise IsotropyError(f"the corpus {source.where} has {n} sentence(s): a fit needs at least 2")
+    raise IsotropyError(f"the corpus {source.where} repeats one sentence ({n} times): it gives a single equation, nothing to fit")
+
+
+def fit_on_corpus(static: Any, teacher: Any, corpus: Any, pca: int | None, alpha: float, fit: str, lam, show) -> dict:
+    """The corpus pass and the map or token fit, written into ``static`` (a model2vec ``StaticModel``);
+    ``teacher``: what ``encode(sentences)`` gives the teacher's vectors. Returns what the card and marker record."""
+    from .distill_fit import fit_corpus, principal_axes, solve_tokens
+
+    if getattr(static, "weights", None) is not None or getattr(static, "token_mapping", None) is not None:
+        raise IsotropyError("this static model uses vocabulary quantization (per-token weights): a fit does not fold into it")
+    source = Corpus(corpus)
+    cf = fit_corpus(static, teacher, corpus, alpha=alpha, tokens=fit == "tokens", show_progress=show)
+    A, b = cf.teacher_map.affine_()
+    width = A.shape[1]
+    info: dict[str, Any] = {"corpus": source.describe(), "sentences": cf.sentences, "fit": fit, "alpha": alpha}
+    if pca is not None and pca < width:
+        P = principal_axes(cf.teacher_map, pca)
+        A, b = A @ P, b @ P
+        info["teacher_projection"] = f"the teacher's {width}-d vectors on their {pca} principal axes (on this corpus)"
+        if cf.fit is not None:
+            cf.fit, cf.held = cf.fit.project(P), cf.held.project(P)
+    table = np.asarray(static.embedding, dtype=np.float64) @ A + b
+    if fit == "tokens":
+        table, solved = solve_tokens(cf.fit, cf.held, table, lam, show)
+        info["tokens"] = solved
+    static.embedding = np.ascontiguousarray(table, dtype=np.float32)
+    static.normalize = False  # a normalised mean would not be the fitted mean
+    info["seconds"] = cf.seconds
+    return info
+
+
 def distill(
     output: str | os.PathLike,
     model: str | os.PathLike | None = None,
     *,
     dims: int | None = 256,
     corpus: Any = None,
-    alpha: float = 0.0,
+    fit: str | None = None,
+    alpha: float | None = None,
+    lam: float | None = None,
     force: bool = False,
     show_progress: bool | None = None,
 ) -> Path:
-    """Distill ``model`` into a static model2vec folder at ``output``; with ``corpus``, the teacher
-    map fitted on it is folded into the table first. Returns the folder."""
-    _check_dims(dims)
+    """Distill ``model`` into a static model2vec folder at ``output``, ``dims`` wide (None or 0: the model's
+    width). With ``corpus``: ``fit="tokens"`` (the default) fits every token's row to the teacher's sentence
+    vectors (:mod:`.distill_fit`), ``"map"`` folds the sentence-level teacher map alone. Returns the folder."""
+    pca, alpha, fit = _check_before_work(model, dims, corpus, alpha, fit, lam)
     inputs = [] if corpus is None or not isinstance(corpus, str | os.PathLike) else Corpus(corpus).inputs
     out = check_output(output, KIND, force=force, inputs=[*inputs, model] if model is not None else inputs)
-    source = None
     if corpus is not None:
-        source = Corpus(corpus)
-        n = source.count()
-        if n is not None and n < 2:
-            raise IsotropyError(f"the corpus {source.where} has {n} sentence(s): a teacher map needs at least 2")
+        _check_corpus(Corpus(corpus))
     static = distill_static(model, dims, show_progress)
-    info: dict[str, Any] = {"teacher": resolve_model(model)[1], "dims": static.dim, "vocabulary": len(static.embedding)}
-    if source is not None:
+    info: dict[str, Any] = {"teacher": resolve_model(model)[1], "vocabulary": len(static.embedding)}
+    if corpus is not None:
         from ..encoders import Encoder
 
-        tm = fit_teacher_map(static, Encoder(model), corpus, alpha=alpha, show_progress=show_progress)
-        fold_static_model(static, tm)
-        info["teacher_map"] = {"corpus": source.describe(), "sentences": tm.moments_.n, "alpha": float(alpha)}
-    with output_dir(out, KIND, force=force) as tmp:
-        static.save_pretrained(tmp)
-        (tmp / "isotropy.json").write_text(json.dumps({**header(KIND), "distill": info}, indent=2) + "\n", encoding="utf-8")
+        info["corpus_fit"] = fit_on_corpus(static, Encoder(model), corpus, pca, alpha, fit, lam, show_progress)
+    info["dims"] = int(static.dim)
+    if isinstance(getattr(static, "config", None), dict):
+        static.config["hidden_dim"] = int(static.dim)
+    write_distilled(out, static, info, force)
     return out
+
+
+def write_distilled(out: Path, static: Any, info: dict[str, Any], force: bool) -> None:
+    """The model2vec folder (its card named after ``out``, not the temporary folder), a ``sentence-transformers/``
+    twin and ``isotropy.json``, atomically."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
+    from tokenizers import Tokenizer
+
+    from .static_export import ST_SUBFOLDER
+
+    vectors = np.ascontiguousarray(static.embedding, dtype=np.float32)
+    with output_dir(out, KIND, force=force) as tmp:
+        static.save_pretrained(tmp, model_name=out.name)
+        st_tok = Tokenizer.from_str(static.tokenizer.to_str())
+        st_tok.no_truncation()
+        st_tok.no_padding()
+        st = SentenceTransformer(modules=[StaticEmbedding(st_tok, embedding_weights=vectors)], device="cpu")
+        st.save(str(tmp / ST_SUBFOLDER), create_model_card=False)
+        card = tmp / "README.md"
+        if card.is_file():
+            card.write_text(card.read_text(encoding="utf-8") + _card_section(info), encoding="utf-8")
+        (tmp / "isotropy.json").write_text(
+            json.dumps({**header(KIND), "distill": info}, indent=2, default=float) + "\n", encoding="utf-8"
+        )
+
+
+def _card_section(info: dict[str, Any]) -> str:
+    lines = [
+        "",
+        "## How isotropy made this model",
+        "",
+        f"Distilled from `{info['teacher']}` by model2vec, {info['dims']} dimensions.",
+    ]
+    fit = info.get("corpus_fit")
+    if fit is None:
+        lines.append("No corpus fit: the distilled table as model2vec made it.")
+    else:
+        lines.append(f"Fitted on {fit['sentences']} sentences of {fit['corpus']} against the teacher's L2-normalised vectors:")
+        lines.append("the sentence-level least-squares map from the static vectors to the teacher's, folded into the table.")
+        if "teacher_projection" in fit:
+            lines.append(f"Targets: {fit['teacher_projection']}.")
+        tok = fit.get("tokens")
+        if tok is not None:
+            lines.append(
+                f"Then every token the corpus holds ({tok['seen']}) got the row that makes sentence means match the teacher, "
+                f"regularised toward the mapped row (strength {tok['lambda']:g}, "
+                f"{ {'held-out': 'chosen on held-out corpus sentences', 'given': 'as given'}.get(tok['chosen'], tok['chosen']) })."
+            )
+        lines.append("Sentence vectors are the plain mean of token rows (not normalised).")
+    lines.append(
+        "It loads with `model2vec.StaticModel.from_pretrained(folder)` and, in `sentence-transformers/`, with `SentenceTransformer`."
+    )
+    return "\n".join(lines) + "\n"

@@ -17,19 +17,39 @@ def register_distill_command(app: typer.Typer) -> None:
         output: Output("The model2vec folder to write (replaced only when isotropy wrote it).") = ...,
         model: Model = None,
         dims: Annotated[
-            int, typer.Option("--dims", help="PCA to this many dimensions (model2vec's default 256); 0 keeps the model's width.")
+            int,
+            typer.Option(
+                "--dims",
+                help="Width of the model written (model2vec's PCA, and with --corpus the teacher's vectors on their "
+                "principal axes); 0 keeps the model's width.",
+            ),
         ] = 256,
         corpus: Annotated[
             str | None,
             typer.Option(
                 "--corpus",
-                help="UTF-8 text, one sentence a line: fit the least-squares map from the static vectors to the "
-                "teacher's on it, folded into the table.",
+                help="UTF-8 text, one sentence a line: fit the table to the teacher's vectors of these sentences (see --fit).",
+            ),
+        ] = None,
+        fit: Annotated[
+            str | None,
+            typer.Option(
+                "--fit",
+                help="With --corpus: tokens (default) fits every token's row so sentence means match the teacher, "
+                "regularised toward the mapped table; map folds only the sentence-level least-squares map.",
+            ),
+        ] = None,
+        lam: Annotated[
+            float | None,
+            typer.Option(
+                "--lam",
+                help="With --fit tokens: the regularisation strength (default: chosen on held-out corpus sentences).",
             ),
         ] = None,
         alpha: Annotated[
-            float, typer.Option("--alpha", help="With --corpus: ridge penalty of the teacher map (0: least squares).")
-        ] = 0.0,
+            float | None,
+            typer.Option("--alpha", help="With --corpus: ridge penalty of the teacher map (default 0: least squares)."),
+        ] = None,
         device: Device = None,
         progress: Progress = None,
         force: Force = False,
@@ -39,7 +59,12 @@ def register_distill_command(app: typer.Typer) -> None:
         from ..encoders import default_device
 
         with default_device(check_device(device)):
-            out = run(output, model, dims=dims, corpus=corpus, alpha=alpha, force=force, show_progress=progress)
-        typer.echo(f"wrote the static model {out} (model2vec folder{', teacher map folded in' if corpus else ''})", err=True)
+            out = run(output, model, dims=dims, corpus=corpus, fit=fit, alpha=alpha, lam=lam, force=force, show_progress=progress)
+        what = (
+            ""
+            if corpus is None
+            else (", token rows fitted on the corpus" if fit in (None, "tokens") else ", teacher map folded in")
+        )
+        typer.echo(f"wrote the static model {out} (model2vec folder{what})", err=True)
 
     command(app, distill, "distill")

@@ -1,0 +1,120 @@
+"""Corpora and cached teacher vectors for bench/static_factory.py (issue #32).
+
+Corpora (none holds a sentence of an STS task): ``wiki`` (``corpus/wiki-sentences.txt``), ``cran``
+(Cranfield's 1400 title + abstract texts split into sentences at ``. ``/``? ``/``! ``, 3 words or more),
+``wiki+cran`` (both). Spans: the two halves (by words) of every sentence of 8 words or more, each with the
+teacher's own vector. The teacher's vectors (the default model, L2-normalised, as ``isotropy distill``
+fits on them) are encoded once per text list and kept as ``.npy`` under ``$ISOTROPY_CACHE/bench-factory``
+(outside the repository), keyed by a digest of the texts.
+
+    nice -n 5 .venv/bin/python bench/_factory_data.py     # encode (or find) every corpus's teacher vectors
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import DATA  # noqa: E402
+
+
+def cache_dir() -> Path:
+    from isotropy.encoders.cache import default_cache_dir
+
+    d = Path(default_cache_dir()) / "bench-factory"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def wiki() -> list[str]:
+    lines = (DATA / "corpus" / "wiki-sentences.txt").read_text(encoding="utf-8").splitlines()
+    return [s.strip() for s in lines if s.strip()]
+
+
+def cran_docs() -> list[str]:
+    from isotropy.retrieval.data import load_cranfield
+
+    return list(load_cranfield(DATA / "retrieval" / "cranfield").docs)
+
+
+def cran() -> list[str]:
+    out = []
+    for d in cran_docs():
+        out += [s.strip() for s in re.split(r"(?<=[.?!])\s+", d) if len(s.split()) >= 3]
+    return out
+
+
+def corpora() -> dict[str, list[str]]:
+    w, c = wiki(), cran()
+    return {"wiki": w, "cran": c, "wiki+cran": w + c}
+
+
+def spans(sentences: list[str], min_words: int = 8) -> list[str]:
+    """The two halves (by words) of every sentence of ``min_words`` words or more."""
+    out = []
+    for s in sentences:
+        w = s.split()
+        if len(w) >= min_words:
+            h = len(w) // 2
+            out += [" ".join(w[:h]), " ".join(w[h:])]
+    return out
+
+
+def _key(texts: list[str]) -> str:
+    return hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()[:20]
+
+
+def teacher(texts: list[str], timings: dict | None = None, wait: float = 0.0) -> np.ndarray:
+    """The default model's L2-normalised vectors of ``texts`` (float32), from the cache or encoded now
+    (``wait``: seconds to wait first for another process that is encoding them)."""
+    path = cache_dir() / f"teacher-{_key(texts)}.npy"
+    deadline = time.time() + wait
+    while not path.is_file() and time.time() < deadline:
+        time.sleep(10)
+    if path.is_file():
+        return np.load(path)
+    from isotropy.encoders import Encoder
+
+    t0 = time.perf_counter()
+    Y = np.asarray(Encoder().encode(texts, show_progress=True), dtype=np.float32)
+    Y /= np.maximum(np.linalg.norm(Y, axis=1, keepdims=True), 1e-12)
+    seconds = time.perf_counter() - t0
+    tmp = path.with_suffix(".part.npy")
+    np.save(tmp, Y)
+    tmp.replace(path)
+    (path.with_suffix(".seconds")).write_text(f"{seconds:.1f}\n")
+    if timings is not None:
+        timings[path.name] = seconds
+    return Y
+
+
+def corpus_teacher(name: str, corpora_: dict[str, list[str]]) -> tuple[np.ndarray, float | None]:
+    """The teacher's vectors of a named corpus (``wiki+cran``: those of wiki, then of cran) and the seconds they took."""
+    parts = name.split("+")
+    Ys = [teacher(corpora_[p]) for p in parts]
+    secs = [teacher_seconds(corpora_[p]) for p in parts]
+    return np.vstack(Ys), (None if None in secs else float(sum(secs)))
+
+
+def teacher_seconds(texts: list[str]) -> float | None:
+    p = cache_dir() / f"teacher-{_key(texts)}.seconds"
+    return float(p.read_text()) if p.is_file() else None
+
+
+if __name__ == "__main__":
+    c = corpora()
+    for name, texts in [
+        ("wiki", c["wiki"]),
+        ("cran", c["cran"]),
+        ("wiki spans", spans(c["wiki"])),
+        ("cran spans", spans(c["cran"])),
+    ]:
+        t0 = time.perf_counter()
+        teacher(texts)
+        print(f"{name}: {len(texts)} texts, {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)

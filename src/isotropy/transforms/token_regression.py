@@ -1,0 +1,210 @@
+"""A static table fitted token by token to a teacher's sentence vectors, in closed form (layer 3).
+
+A static model's sentence vector is the mean of its tokens' rows, ``A E``, where ``A`` (sentences x
+vocabulary, sparse) holds ``count(t in s) / len(s)`` and ``E`` is the ``(V, d)`` table. Given a teacher's
+vectors ``Y`` of the same sentences and a prior table ``E0`` (the distilled table with the sentence-level
+teacher map folded in), :class:`TokenRegression` finds
+
+    E = argmin  ||A E - Y||_F^2  +  lam * g * sum_t ||E_t - E0_t||^2
+
+over the rows of the tokens the corpus shows (a token never seen keeps its prior row exactly). ``g`` is the
+mean of ``diag(A^T A)`` over the seen tokens, so ``lam`` is in units of an average token's data weight:
+``lam = 1`` lets a token of average weight move half-way between its prior row and what the corpus alone says.
+Rare tokens (small ``diag(A^T A)``) stay near their prior, frequent ones follow the corpus.
+
+Statistics: the normal equations need only ``G = A^T A`` (sparse, vocabulary x vocabulary: which tokens share
+sentences), ``C = A^T Y`` (vocabulary x d), ``Y^T Y`` (d x d, for the objective's value) and the token counts,
+all sums over sentences: :meth:`TokenRegression.partial_fit` adds a chunk, :meth:`merge` adds another shard's
+sums, so the memory is bounded by the vocabulary (the pairs of tokens that co-occur), not by the corpus.
+A linear map of the targets (``Y -> Y P``: a PCA to fewer dimensions) is applied to the sums afterwards
+(``C P``, ``P^T Y^T Y P``), so the teacher is encoded once whatever the output width.
+
+Solver: conjugate gradients on ``(G + lam g I) E = C + lam g E0`` (symmetric positive definite on the seen
+tokens), all columns at once (one sparse-times-dense product per iteration for every column), Jacobi
+preconditioned, warm-started at the prior rows. Written here rather than calling ``scipy.sparse.linalg.cg``
+once per column, which would run ``d`` separate loops of sparse matrix-vector products; the products are
+scipy.sparse's. :meth:`error` gives ``||A E - Y||^2`` from the sums alone, so a held-out shard's statistics
+score a fit (what ``isotropy distill --fit tokens`` uses to choose ``lam`` without labels).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import IsotropyError
+
+__all__ = ["TokenRegression", "pooling_matrix"]
+
+
+def pooling_matrix(flat: np.ndarray, lengths: np.ndarray, vocab_size: int):
+    """The ``(n, V)`` CSR mean-pooling matrix of sentences given as flat token ids and their lengths."""
+    from scipy.sparse import csr_matrix
+
+    flat = np.asarray(flat, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if flat.size and (flat.min() < 0 or flat.max() >= vocab_size):
+        raise IsotropyError(f"token ids must lie in [0, {vocab_size}), got {flat.min()}..{flat.max()}")
+    indptr = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    if indptr[-1] != flat.size:
+        raise IsotropyError(f"lengths sum to {indptr[-1]} but {flat.size} token ids were given")
+    data = np.repeat(1.0 / np.maximum(lengths, 1), lengths)
+    A = csr_matrix((data, flat, indptr), shape=(len(lengths), vocab_size))
+    A.sum_duplicates()
+    return A
+
+
+class TokenRegression:
+    """Streamed sums of the token-level least squares (module docs) and their regularised solve.
+
+    ``partial_fit(flat, lengths, Y)``: one chunk of sentences (token ids, tokens per sentence, the
+    teacher's ``(n, d)`` vectors); sentences with no token give no equation and are counted in
+    ``skipped_``. ``merge(other)``; ``project(P)``; ``solve(prior, lam)``; ``error(E)``.
+    """
+
+    def __init__(self, vocab_size: int, dim: int):
+        if int(vocab_size) < 1 or int(dim) < 1:
+            raise IsotropyError(f"a token regression needs a vocabulary and a width, got {vocab_size} x {dim}")
+        from scipy.sparse import csr_matrix
+
+        self.vocab_size, self.dim = int(vocab_size), int(dim)
+        self.gram_ = csr_matrix((self.vocab_size, self.vocab_size), dtype=np.float64)
+        self.cross_ = np.zeros((self.vocab_size, self.dim), dtype=np.float64)
+        self.yy_ = np.zeros((self.dim, self.dim), dtype=np.float64)
+        self.counts_ = np.zeros(self.vocab_size, dtype=np.int64)
+        self.n_ = 0
+        self.skipped_ = 0
+
+    # ------------------------------------------------------------------ statistics
+
+    def partial_fit(self, flat: Any, lengths: Any, Y: Any) -> TokenRegression:
+        """Add one chunk (a failed call changes nothing)."""
+        Y = np.asarray(Y, dtype=np.float64)
+        lengths = np.asarray(lengths, dtype=np.int64)
+        if Y.ndim != 2 or Y.shape[1] != self.dim:
+            raise IsotropyError(f"the teacher's vectors must be {self.dim} wide, got shape {Y.shape}")
+        if Y.shape[0] != len(lengths):
+            raise IsotropyError(f"{len(lengths)} sentences but {Y.shape[0]} teacher vectors")
+        if not np.isfinite(Y).all():
+            raise IsotropyError("the teacher's vectors hold NaN or infinity")
+        A = pooling_matrix(flat, lengths, self.vocab_size)
+        keep = lengths > 0
+        if not keep.all():
+            A, Y = A[keep], Y[keep]
+        gram = (A.T @ A).tocsr()
+        self.gram_ = (self.gram_ + gram).tocsr()
+        self.cross_ += A.T @ Y
+        self.yy_ += Y.T @ Y
+        self.counts_ += np.bincount(np.asarray(flat, dtype=np.int64), minlength=self.vocab_size)
+        self.n_ += int(keep.sum())
+        self.skipped_ += int((~keep).sum())
+        return self
+
+    def merge(self, other: TokenRegression) -> TokenRegression:
+        """Add another accumulator's sums (another shard of the corpus)."""
+        if not isinstance(other, TokenRegression) or (other.vocab_size, other.dim) != (self.vocab_size, self.dim):
+            raise IsotropyError("can only merge a token regression of the same vocabulary and width")
+        self.gram_ = (self.gram_ + other.gram_).tocsr()
+        self.cross_ += other.cross_
+        self.yy_ += other.yy_
+        self.counts_ += other.counts_
+        self.n_ += other.n_
+        self.skipped_ += other.skipped_
+        return self
+
+    def project(self, P: Any) -> TokenRegression:
+        """The same sums for the targets ``Y @ P`` (a new accumulator; ``P``: ``(d, k)``)."""
+        P = np.asarray(P, dtype=np.float64)
+        if P.ndim != 2 or P.shape[0] != self.dim:
+            raise IsotropyError(f"a projection of {self.dim}-wide targets must have {self.dim} rows, got {P.shape}")
+        out = TokenRegression(self.vocab_size, P.shape[1])
+        out.gram_, out.counts_, out.n_, out.skipped_ = self.gram_.copy(), self.counts_.copy(), self.n_, self.skipped_
+        out.cross_ = self.cross_ @ P
+        out.yy_ = P.T @ self.yy_ @ P
+        return out
+
+    @property
+    def seen(self) -> np.ndarray:
+        """Ids of the tokens some sentence holds."""
+        return np.flatnonzero(self.gram_.diagonal() > 0)
+
+    def error(self, E: Any) -> float:
+        """``sum_s ||mean-pool(E, s) - y_s||^2`` over the sentences added, from the sums alone."""
+        E = np.asarray(E, dtype=np.float64)
+        return float(np.sum(E * (self.gram_ @ E)) - 2 * np.sum(E * self.cross_) + np.trace(self.yy_))
+
+    # ------------------------------------------------------------------ solving
+
+    def solve(
+        self,
+        prior: Any,
+        lam: float,
+        *,
+        x0: Any = None,
+        rtol: float = 1e-3,
+        maxiter: int = 200,
+        dtype: Any = np.float32,
+        progress: Any = None,
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """The regularised table (module docs) and ``{"iterations", "residual", "seen", "scale"}``.
+
+        ``prior``: ``(V, d)`` rows ``E0``; ``x0``: a start for the seen rows (default: the prior's);
+        stops when every column's residual is below ``rtol`` times its right-hand side's norm. The sums are
+        float64; the iterations run in ``dtype`` (float32 halves the sparse products' time, ample for rtol 1e-3).
+        ``progress``: called with the iteration number after each."""
+        prior = np.asarray(prior, dtype=np.float64)
+        if prior.shape != (self.vocab_size, self.dim):
+            raise IsotropyError(f"the prior table must be {self.vocab_size} x {self.dim}, got {prior.shape}")
+        lam = float(lam)
+        if not np.isfinite(lam) or lam <= 0:
+            raise IsotropyError(f"the regularisation must be a finite number > 0, got {lam!r}")
+        seen = self.seen
+        if seen.size == 0:
+            raise IsotropyError("no sentence held a token of the vocabulary: nothing to fit")
+        G = self.gram_[seen][:, seen].tocsr()
+        diag = G.diagonal()
+        scale = float(diag.mean())
+        reg = lam * scale
+        M = (G + reg * _identity(len(seen))).astype(dtype)
+        B = (self.cross_[seen] + reg * prior[seen]).astype(dtype)
+        X = np.array(prior[seen] if x0 is None else np.asarray(x0)[seen], dtype=dtype)
+        inv = (1.0 / (diag + reg)[:, None]).astype(dtype)
+        it, res = _block_cg(M, B, X, inv, rtol, maxiter, progress)
+        out = prior.copy()
+        out[seen] = X
+        return out, {"iterations": it, "residual": res, "seen": int(seen.size), "scale": scale}
+
+
+def _identity(n: int):
+    from scipy.sparse import identity
+
+    return identity(n, dtype=np.float64, format="csr")
+
+
+def _block_cg(M, B: np.ndarray, X: np.ndarray, inv: np.ndarray, rtol: float, maxiter: int, progress: Any):
+    """Jacobi-preconditioned conjugate gradients on every column of ``M X = B`` at once (``X`` updated in place)."""
+    bnorm = np.maximum(np.linalg.norm(B.astype(np.float64), axis=0), 1e-300)
+    R = B - M @ X
+    Z = inv * R
+    P = Z.copy()
+    rz = np.einsum("ij,ij->j", R, Z, dtype=np.float64)
+    worst = float(np.max(np.linalg.norm(R, axis=0) / bnorm))
+    it = 0
+    while worst > rtol and it < maxiter:
+        Q = M @ P
+        pq = np.einsum("ij,ij->j", P, Q, dtype=np.float64)
+        alpha = np.divide(rz, pq, out=np.zeros_like(rz), where=pq > 0)
+        X += P * alpha.astype(X.dtype)
+        R -= Q * alpha.astype(X.dtype)
+        Z = inv * R
+        rz_new = np.einsum("ij,ij->j", R, Z, dtype=np.float64)
+        beta = np.divide(rz_new, rz, out=np.zeros_like(rz), where=rz > 0)
+        P = Z + P * beta.astype(X.dtype)
+        rz = rz_new
+        it += 1
+        worst = float(np.max(np.linalg.norm(R, axis=0) / bnorm))
+        if progress is not None:
+            progress(it)
+    return it, worst

@@ -1,0 +1,99 @@
+"""The closed-form token fit (isotropy.transforms.token_regression): its sums, their merge and its solve."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from isotropy.errors import IsotropyError
+from isotropy.transforms.token_regression import TokenRegression, pooling_matrix
+
+V, D = 12, 3
+
+
+def problem(seed: int, n: int = 40, vocab: int = V, max_len: int = 6):
+    """Random sentences over tokens 0..vocab-2 (the last token never appears), teacher vectors and a prior table."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, max_len + 1, size=n)
+    flat = rng.integers(0, vocab - 1, size=int(lengths.sum()))
+    Y = rng.standard_normal((n, D))
+    prior = rng.standard_normal((vocab, D))
+    return flat, lengths, Y, prior
+
+
+def dense_solution(flat, lengths, Y, prior, lam):
+    """The same objective solved densely: (G + r I) E = A^T Y + r E0 on the seen tokens, r = lam * mean diag(G)."""
+    A = pooling_matrix(flat, lengths, len(prior)).toarray()
+    seen = np.flatnonzero((A != 0).any(axis=0))
+    G = A.T @ A
+    r = lam * np.mean(np.diag(G)[seen])
+    E = prior.copy()
+    Gs = G[np.ix_(seen, seen)]
+    E[seen] = np.linalg.solve(Gs + r * np.eye(len(seen)), A[:, seen].T @ Y + r * prior[seen])
+    return E, A
+
+
+@pytest.mark.parametrize("lam", [0.05, 1.0])
+def test_the_solve_is_the_dense_least_squares_solution(lam):
+    flat, lengths, Y, prior = problem(0)
+    E, info = TokenRegression(V, D).partial_fit(flat, lengths, Y).solve(prior, lam, rtol=1e-10, maxiter=500, dtype=np.float64)
+    want, A = dense_solution(flat, lengths, Y, prior, lam)
+    np.testing.assert_allclose(E, want, atol=1e-7)
+    assert np.array_equal(E[V - 1], prior[V - 1])  # a token no sentence holds keeps its prior row exactly
+    assert info["seen"] == V - 1 and info["residual"] <= 1e-10
+    fast, _ = TokenRegression(V, D).partial_fit(flat, lengths, Y).solve(prior, lam)  # float32 iterations, rtol 1e-3
+    assert np.linalg.norm(fast - want) <= 1e-2 * np.linalg.norm(want)
+    # the objective from the sums is the objective on the sentences
+    tr = TokenRegression(V, D).partial_fit(flat, lengths, Y)
+    assert tr.error(E) == pytest.approx(float(np.sum((A @ E - Y) ** 2)), rel=1e-9)
+
+
+def test_the_fit_lowers_the_error_and_a_weaker_prior_fits_closer():
+    flat, lengths, Y, prior = problem(1, n=60)
+    tr = TokenRegression(V, D).partial_fit(flat, lengths, Y)
+    errors = [tr.error(tr.solve(prior, lam, rtol=1e-9, maxiter=500, dtype=np.float64)[0]) for lam in (10.0, 1.0, 0.1)]
+    assert tr.error(prior) > errors[0] > errors[1] > errors[2]
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), cut=st.integers(1, 29))
+def test_merged_shards_equal_one_fit_on_their_concatenation(seed, cut):
+    flat, lengths, Y, _ = problem(seed, n=30)
+    split = int(lengths[:cut].sum())
+    a = TokenRegression(V, D).partial_fit(flat[:split], lengths[:cut], Y[:cut])
+    b = TokenRegression(V, D).partial_fit(flat[split:], lengths[cut:], Y[cut:])
+    whole = TokenRegression(V, D).partial_fit(flat, lengths, Y)
+    a.merge(b)
+    np.testing.assert_allclose(a.gram_.toarray(), whole.gram_.toarray(), atol=1e-12)
+    np.testing.assert_allclose(a.cross_, whole.cross_, atol=1e-12)
+    np.testing.assert_allclose(a.yy_, whole.yy_, atol=1e-12)
+    assert np.array_equal(a.counts_, whole.counts_) and a.n_ == whole.n_ == 30
+
+
+def test_projected_sums_are_the_sums_of_projected_targets():
+    flat, lengths, Y, _ = problem(2)
+    P = np.random.default_rng(3).standard_normal((D, 2))
+    got = TokenRegression(V, D).partial_fit(flat, lengths, Y).project(P)
+    want = TokenRegression(V, 2).partial_fit(flat, lengths, Y @ P)
+    np.testing.assert_allclose(got.cross_, want.cross_, atol=1e-12)
+    np.testing.assert_allclose(got.yy_, want.yy_, atol=1e-12)
+
+
+def test_sentences_without_tokens_give_no_equation_and_bad_input_is_refused():
+    flat, lengths, Y, prior = problem(4, n=5)
+    lengths = np.concatenate([lengths, [0]])
+    Y = np.vstack([Y, np.ones((1, D))])
+    tr = TokenRegression(V, D).partial_fit(flat, lengths, Y)
+    assert tr.n_ == 5 and tr.skipped_ == 1
+    with pytest.raises(IsotropyError, match="12 x 3"):
+        tr.solve(prior[:, :2], 1.0)  # a prior of another width than the teacher's
+    with pytest.raises(IsotropyError, match="> 0"):
+        tr.solve(prior, 0.0)
+    with pytest.raises(IsotropyError, match="3 wide"):
+        tr.partial_fit(flat, lengths, Y[:, :2])
+    with pytest.raises(IsotropyError, match="nothing to fit"):
+        TokenRegression(V, D).partial_fit(np.zeros(0, dtype=int), np.zeros(2, dtype=int), Y[:2]).solve(prior, 1.0)
+    with pytest.raises(IsotropyError, match="merge"):
+        tr.merge(TokenRegression(V, 2))
