@@ -200,7 +200,7 @@ def add_to_index(index_dir: str | os.PathLike, more: str | os.PathLike, show_pro
     if blank is not None:  # it would become a searchable row that matches nothing
         raise IsotropyError(f"{more} line {blank} is blank: there is no sentence to index there; remove the blank lines")
     with artefact_lock(index_dir):
-        index = Index.load(index_dir)
+        index = Index.load(index_dir, mmap=False)
         index.add(sentences, show_progress=show_progress)
         index.save(index_dir)
     return index, len(sentences)
