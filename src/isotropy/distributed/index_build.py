@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -158,5 +159,13 @@ def merge_shards(shards: list[Path], work: Path) -> Any:
     if lists.exists():
         lists.unlink()  # a merge that died half way: the shards hold everything, merge again
     index = faiss.read_index(str(work / TRAINED_FILE))
-    merge_ondisk(index, [str(_outputs(p, work)[0]) for p in shards], str(lists))
+    # faiss's on-disk lists printf a line per resize on C's stdout: sent to stderr, so stdout stays the command's
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        merge_ondisk(index, [str(_outputs(p, work)[0]) for p in shards], str(lists))
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
     return index
