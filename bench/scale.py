@@ -35,9 +35,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import DATA, ROOT, portable, update_section  # noqa: E402, I001
 from _scale_data import vectors  # noqa: E402
+from _scale_render import render  # noqa: E402
 
-from _report import DATA, ROOT, portable, update_section  # noqa: E402
+# bench/distributed.py would shadow Dask's `distributed` (here and in the workers, which inherit sys.path)
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 NLIST, NPROBE, RERANK, K = 1024, 32, 100, 10
 FIT_ROWS = 200_000
@@ -232,6 +235,27 @@ def cranfield() -> list[dict]:
     return out
 
 
+def _ingest(log: Path, rows: int) -> None:
+    """The JSON lines an interrupted run printed (grid rows, the Dask timing, Cranfield rows), into the results file."""
+    results = json.loads(OUT.read_text()) if OUT.exists() else {}
+    res = results.setdefault(str(rows), {"rows": rows, "grid": []})
+    cran = []
+    for line in log.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("{"):
+            continue
+        r = json.loads(line)
+        if "budget" in r:
+            res["grid"] = [g for g in res["grid"] if (g["calibration"], g["budget"]) != (r["calibration"], r["budget"])] + [r]
+        elif "dask_2_workers_s" in r:
+            res["dask"] = r
+        elif "exact_ndcg@10" in r:
+            cran.append(r)
+    if cran:
+        results["cranfield"] = cran
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(portable(results), indent=2) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -240,8 +264,13 @@ def main() -> None:
     ap.add_argument("--dask", action="store_true", help="also time the Dask build against one process")
     ap.add_argument("--cranfield", action="store_true", help="also score Cranfield nDCG@10 through the index")
     ap.add_argument("--render", action="store_true", help="only rewrite the BENCHMARKS section from the results file")
+    ap.add_argument(
+        "--from-log", type=Path, help="take the rows this script printed in an interrupted run (its stdout) into the results"
+    )
     args = ap.parse_args()
-    if not args.render:
+    if args.from_log:
+        _ingest(args.from_log, args.rows)
+    elif not args.render:
         X, Q, info = vectors(args.rows)
         budgets = [int(b) for b in args.budgets.split(",") if b]
         new = grid(X, Q, budgets, args.calibrations.split(",")) if budgets else []
@@ -259,8 +288,6 @@ def main() -> None:
         OUT.parent.mkdir(parents=True, exist_ok=True)
         OUT.write_text(json.dumps(portable(results), indent=2) + "\n")
     results = json.loads(OUT.read_text()) if OUT.exists() else {}
-    from _scale_render import render
-
     update_section("BENCHMARKS.md", "scale", render(results))
 
 
