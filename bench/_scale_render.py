@@ -85,11 +85,15 @@ def _targets(res: dict) -> list[str]:
         f"**{'met' if best_rr['recall@10_rerank'] >= 0.9 else 'missed'}** ({name(best_rr)}: {_f(best_rr['recall@10_rerank'])}; "
         f"every calibrated row >= {_f(min(r['recall@10_rerank'] for r in rows if r['calibration'] not in ('none', 'raw+opq')))}); "
         f"without re-ranking >= 0.70: **{'met' if best['recall@10'] >= 0.7 else 'missed'}** ({name(best)}: {_f(best['recall@10'])}); "
-        f">= 1,000 single-query searches a second (one thread): met by {sum(r['qps_single_1t'] >= 1000 for r in rows)} "
-        f"of {len(rows)} rows ({name(fast)}: {fast['qps_single_1t']:,.0f} at load {fast['load_before'][0]:.1f}; slowest "
-        f"{name(slow)}: {slow['qps_single_1t']:,.0f} at load {slow['load_before'][0]:.1f}): the spread tracks the machine's "
-        "load more than the index (all rows scan the same 32 of 1,024 lists; a quiet machine must settle it), so this "
-        "target is **not shown** here.",
+        f">= 1,000 single-query searches a second (one thread): "
+        + (
+            f"**met** by every row (slowest {name(slow)}: {slow['qps_single_1t']:,.0f} at load "
+            f"{slow['load_before'][0]:.1f}; fastest {name(fast)}: {fast['qps_single_1t']:,.0f})."
+            if slow["qps_single_1t"] >= 1000
+            else f"met by {sum(r['qps_single_1t'] >= 1000 for r in rows)} of {len(rows)} rows ({name(fast)}: "
+            f"{fast['qps_single_1t']:,.0f} at load {fast['load_before'][0]:.1f}; slowest {name(slow)}: "
+            f"{slow['qps_single_1t']:,.0f} at load {slow['load_before'][0]:.1f}): not shown under this load."
+        ),
     ]
 
 
