@@ -367,6 +367,22 @@ OPTION_CASES = [
         ("index", "build", "{w}/corpus.txt", "-o", OUT, "--no-whiten", "--whiten", "8"),
         ("--no-whiten",),
     ),
+    Case(
+        "index build --bytes-per-vector on a flat index",
+        ("index", "build", "{w}/corpus.txt", "-o", OUT, "--bytes-per-vector", "16"),
+        ("--bytes-per-vector", "flat"),
+    ),
+    Case(
+        "index build ivfpq: bytes not dividing the dimension",
+        ("index", "build", "{w}/corpus.txt", "-o", OUT, "--model", "glove-6b-50d", "--no-whiten", "--kind", "ivfpq")
+        + ("--bytes-per-vector", "16"),
+        ("{w}/corpus.txt", "--bytes-per-vector 16", "(50 after the calibration)"),
+    ),
+    Case(
+        "index build --engine dask without --input",
+        ("index", "build", "{w}/corpus.txt", "-o", OUT, "--kind", "ivfpq", "--engine", "dask"),
+        ("--input",),
+    ),
     Case("search -n 0", ("search", "{w}/index", "a query", "-n", "0"), ("k",)),
     Case("search without a query", ("search", "{w}/index"), ("query",)),
     Case("export onnx --quantize int4", ("export", "onnx", "-o", OUT, "--quantize", "int4"), ("int4",)),

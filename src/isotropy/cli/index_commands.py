@@ -10,13 +10,16 @@ import typer
 from ..errors import IsotropyError
 from . import retrieval_command as rcli
 from .options import (
+    Address,
     AllowOtherEncoder,
     BatchSize,
     Candidates,
     Device,
+    Engine,
     Evidence,
     Force,
     ForTask,
+    Inputs,
     MaxLength,
     Model,
     Output,
@@ -73,8 +76,25 @@ def index_build(
     task: ForTask("search") = None,
     evidence: Evidence = False,
     kind: Annotated[
-        choice("flat", "hnsw", "ivf"), typer.Option("--kind", help="flat (exact), hnsw or ivf (approximate).")
+        choice("flat", "hnsw", "ivf", "ivfpq", "opq"),
+        typer.Option(
+            "--kind",
+            help="flat (exact), hnsw or ivf (approximate), ivfpq or opq (compressed: product quantisation behind an "
+            "inverted file, opq with faiss's learnt rotation; memory-mapped when searched).",
+        ),
     ] = "flat",
+    bytes_per_vector: Annotated[
+        int | None,
+        typer.Option(
+            "--bytes-per-vector",
+            help="ivfpq/opq: code size, one 8-bit sub-quantiser a byte (default 32); ivfpq needs the calibrated "
+            "dimension divisible by it.",
+        ),
+    ] = None,
+    keep_vectors: Annotated[
+        bool,
+        typer.Option("--keep-vectors", help="ivfpq/opq: keep the exact float32 vectors beside the codes, for search --rerank."),
+    ] = False,
     hnsw_m: Annotated[int, typer.Option("--hnsw-m", help="hnsw: links per node.")] = 32,
     ef_construction: Annotated[int, typer.Option("--ef-construction", help="hnsw: build-time beam width.")] = 200,
     ef_search: Annotated[int, typer.Option(EfSearch, help="hnsw: query-time beam width (also settable per search).")] = 64,
@@ -82,7 +102,9 @@ def index_build(
         int | None,
         typer.Option("--nlist", help="ivf: number of lists, trained on the corpus (default min(4 sqrt(n), n/39))."),
     ] = None,
-    nprobe: Annotated[int, typer.Option(NProbe, help="ivf: lists visited per query (also settable per search).")] = 16,
+    nprobe: Annotated[
+        int, typer.Option(NProbe, help="ivf, ivfpq, opq: lists visited per query (also settable per search).")
+    ] = 16,
     batch_size: BatchSize = 64,
     progress: Progress = None,
     pooling_stats: PoolingStats = None,
@@ -90,12 +112,41 @@ def index_build(
     allow_other_encoder: AllowOtherEncoder = False,
     eval_queries: rcli.EvalQueries = None,
     qrels: rcli.Qrels = None,
+    engine: Engine = None,
+    inputs: Inputs = None,
+    address: Address = None,
 ) -> None:
-    """Index a sentence file for semantic search."""
+    """Index a sentence file for semantic search (with --engine dask --input 'vecs/*.npy': an ivfpq/opq index
+    filled shard by shard on a cluster from the corpus's vector shards and merged on disk)."""
     from ..encoders import default_device
     from ..files import build_index
 
     auto = _index_method(method, candidates, task, evidence, transform=transform, whiten=whiten, power=power, no_whiten=no_whiten)
+    pq = _pq_options(kind, bytes_per_vector, keep_vectors)
+    if engine is not None or inputs is not None or address is not None:
+        _build_on_cluster(
+            corpus,
+            output,
+            kind,
+            engine,
+            inputs,
+            address,
+            method,
+            eval_queries,
+            progress,
+            force,
+            pq,
+            model=model,
+            pooling=pooling,
+            max_length=max_length,
+            transform=transform,
+            whiten=whiten,
+            power=power,
+            no_whiten=no_whiten,
+            nlist=nlist,
+            nprobe=nprobe,
+        )
+        return
     judged = rcli.index_eval_task(corpus, eval_queries, qrels)
     how = (
         {"candidates": candidates, "task": task or "search", "evidence": evidence}
@@ -120,6 +171,7 @@ def index_build(
             nprobe=nprobe,
             force=force,
             pooling_stats=pooling_stats,
+            **pq,
             **({} if auto else {"allow_other_encoder": allow_other_encoder}),
         )
         for warning in index.warnings:
@@ -130,6 +182,36 @@ def index_build(
             typer.echo(Selection.from_dict(index.selection).table(), err=True)
         typer.echo(f"wrote index of {index.describe()} to {output}", err=True)
         rcli.report_index_eval(index, judged, progress)
+
+
+def _pq_options(kind: str, bytes_per_vector: int | None, keep_vectors: bool) -> dict:
+    """The compressed kinds' options, refused (one line) with another kind."""
+    if kind in ("ivfpq", "opq"):
+        return {"keep_vectors": keep_vectors, **({} if bytes_per_vector is None else {"bytes_per_vector": bytes_per_vector})}
+    if bytes_per_vector is not None or keep_vectors:
+        raise IsotropyError(f"--bytes-per-vector and --keep-vectors apply to --kind ivfpq or opq, not {kind}")
+    return {}
+
+
+def _build_on_cluster(corpus, output, kind, engine, inputs, address, method, eval_queries, progress, force, pq, **how) -> None:
+    """``--engine dask``: :func:`isotropy.files.index_scale.build_index_dask`, a line per redone shard."""
+    if engine is None or inputs is None:
+        raise IsotropyError(
+            "--engine dask needs --input, the corpus's vector shards ('vecs/*.npy'), and --input/--address need --engine"
+        )
+    if method is not None or eval_queries is not None:
+        raise IsotropyError("--method and --eval-queries are not available with --engine dask yet; drop them")
+    from ..files.index_scale import build_index_dask
+
+    index, report = build_index_dask(
+        corpus, inputs, output, kind=kind, address=address, show_progress=progress, force=force, **pq, **how
+    )
+    for r in report:
+        if r["reason"]:
+            typer.echo(f"shard {r['shard']}: {r['reason']}; added again", err=True)
+    skipped = sum(r["status"] == "skipped" for r in report)
+    typer.echo(f"{len(report)} shards, {skipped} already done (resumed)" if skipped else f"{len(report)} shards added", err=True)
+    typer.echo(f"wrote index of {index.describe()} to {output}", err=True)
 
 
 def _index_method(method: str | None, candidates: str | None, task: str | None, evidence: bool, **others: object):
@@ -173,7 +255,16 @@ def search(
     top_k: Annotated[int, typer.Option("--top-k", "-n", help="Hits per query (k nearest neighbours).")] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
     ef_search: Annotated[int | None, typer.Option(EfSearch, help="hnsw: query-time beam width (default: the index's).")] = None,
-    nprobe: Annotated[int | None, typer.Option(NProbe, help="ivf: lists visited per query (default: the index's).")] = None,
+    nprobe: Annotated[
+        int | None, typer.Option(NProbe, help="ivf, ivfpq, opq: lists visited per query (default: the index's).")
+    ] = None,
+    rerank: Annotated[
+        int | None,
+        typer.Option(
+            "--rerank",
+            help="ivfpq/opq built with --keep-vectors: re-score this many candidates with the exact vectors (0: off).",
+        ),
+    ] = None,
     device: Device = None,
     old_k: Annotated[int | None, hidden("-k")] = None,
 ) -> None:
@@ -185,7 +276,7 @@ def search(
     k = deprecated("search", "-k", old_k, None if top_k == 10 else top_k)
     k = top_k if k is None else k
     with default_device(check_device(device)):
-        results = search_index(index_dir, query, queries, k=k, ef_search=ef_search, nprobe=nprobe)
+        results = search_index(index_dir, query, queries, k=k, ef_search=ef_search, nprobe=nprobe, rerank=rerank)
     if results.warning:
         typer.echo(f"warning: {results.warning}", err=True)
     t = results.timings or {}

@@ -214,7 +214,7 @@ def add_to_index(index_dir: str | os.PathLike, more: str | os.PathLike, show_pro
     if blank is not None:  # it would become a searchable row that matches nothing
         raise IsotropyError(f"{more} line {blank} is blank: there is no sentence to index there; remove the blank lines")
     with artefact_lock(index_dir):
-        index = Index.load(index_dir)
+        index = Index.load(index_dir, mmap=False)
         index.add(sentences, show_progress=show_progress)
         index.save(index_dir)
     return index, len(sentences)
@@ -228,8 +228,10 @@ def search_index(
     ef_search: int | None = None,
     nprobe: int | None = None,
     show_progress: bool | None = None,
+    rerank: int | None = None,
 ):
-    """``isotropy search``: queries given directly or read from a UTF-8 file (one a line)."""
+    """``isotropy search``: queries given directly or read from a UTF-8 file (one a line); ``rerank``:
+    candidates re-scored with the kept exact vectors (ivfpq/opq)."""
     queries = list(queries or [])
     if queries and queries_file is not None:
         raise IsotropyError("give either a query or --queries FILE, not both")
@@ -239,7 +241,7 @@ def search_index(
         raise IsotropyError("no query: give a query or --queries FILE")
     Index._check_k(k)
     start = time.perf_counter()
-    index = Index.load(index_dir, ef_search=ef_search, nprobe=nprobe)
+    index = Index.load(index_dir, ef_search=ef_search, nprobe=nprobe, rerank=rerank)
     loaded = time.perf_counter()
     results = index.search(queries, k, show_progress=show_progress)
     results.timings = {"load_s": round(loaded - start, 3), "search_s": round(time.perf_counter() - loaded, 3)}

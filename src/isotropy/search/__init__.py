@@ -19,6 +19,12 @@ encoder/transform bookkeeping and the save format):
   corpora; ``nlist`` lists, trained (k-means) on the first batch added -- ``None``
   picks ``min(4 sqrt(n), n / 39)`` (faiss wants >= 39 training points per list);
   ``nprobe`` lists visited per query.
+* ``ivfpq``, ``opq``: compressed, :mod:`.pq` -- product-quantised codes of ``bytes_per_vector``
+  bytes behind an inverted file (``opq``: after faiss's learnt rotation), an HNSW coarse quantiser
+  from 1M rows; ``keep_vectors`` keeps the exact vectors (``vectors.npy``) for ``rerank``. Saved
+  indexes of these kinds are memory-mapped on load (read-only: ``Index.load(..., mmap=False)`` to
+  add); one built with ``--engine dask`` (:func:`isotropy.files.index_scale.build_index_dask`)
+  holds its inverted lists on disk in ``index.ivfdata`` beside ``index.faiss``.
 
 Saved index (a folder, written to a temporary sibling and renamed into place, so
 an interrupted build or ``add`` never leaves a half index that a search would load):

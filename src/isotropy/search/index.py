@@ -20,6 +20,7 @@ from ..storage.integrity import check_encoder_of, provenance_of_record
 from ..transforms import TRANSFORMS, load_transform
 from ..transforms.base import Transform
 from .kinds import INDEX_KINDS, check_params, describe_kind, faiss_module, new_faiss, set_query_params
+from .pq import rerank
 from .results import SearchResults
 from .store import KIND, load_index, save_index
 
@@ -45,13 +46,18 @@ class Index:
         or the folder of one) is applied as is. An unfitted
         one is fitted on the vectors of the first :meth:`add` (the corpus) and then
         kept fixed, so later additions and queries share its space.
-    kind : "flat", "hnsw" or "ivf"
-        Exact inner-product search, or one of faiss's approximate indexes.
+    kind : "flat", "hnsw", "ivf", "ivfpq" or "opq"
+        Exact inner-product search, or one of faiss's approximate indexes (``ivfpq``, ``opq``:
+        compressed codes, :mod:`isotropy.search.pq`).
     m, ef_construction, ef_search : int
         HNSW links per node, build-time and query-time beam widths.
     nlist, nprobe : int
         IVF lists (``None``: chosen from the first batch, see the module docs) and
         lists visited per query.
+    bytes_per_vector, keep_vectors, rerank : int, bool, int
+        ``ivfpq``/``opq``: the code size (one 8-bit sub-quantiser per byte), whether the exact
+        (calibrated, normalised) vectors are kept beside the codes, and how many candidates a
+        search re-scores with them (0: none).
 
     Build one with :meth:`build` (or construct and :meth:`add`), query with
     :meth:`search`, persist with :meth:`save` / :meth:`load`.
@@ -68,9 +74,22 @@ class Index:
         ef_search: int = 64,
         nlist: int | None = None,
         nprobe: int = 16,
+        bytes_per_vector: int = 32,
+        keep_vectors: bool = False,
+        rerank: int = 0,
         allow_other_encoder: bool = False,
     ) -> None:
-        params = check_params(kind, m=m, ef_construction=ef_construction, ef_search=ef_search, nlist=nlist, nprobe=nprobe)
+        params = check_params(
+            kind,
+            m=m,
+            ef_construction=ef_construction,
+            ef_search=ef_search,
+            nlist=nlist,
+            nprobe=nprobe,
+            bytes_per_vector=bytes_per_vector,
+            keep_vectors=keep_vectors,
+            rerank=rerank,
+        )
         if encoder is None:
             encoder = Encoder()
         if isinstance(transform, (str, os.PathLike)):
@@ -94,6 +113,8 @@ class Index:
         self.warnings: list[str] = []  # one line each, e.g. a default transform skipped on a tiny corpus
         self.selection: dict[str, Any] | None = None  # --method auto: the evidence (Selection.to_dict()), saved in config
         self._index = None  # the faiss index, created by the first add
+        self._exact: np.ndarray | None = None  # keep_vectors: the exact vectors (memory-mapped once loaded)
+        self._read_only: str | None = None  # why the loaded faiss index takes no additions (on-disk lists)
         self._source: tuple[Path, str | None] | None = None  # (folder, config digest) when loaded
 
     # ------------------------------------------------------------------ construction
@@ -209,6 +230,8 @@ class Index:
             # a copy is fitted and attached only once the index exists: a failure leaves this index as it was
             transform = type(transform)(**transform.get_params()).fit(raw)
             transform.provenance = provenance_of_record(self.encoder.record(), self.encoder.dim)
+        if self._read_only:
+            raise IsotropyError(self._read_only)
         X = self._apply(raw, transform)
         index = new_faiss(self.kind, self.params, X) if self._index is None else self._index
         if X.shape[1] != index.d:  # pragma: no cover - guarded by construction
@@ -219,6 +242,8 @@ class Index:
             for start in steps:
                 self._index.add(X[start : start + ADD_CHUNK])
                 bar.advance()
+        if self.params.get("keep_vectors"):
+            self._exact = X if self._exact is None else np.concatenate([np.asarray(self._exact), X])
         self.sentences.extend(sentences)
         return self
 
@@ -260,8 +285,11 @@ class Index:
         Q = np.ascontiguousarray(check_matrix(vectors, "query vectors", expected_dim=self.dim, dtype=np.float32))
         n = len(self.sentences)
         kk = min(int(k), n)
+        deep = self._exact is not None and self.params.get("rerank", 0) > 0
         if Q.shape[0]:
-            scores, ids = self._index.search(Q, kk)
+            scores, ids = self._index.search(Q, min(max(kk, self.params["rerank"]), n) if deep else kk)
+            if deep:  # the candidates re-scored with the exact vectors
+                scores, ids = rerank(self._exact, Q, scores, ids, kk)
         else:
             scores, ids = np.zeros((0, kk), np.float32), np.zeros((0, kk), np.int64)
         ids = ids.astype(np.int64, copy=False)
@@ -274,16 +302,17 @@ class Index:
             short = int((ids < 0).any(axis=1).sum())
             warning = (
                 f"the {self.kind} index found fewer than {k} hits for {short} of {Q.shape[0]} queries "
-                f"(raise {'nprobe' if self.kind == 'ivf' else 'ef_search'})"
+                f"(raise {'ef_search' if self.kind == 'hnsw' else 'nprobe'})"
             )
         return SearchResults(ids=ids, scores=scores, texts=texts, k=kk, warning=warning)
 
-    def set_search_params(self, ef_search: int | None = None, nprobe: int | None = None) -> Index:
-        """Change the query-time accuracy/speed knobs of an approximate index."""
-        set_query_params(self.params, self._index, self.kind, ef_search, nprobe)
+    def set_search_params(self, ef_search: int | None = None, nprobe: int | None = None, rerank: int | None = None) -> Index:
+        """Change the query-time accuracy/speed knobs of an approximate index (``rerank``: ``ivfpq``/``opq``
+        with kept vectors)."""
+        set_query_params(self.params, self._index, self.kind, ef_search, nprobe, rerank)
         return self
 
     # ------------------------------------------------------------------ persistence (store.py)
 
     save = save_index  # Index.save(path, *, force=False): the folder written atomically
-    load = classmethod(load_index)  # Index.load(path, *, ef_search, nprobe, batch_size, device, verify)
+    load = classmethod(load_index)  # Index.load(path, *, ef_search, nprobe, rerank, batch_size, device, verify)

@@ -24,12 +24,15 @@ from ..storage.integrity import DIGESTS_KEY, member
 from ..storage.text import read_json_lines
 from ..transforms import load_transform
 from .kinds import faiss_module, reconstruct
+from .pq import PQ_KINDS
 
 __all__ = ["KIND", "INDEX_VERSION", "save_index", "load_index", "encoding_key"]
 
 KIND = "index"
 INDEX_VERSION = 1  # layout of this package's folder; bumped on incompatible change
 INDEX_FILE = "index.faiss"
+LISTS_FILE = "index.ivfdata"  # the on-disk inverted lists of an index merged from shards (distributed build)
+VECTORS_FILE = "vectors.npy"  # keep_vectors: the exact (calibrated, normalised) float32 vectors, for rerank
 SENTENCES_FILE = "sentences.jsonl"
 TRANSFORM_DIR = "transform"
 STATS_DIR = "pooling_stats"  # the token frequencies of a sif/idf pooling (Encoder.pooling_stats)
@@ -69,7 +72,7 @@ def save_index(index: Any, path: str | os.PathLike, *, force: bool = False) -> P
             transform_cfg = {"kind": sub.get("kind"), "path": TRANSFORM_DIR, "digest": folder_digest(tmp / TRANSFORM_DIR)}
         if "pooling_stats" in encoder:
             index.encoder.pooling_stats.save(tmp / STATS_DIR)
-        faiss_module().write_index(index._index, str(tmp / INDEX_FILE))
+        _write_faiss(index, tmp)
         with open(tmp / SENTENCES_FILE, "w", encoding="utf-8", newline="\n") as fh:
             for s in index.sentences:
                 fh.write(json.dumps(s, ensure_ascii=False) + "\n")
@@ -79,7 +82,13 @@ def save_index(index: Any, path: str | os.PathLike, *, force: bool = False) -> P
             "index_version": INDEX_VERSION,
             "encoder": encoder,
             "transform": transform_cfg,
-            "index": {"kind": index.kind, "params": index.params, "file": INDEX_FILE},
+            "index": {
+                "kind": index.kind,
+                "params": index.params,
+                "file": INDEX_FILE,
+                **({"vectors": VECTORS_FILE} if index._exact is not None else {}),
+                **({"lists": LISTS_FILE} if (tmp / LISTS_FILE).exists() else {}),
+            },
             "dim": index.dim,
             "count": len(index.sentences),
             "sentences_file": SENTENCES_FILE,
@@ -96,6 +105,26 @@ def save_index(index: Any, path: str | os.PathLike, *, force: bool = False) -> P
         (tmp / CONFIG_NAME).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     index._source = (path.resolve(), _config_digest(path))
     return path
+
+
+def _write_faiss(index: Any, tmp: Path) -> None:
+    """The faiss index (and its on-disk lists, linked or copied in), and the kept exact vectors."""
+    faiss = faiss_module()
+    ivf = faiss.try_extract_index_ivf(index._index) if index.kind in PQ_KINDS else None
+    lists = faiss.downcast_InvertedLists(ivf.invlists) if ivf is not None else None
+    if isinstance(lists, faiss.OnDiskInvertedLists):
+        src = Path(lists.filename)
+        if src.name != LISTS_FILE:  # pragma: no cover - the distributed build names it so
+            raise IsotropyError(f"on-disk inverted lists must be named {LISTS_FILE}, not {src.name}")
+        try:
+            os.link(src, tmp / LISTS_FILE)  # the same bytes, no copy, when on the same file system
+        except OSError:
+            import shutil
+
+            shutil.copyfile(src, tmp / LISTS_FILE)
+    faiss.write_index(index._index, str(tmp / INDEX_FILE))
+    if index._exact is not None:
+        np.save(tmp / VECTORS_FILE, np.asarray(index._exact, dtype=np.float32), allow_pickle=False)
 
 
 def _check_unchanged(index: Any, path: Path) -> None:
@@ -118,9 +147,11 @@ def load_index(
     *,
     ef_search: int | None = None,
     nprobe: int | None = None,
+    rerank: int | None = None,
     batch_size: int = 64,
     device: str | None = None,
     verify: bool | None = None,
+    mmap: bool = True,
 ) -> Any:
     """``Index.load``: read a folder written by :meth:`Index.save`, rebuilding and verifying its encoder and transform.
 
@@ -128,6 +159,8 @@ def load_index(
     export reloads on onnxruntime); its weights fingerprint and the recomputed
     ``encoding_key`` must match the recorded ones, and every file the sha256 its config records
     (``verify=False`` skips that; None: unless ``--no-verify``); named paths stay inside the folder.
+    A compressed index (``ivfpq``, ``opq``) is memory-mapped (``mmap``), its kept vectors too; such
+    an index takes no :meth:`Index.add` (``isotropy index add`` loads it with ``mmap=False``).
     """
     path = Path(path)
     cfg, arrays = load_state(path, KIND, required=("count",), verify=verify)
@@ -152,18 +185,27 @@ def load_index(
             transform,
             rec["kind"],
             **{k: params[k] for k in ("m", "ef_construction", "ef_search", "nprobe")},
+            **{k: params[k] for k in ("bytes_per_vector", "keep_vectors", "rerank") if k in params},
             nlist=params.get("nlist"),
             allow_other_encoder=cfg.get("allow_other_encoder") is True,
         )
     except KeyError as exc:
         raise IsotropyError(f"{path}/{CONFIG_NAME} lacks the index parameter {exc}; rebuild the index") from None
-    index._index, index.sentences = _read_contents(path, cfg, rec)
+    index._index, index.sentences = _read_contents(path, cfg, rec, mmap)
+    _attach_vectors(path, index, cfg, rec, mmap)
+    if cfg["index"].get("lists") is not None:
+        index._read_only = (
+            f"{path} was merged from shards into on-disk inverted lists, which take no additions; "
+            "rebuild it with the new sentences (isotropy index build --engine dask resumes the finished shards)"
+        )
+    elif rec["kind"] in PQ_KINDS and mmap:
+        index._read_only = f"{path} was loaded memory-mapped, read-only; load it with mmap=False to add sentences"
     if unverified:
         _verify_by_reencoding(path, index, rec["fingerprint"])
     out_dim = index._apply(np.zeros((1, encoder.dim), np.float32)).shape[1]
     if out_dim != rec["dim"]:
         raise IsotropyError(f"{path}: the transform gives {out_dim} dims but the index holds {rec['dim']}; rebuild the index")
-    index.set_search_params(ef_search=ef_search, nprobe=nprobe)
+    index.set_search_params(ef_search=ef_search, nprobe=nprobe, rerank=rerank)
     index.selection = cfg.get("selection")
     index._source = (path.resolve(), _config_digest(path))
     return index
@@ -255,14 +297,41 @@ def _load_index_transform(path: Path, t_cfg: dict[str, Any] | None, verify: bool
     return load_transform(tdir, verify=verify), folder_digest(tdir)
 
 
-def _read_contents(path: Path, cfg: dict[str, Any], rec: dict[str, Any]) -> tuple[Any, list[str]]:
+def _attach_vectors(path: Path, index: Any, cfg: dict[str, Any], rec: dict[str, Any], mmap: bool) -> None:
+    """The kept exact vectors (memory-mapped), checked against the row count and dimension."""
+    name = cfg["index"].get("vectors")
+    if name is None:
+        if index.params.get("keep_vectors"):
+            raise IsotropyError(f"{path}/{CONFIG_NAME} says the exact vectors are kept but names no file; rebuild the index")
+        return
+    file = member(path, name, "vectors file")
+    if not file.is_file():
+        raise IsotropyError(f"{path} is missing {file.name}, its exact vectors; restore it or rebuild the index")
+    try:
+        exact = np.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise IsotropyError(f"{file} is not a readable .npy file ({exc}); restore it or rebuild the index") from None
+    if exact.dtype != np.float32 or exact.shape != (rec["count"], rec["dim"]):
+        raise IsotropyError(
+            f"{file} holds {exact.dtype} {exact.shape}, not float32 ({rec['count']}, {rec['dim']}); rebuild the index"
+        )
+    index._exact = exact
+
+
+def _read_contents(path: Path, cfg: dict[str, Any], rec: dict[str, Any], mmap: bool = False) -> tuple[Any, list[str]]:
     """The faiss index and the sentences, checked against the config's row count and dimension."""
     faiss = faiss_module()
     file = member(path, rec["file"], "index file")
     if not file.is_file():
         raise IsotropyError(f"{path} is missing {file.name}; it is not a complete index")
+    lists = cfg["index"].get("lists")
+    if lists is not None and not member(path, lists, "lists file").is_file():
+        raise IsotropyError(f"{path} is missing {lists}, its on-disk inverted lists; restore it or rebuild the index")
     try:
-        fidx = faiss.read_index(str(file))
+        if lists is not None:
+            fidx = _read_ondisk(str(file))
+        else:  # a compressed index's codes stay on disk, paged in by the OS
+            fidx = faiss.read_index(str(file), faiss.IO_FLAG_MMAP if mmap and rec["kind"] in PQ_KINDS else 0)
     except RuntimeError as exc:
         raise IsotropyError(f"{file} is not a readable faiss index: {str(exc).strip().splitlines()[-1]}") from None
     sentences = read_json_lines(member(path, cfg.get("sentences_file", SENTENCES_FILE), "sentences_file"))
@@ -273,6 +342,23 @@ def _read_contents(path: Path, cfg: dict[str, Any], rec: dict[str, Any]) -> tupl
             f"{fidx.ntotal} x {fidx.d}, the sentence file {len(sentences)} sentences; rebuild the index"
         )
     return fidx, sentences
+
+
+def _read_ondisk(file: str) -> Any:
+    """An index whose on-disk inverted lists lie beside it (faiss's ``IO_FLAG_ONDISK_SAME_DIR``; it is
+    memory-mapped as it is). faiss prints the renamed path on the C stdout, which carries search
+    results: that one line is sent to stderr instead (the only way to reach C's printf from here)."""
+    import sys
+
+    faiss = faiss_module()
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        return faiss.read_index(file, faiss.IO_FLAG_ONDISK_SAME_DIR)
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _config_digest(path: Path) -> str | None:
