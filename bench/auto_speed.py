@@ -118,8 +118,9 @@ def render(res: dict) -> str:
         "",
         "Load average (1, 5, 15 min) before and after each round: "
         + "; ".join(", ".join(f"{v:.2f}" for v in x) for x in res["loadavg"])
-        + f". {res['machine']}. The machine was shared with other work: the ratio, both commands timed in the "
-        "same round, is the figure to read, not the seconds.",
+        + f". {res['machine']}. "
+        + ("Taken under load (a 1-minute load average above 2.5 on 2 cores). " if max(x[0] for x in res["loadavg"]) > 2.5 else "")
+        + "The ratio, both commands timed in the same round, is the figure to read, not the seconds.",
     ]
     return "\n".join(lines)
 
