@@ -29,6 +29,7 @@ from ..errors import IsotropyError
 from ..storage.artifacts import file_sha256
 from ..storage.atomic import atomic_path
 from .cluster import client_for, gather, input_errors_as_values
+from .tasks import read_sidecar
 from .workers import worker_transform
 
 __all__ = ["SHARD_FORMAT", "LISTS_FILE", "TRAINED_FILE", "add_shards", "merge_shards", "shard_rows", "verify_shard"]
@@ -59,17 +60,9 @@ def _outputs(source: Path, work: Path) -> tuple[Path, Path]:
 def verify_shard(source: Path, work: Path, expect: dict) -> str:
     """'' when ``source``'s shard index in ``work`` is complete and matches ``expect``, else why not."""
     out, side = _outputs(source, work)
-    if not out.is_file() and not side.is_file():
-        return "missing"
-    if not side.is_file():
-        return "no sidecar (interrupted write)"
-    try:
-        meta = json.loads(side.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return "unreadable sidecar"
-    for k, v in expect.items():
-        if not isinstance(meta, dict) or meta.get(k) != v:
-            return f"{k} changed"
+    reason, meta = read_sidecar(out, side, expect)
+    if reason:
+        return reason
     if meta.get("source_sha256") != file_sha256(source):
         return "source content changed"
     if not out.is_file():

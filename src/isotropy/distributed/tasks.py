@@ -123,21 +123,30 @@ def sidecar_expect(source: Path, spec: EncoderSpec, tdigest: str | None) -> dict
     }
 
 
-def verify(source: Path, npy: Path, side: Path, expect: dict) -> str:
-    """'' when the existing output of ``source`` is complete and matches, else why not."""
-    if not side.is_file() and not npy.is_file():
-        return "missing"
+def read_sidecar(output: Path, side: Path, expect: dict, defaults: dict | None = None) -> tuple[str, dict]:
+    """What every resumable shard output checks first: ``("", sidecar)`` when the sidecar ``side`` of ``output``
+    is there, readable and records ``expect`` (a key it lacks reads as ``defaults``'), else ``(why not, {})``."""
+    if not side.is_file() and not output.is_file():
+        return "missing", {}
     if not side.is_file():
-        return "no sidecar (interrupted write)"
+        return "no sidecar (interrupted write)", {}
     try:
         meta = json.loads(side.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return "unreadable sidecar"
+        return "unreadable sidecar", {}
     if not isinstance(meta, dict):
-        return "unreadable sidecar"
+        return "unreadable sidecar", {}
     for k, v in expect.items():
-        if meta.get(k, SIDECAR_DEFAULTS.get(k)) != v:
-            return f"{k} changed"
+        if meta.get(k, (defaults or {}).get(k)) != v:
+            return f"{k} changed", {}
+    return "", meta
+
+
+def verify(source: Path, npy: Path, side: Path, expect: dict) -> str:
+    """'' when the existing output of ``source`` is complete and matches, else why not."""
+    reason, meta = read_sidecar(npy, side, expect, SIDECAR_DEFAULTS)
+    if reason:
+        return reason
     st = source.stat()
     if meta.get("source_size") != st.st_size:
         return "source size changed"
