@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 # Tests never touch the network: the default model is embedded, everything else is local.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Nor the user's home: the evaluation's vector cache and the word-vector parse cache (default ~/.cache/isotropy)
+# live in the clone, so a fresh clone pays for every encode the suite needs, as CI on a new machine does.
+os.environ["ISOTROPY_CACHE"] = str(Path(__file__).resolve().parents[1] / ".cache" / "isotropy")
 
 import numpy as np
 import pytest
