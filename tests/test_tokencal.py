@@ -307,14 +307,15 @@ def test_distilled_model_with_a_folded_teacher_map_encodes_as_the_map_of_the_raw
 
     from model2vec import StaticModel
 
-    from isotropy.calibration.distill import fit_teacher_map, fold_static_model
+    from isotropy.calibration.distill import fold_static_model
+    from isotropy.calibration.distill_fit import fit_corpus
     from isotropy.encoders import Encoder
 
     static = copy.deepcopy(tiny_static)
     assert static.dim == 16
     probe = CORPUS[::3] + ["a sentence the corpus never had", "mat"]
     raw = static.encode(probe, normalize=False)
-    tm = fit_teacher_map(static, Encoder(tiny_model_dir), CORPUS, show_progress=False)
+    tm = fit_corpus(static, Encoder(tiny_model_dir), CORPUS, tokens=False, show_progress=False).teacher_map
     assert tm.n_features_in_ == 16 and tm.n_features_out_ == 32 and tm.moments_.n == len(CORPUS)
     fold_static_model(static, tm)
     static.save_pretrained(tmp_path / "m")

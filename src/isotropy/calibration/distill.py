@@ -31,11 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from .._progress import ProgressBar
 from ..encoders.models import resolve_model
 from ..errors import IsotropyError
 from ..storage.artifacts import check_output, header, output_dir
-from ..transforms.teacher_map import TeacherMap
 from ..transforms.token_whitening import fold_into_table
 from .corpus import Corpus
 from .distill_fit import FITS
@@ -43,7 +41,6 @@ from .distill_fit import FITS
 __all__ = [
     "distill",
     "distill_static",
-    "fit_teacher_map",
     "fold_static_model",
     "write_distilled",
     "teacher_width",
@@ -52,7 +49,6 @@ __all__ = [
 ]
 
 KIND = "static-model"
-CHUNK = 2048  # sentences per streamed step of the teacher map
 
 
 @contextlib.contextmanager
@@ -104,39 +100,6 @@ def distill_static(model: str | os.PathLike | None = None, dims: int | None = 25
             f"{name} could not be reduced to {pca} dimensions (it has {static.dim}); use --dims {static.dim} or 0"
         )
     return static
-
-
-def _static_encode(static: Any, sentences: list[str]) -> np.ndarray:
-    return np.asarray(static.encode(sentences, normalize=False, show_progress_bar=False), dtype=np.float32)
-
-
-def fit_teacher_map(
-    static: Any,
-    teacher: Any,
-    corpus: Any,
-    *,
-    alpha: float = 0.0,
-    normalize_teacher: bool = True,
-    show_progress: bool | None = None,
-) -> TeacherMap:
-    """The least-squares map from ``static``'s sentence vectors to ``teacher``'s (an
-    :class:`~isotropy.encoders.Encoder`) on ``corpus`` (a text file, a glob of shards, or a list
-    of sentences; blank lines left out), streamed ``CHUNK`` sentences at a time."""
-    source = Corpus(corpus)
-    total = source.count()
-    tm = TeacherMap(alpha=alpha)
-    with ProgressBar(total or 0, show_progress, "teacher map", unit="sentences") as bar:
-        for chunk in source.chunks(CHUNK):
-            X = _static_encode(static, chunk)
-            Y = teacher.encode(chunk, show_progress=False)
-            if normalize_teacher:
-                Y = Y / np.maximum(np.linalg.norm(Y, axis=1, keepdims=True), 1e-12)
-            tm.partial_fit(X, Y)
-            bar.advance(len(chunk))
-    if not hasattr(tm, "moments_") or tm.moments_.n < 2:
-        raise IsotropyError(f"the corpus {source.where} has fewer than 2 sentences: a teacher map needs more")
-    tm.affine_()  # solved now, so a problem surfaces before anything is written
-    return tm
 
 
 def fold_static_model(static: Any, transform: Any) -> Any:
