@@ -47,7 +47,7 @@ def calibrated(tmp_path_factory) -> Path:
     "rel, model",
     [("model.safetensors", "."), ("sentence-transformers/model.safetensors", "sentence-transformers")],
 )
-def test_a_flipped_bit_in_a_calibrated_static_folder_is_one_line(calibrated, tmp_path, rel, model):
+def test_a_flipped_bit_in_a_calibrated_static_folder_is_one_line(calibrated, tmp_path, rel, model, monkeypatch):
     folder = tmp_path / "cal"
     shutil.copytree(calibrated, folder)
     used = folder / model
@@ -57,6 +57,14 @@ def test_a_flipped_bit_in_a_calibrated_static_folder_is_one_line(calibrated, tmp
         Encoder(str(used))
     assert Path(rel).name in str(info.value) and "\n" not in str(info.value)
     assert Encoder(str(used), verify=False).dim == 6  # skipped on request
+    with monkeypatch.context() as env:
+        env.setenv("ISOTROPY_NO_VERIFY", "1")
+        assert Encoder(str(used)).dim == 6  # skipped by the environment ...
+        with pytest.raises(IsotropyError, match="does not match the sha256"):
+            Encoder(str(used), verify=True)  # ... unless the caller asks for it
+        from isotropy.distributed import EncoderSpec
+
+        assert EncoderSpec(model=str(used)).resolve().verify is False  # pinned for workers in other processes
     (tmp_path / "c.txt").write_text("the cat sat\n", encoding="utf-8")
     code, _, err = run_cli(["encode", tmp_path / "c.txt", "-o", tmp_path / "v.npy", "--model", used])
     assert code == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1 and Path(rel).name in err

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import IsotropyError
+from ..storage.integrity import verifying
 from ..storage.vectors import open_vector_file
 from .workers import worker_encoder
 
@@ -37,6 +38,7 @@ class EncoderSpec:
     backend: str = "torch"
     fingerprint: str | None = field(default=None, compare=False)
     dim: int | None = field(default=None, compare=False)
+    verify: bool | None = field(default=None, compare=False)  # the client's choice (--no-verify), pinned by resolve
 
     @classmethod
     def coerce(cls, value: EncoderSpec | dict | str | os.PathLike | None) -> EncoderSpec:
@@ -70,6 +72,7 @@ class EncoderSpec:
             batch_size=self.batch_size,
             device=self.device,
             backend=self.backend,
+            verify=self.verify,
         )
 
     def resolve(self) -> EncoderSpec:
@@ -86,6 +89,7 @@ class EncoderSpec:
             max_length=rec["max_length"],
             fingerprint=rec["fingerprint"],
             dim=rec["dim"],
+            verify=verifying(self.verify),  # workers in other processes never see the client's --no-verify
         )
 
     def key(self) -> tuple:

@@ -89,12 +89,15 @@ def sha256_file(path: str | os.PathLike) -> str:
 
 
 def verifying(verify: bool | None = None) -> bool:
-    """Whether to verify: ``verify`` when given, else the default (off under ``--no-verify`` or ``$ISOTROPY_NO_VERIFY``)."""
+    """Whether to verify: ``verify`` when given, else the innermost :func:`verification` block's choice (an explicit
+    ``Encoder(verify=...)``), else off under ``$ISOTROPY_NO_VERIFY`` or the CLI's ``--no-verify``, else on."""
     if verify is not None:
         return bool(verify)
+    if len(_verify_default) > 1:  # an explicit choice in this block outranks the environment
+        return _verify_default[-1]
     if os.environ.get(NO_VERIFY_ENV, "").strip() not in ("", "0"):
         return False
-    return _verify_default[-1]
+    return _verify_default[0]
 
 
 def set_default_verification(enabled: bool) -> None:
