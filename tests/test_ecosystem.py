@@ -332,7 +332,7 @@ def test_sentence_encoder_pipeline(tiny_model_dir):
 
 
 @pytest.mark.parametrize("kind", ["whitening", "center"])
-def test_columns_in_another_order_are_refused_as_scikit_learn_does(kind):
+def test_columns_in_another_order_are_refused_as_scikit_learn_does(kind, tmp_path):
     """W14 of #31: fitted on a DataFrame, an affine transform records feature_names_in_ and refuses the same
     columns in another order (scikit-learn's own check and message), as every scikit-learn transformer does."""
     pd = pytest.importorskip("pandas")
@@ -351,3 +351,7 @@ def test_columns_in_another_order_are_refused_as_scikit_learn_does(kind):
     with pytest.raises(ValueError, match="feature names"):
         streamed.partial_fit(df.iloc[20:][["d", "c", "b", "a"]])
     assert streamed.n_samples_seen_ == 20  # the refused chunk changed nothing
+    back = transform_class(kind).load(est.save(tmp_path / "t"))  # the column names survive save and load
+    assert list(back.feature_names_in_) == ["a", "b", "c", "d"]
+    with pytest.raises(ValueError, match="feature names"):
+        back.transform(df[["b", "a", "c", "d"]])

@@ -125,6 +125,8 @@ class Transform(ClassNamePrefixFeaturesOutMixin, TransformerMixin, EstimatorPara
         meta = {"params": self._params_to_save(), **config}
         if getattr(self, "provenance", None):
             meta["provenance"] = dict(self.provenance)  # the encoder of the vectors it was fitted on
+        if hasattr(self, "feature_names_in_"):  # fitted on a DataFrame: transform keeps checking its columns
+            meta["feature_names_in"] = [str(name) for name in self.feature_names_in_]
         if self.version_key:
             meta[self.version_key] = self.state_version
         return save_state(path, self.kind, meta, arrays, force=force)
@@ -154,6 +156,13 @@ class Transform(ClassNamePrefixFeaturesOutMixin, TransformerMixin, EstimatorPara
         est = cls._from_state(est, cfg, arrays, path)
         prov = cfg.get("provenance")
         est.provenance = dict(prov) if isinstance(prov, dict) else None
+        names = cfg.get("feature_names_in")
+        if names is not None:
+            if not (isinstance(names, list) and all(isinstance(n, str) for n in names) and len(names) == est.n_features_in_):
+                raise IsotropyError(
+                    f"{path}/config.json: feature_names_in must be {est.n_features_in_} column names, got {names!r}"
+                )
+            est.feature_names_in_ = np.asarray(names, dtype=object)
         return est
 
 
