@@ -50,15 +50,14 @@ PUBLISHED = {"potion-base-8M": 73.24, "potion-base-32M": 74.22, "all-MiniLM-L6-v
 
 
 class CachedTeacher:
-    """Serves the cached teacher vectors of a corpus, chunk after chunk, in corpus order."""
+    """Serves the cached teacher vectors of known texts (lines and spans), looked up by text."""
 
-    def __init__(self, Y: np.ndarray):
-        self.Y, self.at = Y, 0
+    def __init__(self, texts: list[str], Y: np.ndarray):
+        self.row = {t: i for i, t in enumerate(texts)}
+        self.Y = Y
 
     def encode(self, sentences, show_progress=None):
-        out = self.Y[self.at : self.at + len(sentences)]
-        self.at += len(sentences)
-        return out
+        return self.Y[[self.row[s] for s in sentences]]
 
 
 def start_model():
@@ -68,7 +67,31 @@ def start_model():
     return StaticModel.from_pretrained(str(distilled_folder(256)))
 
 
-def fit(start, sentences: list[str], Y: np.ndarray, how: str, lam: float | None = None, memory: bool = False) -> tuple:
+def sif_start(start, sentences: list[str], a: float = 1e-3):
+    """The start table with every row scaled by a SIF weight ``a / (a + p_t)`` from the corpus's token counts
+    (normalised to mean 1 over the tokens the corpus holds): a per-token weight read off the corpus, no label."""
+    from isotropy.calibration.distill_fit import static_ids
+
+    flat, _ = static_ids(start, sentences)
+    counts = np.bincount(flat, minlength=len(start.embedding)).astype(np.float64)
+    w = a / (a + counts / counts.sum())
+    w /= w[counts > 0].mean()
+    out = copy.deepcopy(start)
+    out.embedding = np.ascontiguousarray(np.asarray(start.embedding) * w[:, None], dtype=np.float32)
+    return out
+
+
+def whiten(static, sentences: list[str]):
+    """The product's label-free rule for static tables (whitening-shrunk: Ledoit-Wolf shrunk whitening fitted on
+    the model's own vectors of the corpus), folded into the table."""
+    from isotropy.calibration.distill import fold_static_model
+    from isotropy.transforms.whitening import Whitening
+
+    w = Whitening(shrinkage="auto").fit(encode(static, sentences))
+    return fold_static_model(copy.deepcopy(static), w)
+
+
+def fit(start, sentences: list[str], teacher: CachedTeacher, how: str, memory: bool = False, **kw) -> tuple:
     """(the fitted StaticModel, what was recorded, seconds of statistics + solve, peak traced MiB or None)."""
     from isotropy.calibration.distill import fit_on_corpus
 
@@ -76,8 +99,8 @@ def fit(start, sentences: list[str], Y: np.ndarray, how: str, lam: float | None 
     if memory:
         tracemalloc.start()
     t0 = time.perf_counter()
-    info = fit_on_corpus(static, CachedTeacher(Y), sentences, 256, 0.0, how, lam, False)
-    seconds = time.perf_counter() - t0
+    info = fit_on_corpus(static, teacher, sentences, 256, 0.0, how, None, False, **kw)
+    seconds = time.perf_counter() - t0 - info["seconds"]["teacher"]
     peak = None
     if memory:
         peak = tracemalloc.get_traced_memory()[1] / 2**20
@@ -155,13 +178,18 @@ def run(args) -> dict:
     print(f"raw: {rows['raw']['avg']:.2f}", file=sys.stderr, flush=True)
     teacher_s = {}
 
-    def add(name, corpus, how, sentences, Y, **kw):
-        static, info, secs, peak = fit(start, sentences, Y, how, memory=kw.pop("memory", False), **kw)
+    def add(name, corpus, how, sentences, teacher, after=None, start_=None, **kw):
+        memory = kw.pop("memory", False)
+        static, info, secs, peak = fit(start_ or start, sentences, teacher, how, memory=memory, **kw)
+        if after is not None:
+            static = after(static)
         rows[name] = {"corpus": corpus, "fit": how, "sentences": len(sentences), "seconds": secs, "peak_mib": peak}
         rows[name].update(evaluate(static, tasks, cran_task))
         tok = info.get("tokens")
         if tok is not None:
-            rows[name]["tokens"] = {k: tok[k] for k in ("lambda", "held_out_error", "prior_held_out_error", "iterations", "seen")}
+            keys = ("lambda", "held_out_error", "held_out_agreement", "prior_held_out_error", "iterations", "seen")
+            rows[name]["tokens"] = {k: tok[k] for k in keys}
+            rows[name]["tokens"]["spans"] = int(info.get("spans", "0").split()[0]) if "spans" in info else 0
         print(
             f"{name}: {rows[name]['avg']:.2f}, cran {rows[name]['cranfield']['ndcg@10']:.2f}, {secs:.0f} s",
             file=sys.stderr,
@@ -171,27 +199,33 @@ def run(args) -> dict:
     for cname in args.corpora:
         sents = corpora[cname]
         Y, teacher_s[cname] = fd.corpus_teacher(cname, corpora)
-        if not args.curve_only:
-            add(f"map / {cname}", cname, "map", sents, Y)
-            add(f"tokens / {cname}", cname, "tokens", sents, Y, memory=True)
+        texts, Ys = list(sents), [Y]
         if cname in args.spans:
             sp = fd.spans(sents)
-            Ys = (
-                fd.teacher(sp, wait=1800)
-                if cname == "wiki"
-                else fd.corpus_teacher(cname, {k: fd.spans(v) for k, v in corpora.items()})[0]
-            )
+            Ys.append(fd.teacher(sp))
+            texts += sp
             teacher_s[f"{cname} spans"] = fd.teacher_seconds(sp)
-            add(f"tokens + spans / {cname}", cname, "tokens", sents + sp, np.vstack([Y, Ys]))
+        teacher = CachedTeacher(texts, np.vstack(Ys))
+        add(f"map / {cname}", cname, "map", sents, teacher)
+        add(f"tokens / {cname}", cname, "tokens", sents, teacher, memory=True)
+        add(f"tokens, strength by cosine agreement / {cname}", cname, "tokens", sents, teacher, criterion="cosine")
+        add(f"tokens, centred / {cname}", cname, "tokens", sents, teacher, centre=True)
+        add(f"tokens, then whitening-shrunk / {cname}", cname, "tokens", sents, teacher, after=lambda m, s=sents: whiten(m, s))
+        if cname in args.variants:
+            add(f"tokens, SIF-weighted start / {cname}", cname, "tokens", sents, teacher, start_=sif_start(start, sents))
+        if cname in args.spans:
+            add(f"tokens + spans / {cname}", cname, "tokens", sents, teacher, spans=True)
         if cname in args.curve:
             for n in (1000, 3000):
-                add(f"tokens / {cname}, first {n}", cname, "tokens", sents[:n], Y[:n], memory=True)
+                add(f"tokens / {cname}, first {n}", cname, "tokens", sents[:n], teacher, memory=True)
+                if cname in args.spans:
+                    add(f"tokens + spans / {cname}, first {n}", cname, "tokens", sents[:n], teacher, spans=True)
         if cname in args.tokenlearn:
             model, secs = tokenlearn_fit(start, sents, Y)
             rows[f"tokenlearn / {cname}"] = {"corpus": cname, "fit": "tokenlearn", "sentences": len(sents), "seconds": secs}
             rows[f"tokenlearn / {cname}"].update(evaluate(model, tasks, cran_task))
             print(f"tokenlearn / {cname}: {rows[f'tokenlearn / {cname}']['avg']:.2f}, {secs:.0f} s", file=sys.stderr, flush=True)
-            save()
+        save()
     return snapshot()
 
 
@@ -335,7 +369,7 @@ def main() -> None:
         "--part", help="write only bench/results/static_factory.PART.json (parts run side by side; --merge joins them)"
     )
     ap.add_argument("--merge", nargs="+", help="join these parts into bench/results/static_factory.json and render")
-    ap.add_argument("--curve-only", action="store_true", help="only the corpus-size curve (with --part)")
+    ap.add_argument("--variants", nargs="*", default=["wiki"], help="corpora that also get the SIF-weighted start")
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--render-only", action="store_true")
     args = ap.parse_args()

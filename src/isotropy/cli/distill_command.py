@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from .options import Device, Force, Model, Output, Progress, check_device, command
+from .options import Address, Device, Engine, Force, Model, Output, Progress, check_device, command
 
 __all__ = ["register_distill_command"]
 
@@ -46,10 +46,20 @@ def register_distill_command(app: typer.Typer) -> None:
                 help="With --fit tokens: the regularisation strength (default: chosen on held-out corpus sentences).",
             ),
         ] = None,
+        spans: Annotated[
+            bool,
+            typer.Option(
+                "--spans",
+                help="With --fit tokens: also fit the two halves of every sentence of 8 words or more, each with the "
+                "teacher's own vector (more equations from a small corpus; the teacher encodes about twice the text).",
+            ),
+        ] = False,
         alpha: Annotated[
             float | None,
             typer.Option("--alpha", help="With --corpus: ridge penalty of the teacher map (default 0: least squares)."),
         ] = None,
+        engine: Engine = None,
+        address: Address = None,
         device: Device = None,
         progress: Progress = None,
         force: Force = False,
@@ -59,7 +69,20 @@ def register_distill_command(app: typer.Typer) -> None:
         from ..encoders import default_device
 
         with default_device(check_device(device)):
-            out = run(output, model, dims=dims, corpus=corpus, fit=fit, alpha=alpha, lam=lam, force=force, show_progress=progress)
+            out = run(
+                output,
+                model,
+                dims=dims,
+                corpus=corpus,
+                fit=fit,
+                alpha=alpha,
+                lam=lam,
+                spans=spans,
+                engine=engine,
+                address=address,
+                force=force,
+                show_progress=progress,
+            )
         what = (
             ""
             if corpus is None
