@@ -341,6 +341,8 @@ def test_distill_command_writes_a_guarded_model2vec_folder(tiny_static, tiny_mod
     info = json.loads((out / "isotropy.json").read_text())
     fitted = info["distill"]["corpus_fit"]
     assert info["kind"] == "static-model" and fitted["sentences"] == len(CORPUS) and fitted["fit"] == "tokens"
+    # spans on by default: two halves of every 8-word line but the held-out ones (every tenth)
+    assert fitted["spans"].startswith(f"{2 * (len(CORPUS) - len(CORPUS) // 10)} sentence halves")
     # --dims is the width written (the teacher's 32-d vectors on their 16 principal axes), and what is recorded
     m2v = StaticModel.from_pretrained(str(out))
     assert m2v.encode(["the red cat"]).shape == (1, 16) and info["distill"]["dims"] == 16

@@ -259,7 +259,7 @@ def distill(
     fit: str | None = None,
     alpha: float | None = None,
     lam: float | None = None,
-    spans: bool = False,
+    spans: bool | None = None,
     engine: str | None = None,
     address: Any = None,
     force: bool = False,
@@ -267,11 +267,12 @@ def distill(
 ) -> Path:
     """Distill ``model`` into a static model2vec folder at ``output``, ``dims`` wide (None or 0: the model's
     width). With ``corpus``: ``fit="tokens"`` (the default) fits every token's row to the teacher's sentence
-    vectors (:mod:`.distill_fit`; ``spans``: sentence halves add equations), ``"map"`` folds the sentence-level
+    vectors (:mod:`.distill_fit`; ``spans``, on by default with it: sentence halves add equations), ``"map"`` folds the sentence-level
     teacher map alone. Returns the folder."""
     pca, alpha, fit = _check_before_work(model, dims, corpus, alpha, fit, lam)
     if spans and fit != "tokens":
         raise IsotropyError("--spans adds equations to the token fit: use it with --corpus and --fit tokens")
+    spans = fit == "tokens" if spans is None else bool(spans)  # on by default: it won on held-out lines
     if (engine is not None or address is not None) and corpus is None:
         raise IsotropyError("--engine and --address run the corpus pass on a cluster: give --corpus, or leave them out")
     inputs = [] if corpus is None or not isinstance(corpus, str | os.PathLike) else Corpus(corpus).inputs
