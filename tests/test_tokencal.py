@@ -343,6 +343,9 @@ def test_distill_command_writes_a_guarded_model2vec_folder(tiny_static, tiny_mod
     assert info["kind"] == "static-model" and fitted["sentences"] == len(CORPUS) and fitted["fit"] == "tokens"
     # spans on by default: two halves of every 8-word line but the held-out ones (every tenth)
     assert fitted["spans"].startswith(f"{2 * (len(CORPUS) - len(CORPUS) // 10)} sentence halves")
+    assert fitted["tokens"]["chosen"] == "held-out (cosine)" and set(fitted["tokens"]["held_out_agreement"]) == set(
+        fitted["tokens"]["held_out_error"]
+    )
     # --dims is the width written (the teacher's 32-d vectors on their 16 principal axes), and what is recorded
     m2v = StaticModel.from_pretrained(str(out))
     assert m2v.encode(["the red cat"]).shape == (1, 16) and info["distill"]["dims"] == 16

@@ -198,7 +198,7 @@ def fit_on_corpus(
     show,
     *,
     spans: bool = False,
-    criterion: str = "mse",
+    criterion: str = "cosine",
     centre: bool = False,
     engine: str | None = None,
     address: Any = None,
@@ -260,6 +260,7 @@ def distill(
     alpha: float | None = None,
     lam: float | None = None,
     spans: bool | None = None,
+    strength_by: str = "cosine",
     engine: str | None = None,
     address: Any = None,
     force: bool = False,
@@ -290,7 +291,18 @@ def distill(
 
             teacher = EncoderSpec(model=None if model is None else str(model)).resolve()
         info["corpus_fit"] = fit_on_corpus(
-            static, teacher, corpus, pca, alpha, fit, lam, show_progress, spans=spans, engine=engine, address=address
+            static,
+            teacher,
+            corpus,
+            pca,
+            alpha,
+            fit,
+            lam,
+            show_progress,
+            spans=spans,
+            engine=engine,
+            address=address,
+            criterion=str(strength_by),
         )
     info["dims"] = int(static.dim)
     if isinstance(getattr(static, "config", None), dict):
@@ -344,7 +356,7 @@ def _card_section(info: dict[str, Any]) -> str:
             lines.append(
                 f"Then every token the corpus holds ({tok['seen']}) got the row that makes sentence means match the teacher, "
                 f"regularised toward the mapped row (strength {tok['lambda']:g}, "
-                f"{ {'held-out (mse)': 'chosen on held-out corpus sentences', 'given': 'as given'}.get(tok['chosen'], tok['chosen']) })."
+                f"{ {'held-out (mse)': 'chosen by the squared error on held-out corpus sentences', 'held-out (cosine)': 'chosen by the agreement of cosines on held-out corpus sentences', 'given': 'as given'}.get(tok['chosen'], tok['chosen']) })."
             )
         if "spans" in fit:
             lines.append(f"Spans: {fit['spans']}.")

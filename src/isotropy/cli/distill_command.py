@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from .options import Address, Device, Engine, Force, Model, Output, Progress, check_device, command
+from .options import Address, Device, Engine, Force, Model, Output, Progress, check_device, choice, command
 
 __all__ = ["register_distill_command"]
 
@@ -55,6 +55,14 @@ def register_distill_command(app: typer.Typer) -> None:
                 "at the cost of the teacher encoding about 2.6 times the text).",
             ),
         ] = None,
+        strength_by: Annotated[
+            choice("cosine", "mse"),
+            typer.Option(
+                "--strength-by",
+                help="With --fit tokens and no --lam: choose the strength on held-out corpus lines by the agreement of "
+                "the student's pairwise cosines with the teacher's (default) or by their squared error.",
+            ),
+        ] = "cosine",
         alpha: Annotated[
             float | None,
             typer.Option("--alpha", help="With --corpus: ridge penalty of the teacher map (default 0: least squares)."),
@@ -79,6 +87,7 @@ def register_distill_command(app: typer.Typer) -> None:
                 alpha=alpha,
                 lam=lam,
                 spans=spans,
+                strength_by=strength_by,
                 engine=engine,
                 address=address,
                 force=force,
