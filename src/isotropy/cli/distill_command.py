@@ -11,6 +11,24 @@ from .options import Address, Device, Engine, Force, Model, Output, Progress, ch
 
 __all__ = ["register_distill_command"]
 
+Spans = Annotated[
+    bool | None,
+    typer.Option(
+        "--spans/--no-spans",
+        help="With --fit tokens (default on): also fit the two halves of every sentence of 8 words or more, each "
+        "with the teacher's own vector (more equations from the same corpus; it fitted held-out lines better, "
+        "at the cost of the teacher encoding about 2.6 times the text).",
+    ),
+]
+StrengthBy = Annotated[
+    choice("cosine", "mse"),
+    typer.Option(
+        "--strength-by",
+        help="With --fit tokens and no --lam: choose the strength on held-out corpus lines by the agreement of "
+        "the student's pairwise cosines with the teacher's (default) or by their squared error.",
+    ),
+]
+
 
 def register_distill_command(app: typer.Typer) -> None:
     def distill(
@@ -39,6 +57,8 @@ def register_distill_command(app: typer.Typer) -> None:
                 "regularised toward the mapped table; map folds only the sentence-level least-squares map.",
             ),
         ] = None,
+        spans: Spans = None,
+        strength_by: StrengthBy = "cosine",
         lam: Annotated[
             float | None,
             typer.Option(
@@ -46,23 +66,6 @@ def register_distill_command(app: typer.Typer) -> None:
                 help="With --fit tokens: the regularisation strength (default: chosen on held-out corpus sentences).",
             ),
         ] = None,
-        spans: Annotated[
-            bool | None,
-            typer.Option(
-                "--spans/--no-spans",
-                help="With --fit tokens (default on): also fit the two halves of every sentence of 8 words or more, each "
-                "with the teacher's own vector (more equations from the same corpus; it fitted held-out lines better, "
-                "at the cost of the teacher encoding about 2.6 times the text).",
-            ),
-        ] = None,
-        strength_by: Annotated[
-            choice("cosine", "mse"),
-            typer.Option(
-                "--strength-by",
-                help="With --fit tokens and no --lam: choose the strength on held-out corpus lines by the agreement of "
-                "the student's pairwise cosines with the teacher's (default) or by their squared error.",
-            ),
-        ] = "cosine",
         alpha: Annotated[
             float | None,
             typer.Option("--alpha", help="With --corpus: ridge penalty of the teacher map (default 0: least squares)."),
