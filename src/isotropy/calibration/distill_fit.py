@@ -139,6 +139,8 @@ def fit_corpus(
     worker (``address``/``n_workers`` as :func:`isotropy.distributed.fit_moments` takes them; ``teacher`` an
     :class:`~isotropy.distributed.spec.EncoderSpec`, built once per worker, or a picklable object with ``encode``)
     and the parts are merged by a fixed tree in corpus order: the same sums as one process, to rounding."""
+    if engine is not None and str(engine).lower() != "dask":
+        raise IsotropyError(f"unknown engine {engine!r}; the corpus pass runs in one process or on dask")
     source = Corpus(corpus)
     if engine is None:
         out = CorpusFit(TeacherMap(alpha=alpha))
