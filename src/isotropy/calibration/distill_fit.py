@@ -9,7 +9,7 @@ by the teacher (L2-normalised, as the sentence-transformers pipeline returns it)
   tenth sentence (line number mod 10 == 9) into a held-out one, the others into the fitting one; the first
   ``HELD_SAMPLE`` held-out sentences are also kept whole (their ids and teacher vectors) to score the agreement of
   the student's pairwise cosines with the teacher's.
-* with ``spans`` (``--spans``), the two halves (by words) of every fitting sentence of ``SPAN_MIN_WORDS`` words or
+* with ``spans`` (``--spans``, on by default in ``isotropy distill``), the two halves (by words) of every fitting sentence of ``SPAN_MIN_WORDS`` words or
   more, each with the teacher's own vector of that half (encoded in the same call as its chunk), are added to the
   fitting accumulator as sentences of their own: more equations from the same lines, at the teacher's cost of
   encoding about twice the text. Held-out sentences give no span (the choice of strength is scored on whole lines),
@@ -32,8 +32,8 @@ on all sentences at that strength, warm-started at the held-out choice. An expli
 Centring (``fit_on_corpus(centre=True)``, off by default): the table written is the fit minus the teacher's corpus
 mean (projected). Every row of the pooling matrix sums to one, so this is exactly the fit to the teacher's centred
 vectors (with the prior shifted alike). It is not the default: on the generic wiki corpus it gained 0.2 STS points,
-on Cranfield's abstracts it lost 0.5 (the mean of a narrow corpus is a topic, not a common direction); RESULTS
-`static-factory` shows both.
+on Cranfield's abstracts and on wiki + Cranfield it lost 0.7 and 0.5 (the mean of a narrow corpus is its topic,
+not a common direction); RESULTS `static-factory` shows all three.
 """
 
 from __future__ import annotations
