@@ -12,18 +12,23 @@ sentences; no query, no qrel), ``wiki+cran``. Rows, each a 256-d static model:
 
 * ``raw``: the start table;
 * ``map``: ``isotropy distill --fit map`` (least-squares map to the teacher's vectors on their 256 principal axes);
-* ``tokens``: ``isotropy distill --fit tokens`` (every token's row, the strength chosen on held-out corpus
-  sentences, :mod:`isotropy.calibration.distill_fit`); ``tokens + spans``: the same with the two halves of every
-  sentence of 8 words or more added as sentences of their own, each with the teacher's vector of that half;
+* ``tokens``: ``--fit tokens --no-spans --strength-by mse`` (every token's row, the strength chosen by the held-out
+  squared error, :mod:`isotropy.calibration.distill_fit`), and its variants: the strength by the held-out cosine
+  agreement (now the default), centred on the teacher's mean, then whitening-shrunk, a SIF-weighted start, whole-word
+  rows; ``tokens + spans``: the halves of every fitting line of 8 words or more added, each with the teacher's vector;
 * ``tokenlearn``: tokenlearn 0.2.1's ``train_model`` (PCA 256 of the same teacher vectors, per-token vectors and
   weights trained by AdamW through a linear head, its own early stopping on its last 10% of the texts) from a
   copy of the same start table.
 
 The fits call the library's own code (``isotropy.calibration.distill.fit_on_corpus``) with the teacher's cached
-vectors served in corpus order, so a row is what `isotropy distill --corpus` writes, less the teacher's
-encoding, which is timed apart. Scores: Spearman x 100 over all pairs of each of the 7 STS tasks pooled (as the
-sts-static section), their average; Cranfield nDCG@10 and recall@100 (exact cosine search, trec_eval). No label
-of any task chose anything: the token fit's strength is chosen on held-out corpus sentences.
+vectors looked up by text (lines and their halves), so a row is what `isotropy distill --corpus` writes, less the
+teacher's encoding, which is timed apart. Scores: Spearman x 100 over all pairs of each of the 7 STS tasks pooled
+(as the sts-static section), their average; Cranfield nDCG@10 and recall@100 (exact cosine search, trec_eval).
+No test label chose anything: the strengths are chosen on held-out corpus lines, and the choice between the two
+held-out criteria was read on the STS-B train split (``--dev-check``). Runs one after the other, joined by
+``--merge``: ``--part all`` (the main rows and tokenlearn), ``--part cosine --corpora wiki --cosine-curve``,
+``--part dev --corpora wiki wiki+cran cran --dev-check``, ``--part ww --corpora wiki cran --whole-words``,
+``--part mem --corpora wiki --memory``, ``--part mem2 --corpora wiki+cran cran --memory``.
 """
 
 from __future__ import annotations
