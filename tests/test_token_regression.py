@@ -70,6 +70,8 @@ def test_merged_shards_equal_one_fit_on_their_concatenation(seed, cut):
     np.testing.assert_allclose(a.cross_, whole.cross_, atol=1e-12)
     np.testing.assert_allclose(a.yy_, whole.yy_, atol=1e-12)
     assert np.array_equal(a.counts_, whole.counts_) and a.n_ == whole.n_ == 30
+    # A^T Y is kept for the seen tokens only (the last token never appears), the same ones either way
+    assert np.array_equal(a.rows_, whole.rows_) and np.array_equal(whole.rows_, whole.seen) and V - 1 not in whole.rows_
 
 
 def test_projected_sums_are_the_sums_of_projected_targets():

@@ -341,6 +341,11 @@ def test_distill_command_writes_a_guarded_model2vec_folder(tiny_static, tiny_mod
     info = json.loads((out / "isotropy.json").read_text())
     fitted = info["distill"]["corpus_fit"]
     assert info["kind"] == "static-model" and fitted["sentences"] == len(CORPUS) and fitted["fit"] == "tokens"
+    # spans on by default: two halves of every 8-word line but the held-out ones (every tenth)
+    assert fitted["spans"].startswith(f"{2 * (len(CORPUS) - len(CORPUS) // 10)} sentence halves")
+    assert fitted["tokens"]["chosen"] == "held-out (cosine)" and set(fitted["tokens"]["held_out_agreement"]) == set(
+        fitted["tokens"]["held_out_error"]
+    )
     # --dims is the width written (the teacher's 32-d vectors on their 16 principal axes), and what is recorded
     m2v = StaticModel.from_pretrained(str(out))
     assert m2v.encode(["the red cat"]).shape == (1, 16) and info["distill"]["dims"] == 16
@@ -412,3 +417,55 @@ def test_a_quantized_static_model_is_refused_for_folding(tiny_static):
     static.weights = np.ones(len(static.embedding), dtype=np.float32)
     with pytest.raises(IsotropyError, match="vocabulary quantization"):
         fold_static_model(static, TeacherMap().fit(np.eye(16), np.eye(16)))
+
+
+class _HashTeacher:
+    """A teacher whose vector of a text is a fixed pseudo-random function of the text (no model to load)."""
+
+    def encode(self, sentences, show_progress=None):
+        import zlib
+
+        return np.stack([np.random.default_rng(zlib.crc32(s.encode())).standard_normal(8) for s in sentences])
+
+
+def test_spans_add_halves_of_fitting_lines_and_the_dask_pass_equals_one_process(tiny_static, monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    import isotropy.calibration.distill_fit as fit_mod
+
+    monkeypatch.setattr(fit_mod, "CHUNK", 5)
+    monkeypatch.setattr(fit_mod, "PART", 10)
+    monkeypatch.setattr(fit_mod, "HELD_SAMPLE", 2)
+    corpus = [f"{s} and then it slept" if i % 2 else s for i, s in enumerate(CORPUS)]  # lines of 7 and 11 words
+    one = fit_mod.fit_corpus(tiny_static, _HashTeacher(), corpus, spans=True, show_progress=False)
+    fitting = [s for i, s in enumerate(corpus) if i % fit_mod.HELD_OUT != fit_mod.HELD_OUT - 1]
+    assert one.spans == 2 * sum(len(s.split()) >= fit_mod.SPAN_MIN_WORDS for s in fitting) > 0
+    assert one.fit.n_ == len(fitting) + one.spans and one.held.n_ == len(corpus) - len(fitting)
+    assert one.teacher_map.moments_.n == len(corpus)  # the map sees whole lines only
+    with distributed.Client(processes=False, n_workers=2, threads_per_worker=1, dashboard_address=":0") as client:
+        many = fit_mod.fit_corpus(tiny_static, _HashTeacher(), corpus, spans=True, engine="dask", address=client)
+    assert (many.sentences, many.empty, many.spans, many.fit.n_, many.held.n_) == (
+        one.sentences,
+        one.empty,
+        one.spans,
+        one.fit.n_,
+        one.held.n_,
+    )
+    for a, b in ((one.fit, many.fit), (one.held, many.held)):
+        assert abs(a.gram_ - b.gram_).max() <= 1e-10 * abs(a.gram_).max()  # sparse: V x V dense would be 7 GB
+        np.testing.assert_allclose(a.cross_, b.cross_, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(a.yy_, b.yy_, rtol=1e-10)
+    np.testing.assert_allclose(one.teacher_map.moments_.scatter, many.teacher_map.moments_.scatter, rtol=1e-9, atol=1e-9)
+    (A1, Y1), (A2, Y2) = one.held_sample(), many.held_sample()
+    assert A1.shape[0] == 2 and np.array_equal(A1.toarray(), A2.toarray()) and np.array_equal(Y1, Y2)
+
+
+def test_cosine_agreement_is_one_for_a_student_that_reproduces_the_teacher():
+    from scipy.sparse import identity
+
+    from isotropy.calibration.distill_fit import cosine_agreement
+
+    rng = np.random.default_rng(1)
+    Y = rng.standard_normal((6, 4))
+    score = cosine_agreement(identity(6, format="csr"), Y, Y.mean(0), Y.mean(0))
+    assert score(Y) == pytest.approx(1.0)
+    assert score(rng.standard_normal((6, 4))) < 0.99

@@ -187,28 +187,63 @@ def _check_corpus(source: Corpus) -> None:
     raise IsotropyError(f"the corpus {source.where} repeats one sentence ({n} times): it gives a single equation, nothing to fit")
 
 
-def fit_on_corpus(static: Any, teacher: Any, corpus: Any, pca: int | None, alpha: float, fit: str, lam, show) -> dict:
+def fit_on_corpus(
+    static: Any,
+    teacher: Any,
+    corpus: Any,
+    pca: int | None,
+    alpha: float,
+    fit: str,
+    lam,
+    show,
+    *,
+    spans: bool = False,
+    criterion: str = "cosine",
+    centre: bool = False,
+    engine: str | None = None,
+    address: Any = None,
+) -> dict:
     """The corpus pass and the map or token fit, written into ``static`` (a model2vec ``StaticModel``);
-    ``teacher``: what ``encode(sentences)`` gives the teacher's vectors. Returns what the card and marker record."""
-    from .distill_fit import fit_corpus, principal_axes, solve_tokens
+    ``teacher``: what ``encode(sentences)`` gives the teacher's vectors (with ``engine``, an ``EncoderSpec``);
+    ``spans``, ``criterion``, ``centre``, ``engine``, ``address``: :mod:`.distill_fit`. Returns what the card and marker record."""
+    from .distill_fit import cosine_agreement, fit_corpus, principal_axes, solve_tokens
 
     if getattr(static, "weights", None) is not None or getattr(static, "token_mapping", None) is not None:
         raise IsotropyError("this static model uses vocabulary quantization (per-token weights): a fit does not fold into it")
     source = Corpus(corpus)
-    cf = fit_corpus(static, teacher, corpus, alpha=alpha, tokens=fit == "tokens", show_progress=show)
+    cf = fit_corpus(
+        static,
+        teacher,
+        corpus,
+        alpha=alpha,
+        tokens=fit == "tokens",
+        spans=spans,
+        show_progress=show,
+        engine=engine,
+        address=address,
+    )
     A, b = cf.teacher_map.affine_()
     width = A.shape[1]
     info: dict[str, Any] = {"corpus": source.describe(), "sentences": cf.sentences, "fit": fit, "alpha": alpha}
+    P = np.eye(width)
     if pca is not None and pca < width:
         P = principal_axes(cf.teacher_map, pca)
         A, b = A @ P, b @ P
         info["teacher_projection"] = f"the teacher's {width}-d vectors on their {pca} principal axes (on this corpus)"
         if cf.fit is not None:
             cf.fit, cf.held = cf.fit.project(P), cf.held.project(P)
+    mean = cf.teacher_map.moments_.mean[cf.teacher_map.n_features_in_ :]
     table = np.asarray(static.embedding, dtype=np.float64) @ A + b
     if fit == "tokens":
-        table, solved = solve_tokens(cf.fit, cf.held, table, lam, show)
+        sample = cf.held_sample()
+        agree = None if sample is None or sample[0].shape[0] < 3 else cosine_agreement(*sample, mean, mean @ P)
+        table, solved = solve_tokens(cf.fit, cf.held, table, lam, show, agreement=agree, criterion=criterion)
         info["tokens"] = solved
+        if spans:
+            info["spans"] = f"{cf.spans} sentence halves added, each with the teacher's vector"
+    if centre:
+        table -= mean @ P
+        info["centred"] = "on the teacher's corpus mean: the fit matches the teacher's centred vectors"
     static.embedding = np.ascontiguousarray(table, dtype=np.float32)
     static.normalize = False  # a normalised mean would not be the fitted mean
     info["seconds"] = cf.seconds
@@ -224,13 +259,23 @@ def distill(
     fit: str | None = None,
     alpha: float | None = None,
     lam: float | None = None,
+    spans: bool | None = None,
+    strength_by: str = "cosine",
+    engine: str | None = None,
+    address: Any = None,
     force: bool = False,
     show_progress: bool | None = None,
 ) -> Path:
     """Distill ``model`` into a static model2vec folder at ``output``, ``dims`` wide (None or 0: the model's
     width). With ``corpus``: ``fit="tokens"`` (the default) fits every token's row to the teacher's sentence
-    vectors (:mod:`.distill_fit`), ``"map"`` folds the sentence-level teacher map alone. Returns the folder."""
+    vectors (:mod:`.distill_fit`; ``spans``, on by default with it: sentence halves add equations), ``"map"`` folds the sentence-level
+    teacher map alone. Returns the folder."""
     pca, alpha, fit = _check_before_work(model, dims, corpus, alpha, fit, lam)
+    if spans and fit != "tokens":
+        raise IsotropyError("--spans adds equations to the token fit: use it with --corpus and --fit tokens")
+    spans = fit == "tokens" if spans is None else bool(spans)  # on by default: it won on held-out lines
+    if (engine is not None or address is not None) and corpus is None:
+        raise IsotropyError("--engine and --address run the corpus pass on a cluster: give --corpus, or leave them out")
     inputs = [] if corpus is None or not isinstance(corpus, str | os.PathLike) else Corpus(corpus).inputs
     out = check_output(output, KIND, force=force, inputs=[*inputs, model] if model is not None else inputs)
     if corpus is not None:
@@ -240,7 +285,25 @@ def distill(
     if corpus is not None:
         from ..encoders import Encoder
 
-        info["corpus_fit"] = fit_on_corpus(static, Encoder(model), corpus, pca, alpha, fit, lam, show_progress)
+        teacher = Encoder(model)
+        if engine is not None:  # the workers build the teacher from its spec, once each
+            from ..distributed.spec import EncoderSpec
+
+            teacher = EncoderSpec(model=None if model is None else str(model)).resolve()
+        info["corpus_fit"] = fit_on_corpus(
+            static,
+            teacher,
+            corpus,
+            pca,
+            alpha,
+            fit,
+            lam,
+            show_progress,
+            spans=spans,
+            engine=engine,
+            address=address,
+            criterion=str(strength_by),
+        )
     info["dims"] = int(static.dim)
     if isinstance(getattr(static, "config", None), dict):
         static.config["hidden_dim"] = int(static.dim)
@@ -293,8 +356,10 @@ def _card_section(info: dict[str, Any]) -> str:
             lines.append(
                 f"Then every token the corpus holds ({tok['seen']}) got the row that makes sentence means match the teacher, "
                 f"regularised toward the mapped row (strength {tok['lambda']:g}, "
-                f"{ {'held-out': 'chosen on held-out corpus sentences', 'given': 'as given'}.get(tok['chosen'], tok['chosen']) })."
+                f"{ {'held-out (mse)': 'chosen by the squared error on held-out corpus sentences', 'held-out (cosine)': 'chosen by the agreement of cosines on held-out corpus sentences', 'given': 'as given'}.get(tok['chosen'], tok['chosen']) })."
             )
+        if "spans" in fit:
+            lines.append(f"Spans: {fit['spans']}.")
         lines.append("Sentence vectors are the plain mean of token rows (not normalised).")
     lines.append(
         "It loads with `model2vec.StaticModel.from_pretrained(folder)` and, in `sentence-transformers/`, with `SentenceTransformer`."

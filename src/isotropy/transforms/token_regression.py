@@ -15,7 +15,8 @@ Rare tokens (small ``diag(A^T A)``) stay near their prior, frequent ones follow 
 Statistics: the normal equations need only ``G = A^T A`` (sparse, vocabulary x vocabulary: which tokens share
 sentences), ``C = A^T Y`` (vocabulary x d), ``Y^T Y`` (d x d, for the objective's value) and the token counts,
 all sums over sentences: :meth:`TokenRegression.partial_fit` adds a chunk, :meth:`merge` adds another shard's
-sums, so the memory is bounded by the vocabulary (the pairs of tokens that co-occur), not by the corpus.
+sums, so the memory is bounded by the vocabulary (the pairs of tokens that co-occur), not by the corpus; ``C`` is
+kept for the tokens seen so far only (``rows_``).
 A linear map of the targets (``Y -> Y P``: a PCA to fewer dimensions) is applied to the sums afterwards
 (``C P``, ``P^T Y^T Y P``), so the teacher is encoded once whatever the output width.
 
@@ -71,7 +72,9 @@ class TokenRegression:
 
         self.vocab_size, self.dim = int(vocab_size), int(dim)
         self.gram_ = csr_matrix((self.vocab_size, self.vocab_size), dtype=np.float64)
-        self.cross_ = np.zeros((self.vocab_size, self.dim), dtype=np.float64)
+        # A^T Y kept for the seen tokens only (rows_, sorted): the V x d array would hold mostly zeros
+        self.rows_ = np.zeros(0, dtype=np.int64)
+        self._cross = np.zeros((0, self.dim), dtype=np.float64)
         self.yy_ = np.zeros((self.dim, self.dim), dtype=np.float64)
         self.counts_ = np.zeros(self.vocab_size, dtype=np.int64)
         self.n_ = 0
@@ -95,7 +98,8 @@ class TokenRegression:
             A, Y = A[keep], Y[keep]
         gram = (A.T @ A).tocsr()
         self.gram_ = (self.gram_ + gram).tocsr()
-        self.cross_ += A.T @ Y
+        cols = np.unique(A.indices)
+        self._add_cross(cols, A.tocsc()[:, cols].T @ Y)
         self.yy_ += Y.T @ Y
         self.counts_ += np.bincount(np.asarray(flat, dtype=np.int64), minlength=self.vocab_size)
         self.n_ += int(keep.sum())
@@ -107,7 +111,7 @@ class TokenRegression:
         if not isinstance(other, TokenRegression) or (other.vocab_size, other.dim) != (self.vocab_size, self.dim):
             raise IsotropyError("can only merge a token regression of the same vocabulary and width")
         self.gram_ = (self.gram_ + other.gram_).tocsr()
-        self.cross_ += other.cross_
+        self._add_cross(other.rows_, other._cross)
         self.yy_ += other.yy_
         self.counts_ += other.counts_
         self.n_ += other.n_
@@ -121,9 +125,34 @@ class TokenRegression:
             raise IsotropyError(f"a projection of {self.dim}-wide targets must have {self.dim} rows, got {P.shape}")
         out = TokenRegression(self.vocab_size, P.shape[1])
         out.gram_, out.counts_, out.n_, out.skipped_ = self.gram_.copy(), self.counts_.copy(), self.n_, self.skipped_
-        out.cross_ = self.cross_ @ P
+        out.rows_, out._cross = self.rows_.copy(), self._cross @ P
         out.yy_ = P.T @ self.yy_ @ P
         return out
+
+    @property
+    def cross_(self) -> np.ndarray:
+        """``A^T Y`` as a dense ``(V, d)`` array (rows of unseen tokens zero); built on demand."""
+        out = np.zeros((self.vocab_size, self.dim), dtype=np.float64)
+        out[self.rows_] = self._cross
+        return out
+
+    def _cross_at(self, ids: np.ndarray) -> np.ndarray:
+        """The rows of ``A^T Y`` for token ``ids`` (zero for a token no sentence held)."""
+        out = np.zeros((len(ids), self.dim), dtype=np.float64)
+        pos = np.minimum(np.searchsorted(self.rows_, ids), max(len(self.rows_) - 1, 0))
+        hit = (pos < len(self.rows_)) & (self.rows_[pos] == ids) if len(self.rows_) else np.zeros(len(ids), dtype=bool)
+        out[hit] = self._cross[pos[hit]]
+        return out
+
+    def _add_cross(self, ids: np.ndarray, C: np.ndarray) -> None:
+        """Add the rows ``C`` of ``A^T Y`` for the sorted, distinct token ``ids``, growing the kept rows as needed."""
+        ids = np.asarray(ids, dtype=np.int64)
+        grown = np.union1d(self.rows_, ids)
+        if grown.size != self.rows_.size:
+            buf = np.zeros((grown.size, self.dim), dtype=np.float64)
+            buf[np.searchsorted(grown, self.rows_)] = self._cross
+            self.rows_, self._cross = grown, buf
+        self._cross[np.searchsorted(self.rows_, ids)] += np.asarray(C, dtype=np.float64)
 
     @property
     def seen(self) -> np.ndarray:
@@ -133,7 +162,7 @@ class TokenRegression:
     def error(self, E: Any) -> float:
         """``sum_s ||mean-pool(E, s) - y_s||^2`` over the sentences added, from the sums alone."""
         E = np.asarray(E, dtype=np.float64)
-        return float(np.sum(E * (self.gram_ @ E)) - 2 * np.sum(E * self.cross_) + np.trace(self.yy_))
+        return float(np.sum(E * (self.gram_ @ E)) - 2 * np.sum(E[self.rows_] * self._cross) + np.trace(self.yy_))
 
     # ------------------------------------------------------------------ solving
 
@@ -168,7 +197,7 @@ class TokenRegression:
         scale = float(diag.mean())
         reg = lam * scale
         M = (G + reg * _identity(len(seen))).astype(dtype)
-        B = (self.cross_[seen] + reg * prior[seen]).astype(dtype)
+        B = (self._cross_at(seen) + reg * prior[seen]).astype(dtype)
         X = np.array(prior[seen] if x0 is None else np.asarray(x0)[seen], dtype=dtype)
         inv = (1.0 / (diag + reg)[:, None]).astype(dtype)
         it, res = _block_cg(M, B, X, inv, rtol, maxiter, progress)
