@@ -1328,6 +1328,11 @@ DISTILL_CASES = [  # issue #31 W9/U26-U28 and issue #32: each refused before the
     Case("distill --spans with --fit map", (*DISTILL, "--corpus", "{w}/corpus.txt", "--fit", "map", "--spans"), ("--spans",)),
     Case("distill --engine without --corpus", (*DISTILL, "--engine", "dask"), ("--engine", "--corpus")),
     Case(
+        "distill --strength-by with --lam",
+        (*DISTILL, "--corpus", "{w}/corpus.txt", "--lam", "3", "--strength-by", "mse"),
+        ("--strength-by", "--lam"),
+    ),
+    Case(
         "distill on a corpus of one repeated line",
         (*DISTILL, "--corpus", "{w}/same.txt"),
         ("{w}/same.txt", "repeats one sentence"),

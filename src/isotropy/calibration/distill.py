@@ -260,7 +260,7 @@ def distill(
     alpha: float | None = None,
     lam: float | None = None,
     spans: bool | None = None,
-    strength_by: str = "cosine",
+    strength_by: str | None = None,
     engine: str | None = None,
     address: Any = None,
     force: bool = False,
@@ -274,6 +274,9 @@ def distill(
     if spans and fit != "tokens":
         raise IsotropyError("--spans adds equations to the token fit: use it with --corpus and --fit tokens")
     spans = fit == "tokens" if spans is None else bool(spans)  # on by default: it won on held-out lines
+    if strength_by is not None and (fit != "tokens" or lam is not None):
+        raise IsotropyError("--strength-by chooses the token fit's strength: use it with --fit tokens and without --lam")
+    strength_by = "cosine" if strength_by is None else strength_by
     if (engine is not None or address is not None) and corpus is None:
         raise IsotropyError("--engine and --address run the corpus pass on a cluster: give --corpus, or leave them out")
     inputs = [] if corpus is None or not isinstance(corpus, str | os.PathLike) else Corpus(corpus).inputs

@@ -21,7 +21,7 @@ Spans = Annotated[
     ),
 ]
 StrengthBy = Annotated[
-    choice("cosine", "mse"),
+    choice("cosine", "mse") | None,
     typer.Option(
         "--strength-by",
         help="With --fit tokens and no --lam: choose the strength on held-out corpus lines by the agreement of "
@@ -58,7 +58,7 @@ def register_distill_command(app: typer.Typer) -> None:
             ),
         ] = None,
         spans: Spans = None,
-        strength_by: StrengthBy = "cosine",
+        strength_by: StrengthBy = None,
         lam: Annotated[
             float | None,
             typer.Option(
