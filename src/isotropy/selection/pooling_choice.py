@@ -23,9 +23,9 @@ import numpy as np
 
 from ..encoders.poolings import parse_pooling
 from ..errors import IsotropyError
-from .dev import DevPairs, DevQrels, check_dev, pairs_sentences
+from .dev import DEV_RULE, DevPairs, DevQrels, check_dev, dev_decide, pairs_sentences
 from .result import Selection
-from .select import DEV_LEVEL, RESAMPLES, Selector, _decide, _outcome, dev_resamples, dev_scores
+from .select import DEV_LEVEL, RESAMPLES, Selector, _outcome, dev_resamples, dev_scores
 from .signals import POOLING_OFFERED, POOLING_RULE, encoder_kind, few_label_fired
 
 __all__ = ["rule_pooling", "offered_poolings", "rule_pooling_record", "pooled_dev", "choose_pooling", "pooling_label"]
@@ -152,8 +152,8 @@ def choose_pooling(
         why, incumbent = f"{incumbent} could not be fitted here, so raw is the incumbent", "raw"
     points, boots = _scores(selectors, devs, *dev_resamples(first, resamples, seed))
     inc = (incumbent_pooling, incumbent)
-    beats = {k: float(np.mean(boots[k] > boots[inc])) for k in boots if k != inc}
-    choice, prob = _decide(points, beats, lvl, incumbent=inc)
+    conf = {**DEV_RULE, "level": lvl}
+    choice, prob, beats = dev_decide(points, boots, inc, conf, raw=(incumbent_pooling, "raw"))
     pool, cand = choice
     label = pooling_label(incumbent, incumbent_pooling)
     col = f"dev-{first.metric}"
@@ -167,7 +167,7 @@ def choose_pooling(
     own_beats = {n: beats[(pool, n)] for n in selectors[pool].fitted.transforms if (pool, n) in beats}
     sel = _outcome(selectors[pool].candidates, selectors[pool].fitted, (cand, prob), col, own, extra, own_beats, rule, settings)
     sel.incumbent, sel.p_beats_raw = label, None if choice == inc else prob
-    sel.fired = few_label_fired(label, why, pooling_label(cand, pool), prob, lvl)
+    sel.fired = few_label_fired(label, why, pooling_label(cand, pool), prob, lvl, conf)
     sel.pooling = _record(pool, incumbent_pooling, poolings, points, beats, inc, first.metric)
     return sel
 
