@@ -16,6 +16,11 @@ def _halves(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(perm[: n // 2]), np.sort(perm[n // 2 :])
 
 
+def _rows(full: list[str], part: list[str]) -> np.ndarray:
+    at = {s: i for i, s in enumerate(full)}
+    return np.array([at[s] for s in part])
+
+
 def tune_few(data_dir: str, draws: int = 20) -> dict:
     """The variants' choices on the STS-B train split's genres (module docstring), with every candidate's truth."""
     from pathlib import Path
@@ -30,7 +35,8 @@ def tune_few(data_dir: str, draws: int = 20) -> dict:
     t0 = time.perf_counter()
     task = load_stsb(Path(data_dir) / "sts" / "STSBenchmark")
     train = task.splits["train"]
-    uniq = task.sentences(["train"])
+    uniq, full = task.sentences(["train"]), task.sentences()
+    in_full = _rows(full, uniq)  # the train split's rows of the whole task's vectors (encoded once for the zoo)
     at = {s: i for i, s in enumerate(uniq)}
     rows = np.array([at[s] for s in pair_sides(train)])
     a, b = np.array([at[p.s1] for p in train]), np.array([at[p.s2] for p in train])
@@ -43,7 +49,7 @@ def tune_few(data_dir: str, draws: int = 20) -> dict:
         split[g] = (idx[dev_h], idx[truth_h])
     cells = {}
     for model, pooling in entries():
-        V = zoo_vectors(model, pooling, uniq).astype(np.float64)
+        V = zoo_vectors(model, pooling, full)[in_full].astype(np.float64)  # the STS-B encode the zoo run reads
         sel = Selector(V[rows], candidates(V[rows]), seed=0, source="STS-B train")
         incumbent = incumbent_of(encoder(model))[0]
         for gi, g in enumerate(GENRES):

@@ -6,8 +6,9 @@ here with scipy because the selection sits below the evaluation layer). The pair
 resampled with replacement (a paired bootstrap: every candidate is scored on the same
 resamples), and a candidate *beats the incumbent* with the share of resamples in which its figure
 is higher than the incumbent's (raw, or the label-free rule's choice for the encoder's kind, which
-:func:`~.select.select_calibration` passes). The incumbent is kept unless another candidate beats
-it in at least ``level`` (90 %) of the resamples; among those that do, the best dev figure wins.
+:func:`~.select.select_calibration` passes). The incumbent is kept unless another candidate passes the
+rule's test (:data:`DEV_RULE`, :func:`dev_decide`: Holm's correction over the challengers at a family-wise
+95 %, so that many challengers do not make a lucky one likely); among those that do, the best dev figure wins.
 
 The same rule takes search labels (:class:`DevQrels`): dev queries, documents and relevance
 judgements (qrels). Each candidate calibrates the queries and the documents, every query searches
@@ -62,7 +63,11 @@ DEV_TESTS = ("each", "holm", "max-t")
 # bench/_auto_few.py:tuned_dev_rule (no test label of any task; the bench fails when its tuning gives another rule):
 # ``test`` (:data:`DEV_TESTS`) at ``level`` for the challengers; ``raw_level`` (None: none) a lower bar for raw alone
 # when the incumbent is not raw (do no harm: raw replaces a harmful incumbent more easily than another calibration).
-DEV_RULE: dict[str, Any] = {"test": "each", "level": 0.9, "raw_level": None, "tuned_on": "STS-B train split"}
+# On the 54 tuning cells (9 zoo entries x 3 genres x dev pairs from the genre or from the others, 20 draws each) the
+# rule before issue #34 (each challenger alone at 90%) left 14 cells with fewer than 19 of 20 draws at >= raw - 0.5;
+# Holm at 95% left 8 (the distilled tables on the forum genre, where the incumbent itself loses and no variant
+# helps) for 0.07 points less mean gain; a lower bar for raw never removed a failing cell there.
+DEV_RULE: dict[str, Any] = {"test": "holm", "level": 0.95, "raw_level": None, "tuned_on": "STS-B train split"}
 
 
 @dataclass

@@ -6,7 +6,7 @@
 2. Few-label mode (``dev_pairs``): each candidate's figure on the dev pairs and a paired
    bootstrap over the pairs (:mod:`.dev`); the incumbent -- the label-free rule's choice for the
    encoder's kind (:func:`.signals.incumbent_of`; raw for vectors without their encoder) -- is kept
-   unless another candidate (raw included) beats it in at least 90 % of the resamples.
+   unless another candidate (raw included) passes the few-label rule's test (:data:`.dev.DEV_RULE`).
 3. Label-free mode: a seeded sample of the corpus's distinct sentences, word-deleted copies of
    them encoded by the same encoder (:mod:`.perturb`), and the label-free criteria
    (:mod:`.criteria`) on every candidate, bootstrapped over the sampled sentences. The

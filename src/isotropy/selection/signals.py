@@ -388,12 +388,16 @@ def incumbent_of(encoder: Any, rule: dict[str, Any] | None = None, task: str | N
     return dec["choice"], f"the label-free rule's choice: {dec['reason']}"
 
 
-def _test_words(conf: dict[str, Any] | None, level: float) -> str:
+def test_words(conf: dict[str, Any] | None, level: float) -> str:
+    """The few-label rule's test in words (empty for a challenger alone at ``level``), for the rule texts."""
     test = (conf or {}).get("test", "each")
     if test == "holm":
-        return f" (Holm's correction over the challengers: family-wise {100 * level:.0f}%)"
+        return (
+            " under Holm's step-down correction over the challengers (each one's p-value: the share of resamples it "
+            f"does not win; the {100 * level:.0f}% is family-wise)"
+        )
     if test == "max-t":
-        return f" (a max-statistic bound over the challengers: family-wise {100 * level:.0f}%)"
+        return f" under a max-statistic bound over the challengers (the {100 * level:.0f}% is family-wise)"
     return ""
 
 
@@ -406,7 +410,7 @@ def few_label_rule_text(
     guard = f", or raw beats it in {100 * raw_level:.0f}% of them" if raw_level is not None and incumbent != "raw" else ""
     return (
         f"{incumbent} unless {other} beats {incumbent}'s dev {metric} in at least {100 * level:.0f}% of {resamples} "
-        f"bootstrap resamples of the {n} {unit}{_test_words(conf, level)}{guard}; then the best dev {metric} among "
+        f"bootstrap resamples of the {n} {unit}{test_words(conf, level)}{guard}; then the best dev {metric} among "
         "those that do"
     )
 
@@ -414,7 +418,7 @@ def few_label_rule_text(
 def few_label_fired(incumbent: str, why: str, choice: str, p: float, level: float, conf: dict | None = None) -> str:
     """What decided a few-label choice, in words (``p``: P(choice beats the incumbent), or 1 - the best rival's)."""
     if choice == incumbent:
-        verdict = f"kept {incumbent}: no candidate beat it in {100 * level:.0f}% of the resamples{_test_words(conf, level)}"
+        verdict = f"kept {incumbent}: no candidate beat it in {100 * level:.0f}% of the resamples{test_words(conf, level)}"
     else:
         verdict = f"{choice} replaced the incumbent {incumbent}: it beat it in {100 * p:.0f}% of the resamples"
     return verdict + (f"; the incumbent {incumbent} is {why}" if why else "")
