@@ -29,6 +29,15 @@ ORDER = sorted(VARIANTS, key=lambda v: v != {"test": "each", "level": 0.9, "raw_
 GAIN_TIE = 0.1  # Spearman points of mean gain over raw that the tuning draws cannot separate
 
 
+def packed(choices: list[str]) -> str:
+    """A variant's choices over the draws as one string (the JSON holds 45 variants x 20 draws per cell)."""
+    return ",".join(choices)
+
+
+def unpacked(choices: str | list[str]) -> list[str]:
+    return choices.split(",") if isinstance(choices, str) else list(choices)
+
+
 def name(v: dict) -> str:
     """A rule variant in a few characters: ``test@level`` (+ ``raw@level`` when raw has its own bar)."""
     s = f"{v['test']}@{v['level']:g}"
@@ -48,7 +57,7 @@ def score(cells: dict, variant: str) -> dict:
     and the mean share of the oracle's gain kept where it gains >= 3 (the draws' mean per cell)."""
     bad, gains, keep = [], [], []
     for k, c in cells.items():
-        choices = c["few_label"] if variant == "product" else c["variants"][variant]
+        choices = c["few_label"] if variant == "product" else unpacked(c["variants"][variant])
         if not choices:
             continue
         t = c["truth"]
@@ -148,6 +157,7 @@ def render(tune: dict, zoo: dict | None) -> str:
         f"{DEV_RULE['raw_level']}. Tuning run {tune['wall_s'] / 60:.1f} min.",
         "",
         genre_section(tune),
+        losing_signals(zoo) if zoo is not None else "",
     ]
     return "\n".join(lines)
 
@@ -206,3 +216,37 @@ def genre_section(tune: dict) -> str:
             + f"; best worst case {top} ({worst[top]:+.2f})."
         )
     return "\n".join(lines) + "\n"
+
+
+def losing_signals(zoo: dict) -> str:
+    """Each held-out cell where label-free auto falls below raw - 0.5: its fit corpus's signals beside the range over the
+    same entry's other cells (where the same calibration was applied). Shown, never tuned on: a signal at an extreme
+    of seven cells is no threshold one could read off the STS-B train split."""
+    from isotropy.selection.signals import SIGNAL_NAMES
+
+    cells = zoo["cells"]
+    out = []
+    for k, c in cells.items():
+        t = c["truth"]
+        if t[c["label_free"]] - t["raw"] >= -HARM:
+            continue
+        entry = k.split("|")[0]
+        rest = [o for j, o in cells.items() if j.split("|")[0] == entry and j != k]
+        gains = [o["truth"][o["label_free"]] - o["truth"]["raw"] for o in rest]
+        parts = []
+        for s in SIGNAL_NAMES:
+            vals = [o["signals"][s] for o in rest]
+            v = c["signals"][s]
+            where = "below all" if v < min(vals) else "above all" if v > max(vals) else "inside"
+            parts.append(f"`{s}` {v:.4f} ({where}: {min(vals):.4f} to {max(vals):.4f})")
+        out.append(
+            f"- {k.replace('|', ' on ')} ({c['label_free']} {t[c['label_free']] - t['raw']:+.2f}; the entry's other "
+            f"{len(rest)} cells {min(gains):+.2f} to {max(gains):+.2f}): " + "; ".join(parts) + "."
+        )
+    if not out:
+        return ""
+    return (
+        "The held-out cells where label-free auto falls below raw - 0.5, their fit corpus's signals (`others`: the six "
+        "other tasks' sentences, so the test task's own sentences are not among them) beside the range over the same "
+        "entry's other cells:\n\n" + "\n".join(out) + "\n"
+    )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from _auto_few import DEV_PAIRS, VARIANTS, decisions, name
+from _auto_few import DEV_PAIRS, VARIANTS, decisions, name, packed
 
 GENRES = ("main-captions", "main-news", "main-forum")
 
@@ -68,7 +68,7 @@ def tune_few(data_dir: str, draws: int = 20) -> dict:
                     "truth": truth,
                     "incumbent": incumbent,
                     "few_label": product,
-                    "variants": by,
+                    "variants": {n: packed(c) for n, c in by.items()},
                 }
         print(f"few-label tuning {model}/{pooling}: {time.perf_counter() - t0:.0f} s", flush=True)
     return {"cells": cells, "draws": draws, "dev_pairs": DEV_PAIRS, "wall_s": time.perf_counter() - t0}

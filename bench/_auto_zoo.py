@@ -21,6 +21,7 @@ each vector signal deciding alone with its STS-B-train threshold) and few-label 
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from functools import cache as _memo
@@ -247,13 +248,14 @@ def run_zoo(data_dir: str, tasks_names: list[str], draws: int = DRAWS, checkpoin
     (``--few-only``); the truths are recomputed (cheap) and checked against the stored ones."""
     from _auto_data import Corpus, dev_pool
     from _auto_few import decisions as few_decisions
+    from _auto_few import packed
 
     from isotropy.evaluation import load_tasks
     from isotropy.evaluation.fitting import plan_others
     from isotropy.selection.select import Selector
     from isotropy.selection.signals import corpus_signals, incumbent_of
 
-    t_start = time.perf_counter()
+    t_start, load0 = time.perf_counter(), os.getloadavg()[0]
     tasks = load_tasks(data_dir, tasks_names)
     reused = 0
     plan = plan_others(tasks)
@@ -298,7 +300,7 @@ def run_zoo(data_dir: str, tasks_names: list[str], draws: int = DRAWS, checkpoin
                 "incumbent": incumbent,
                 "kind": "static" if is_static(model) else "transformer",
                 "few_label": few,
-                "few_variants": variants,
+                "few_variants": {n: packed(v) for n, v in variants.items()},
                 "dev_source": devs[i][0],
                 "fit_rows": int(len(X)),
             }
@@ -307,6 +309,7 @@ def run_zoo(data_dir: str, tasks_names: list[str], draws: int = DRAWS, checkpoin
             checkpoint({"cells": cells, "meta": {"tasks": [t.name for t in tasks], "draws": draws, "partial": True}})
     meta = {"tasks": [t.name for t in tasks], "draws": draws, "partial": False, "wall_s": time.perf_counter() - t_start}
     meta["signals_reused"] = reused
+    meta["load_average"] = [load0, os.getloadavg()[0]]  # 1-minute load at the start and the end (2 cores)
     return {"cells": cells, "meta": meta}
 
 
@@ -316,6 +319,7 @@ def decide(zoo: dict, rule: dict) -> dict:
     few-label choices by the library's ``DEV_RULE`` (the run scored every variant of bench/_auto_few.py with the
     library's ``dev_decide``, the product's among them)."""
     from _auto_few import name as rule_name
+    from _auto_few import unpacked
 
     from isotropy.selection.dev import DEV_RULE
     from isotropy.selection.signals import SIGNAL_RULE, decide_by_signals, signal_alone
@@ -324,7 +328,7 @@ def decide(zoo: dict, rule: dict) -> dict:
     product = rule_name(DEV_RULE)
     for c in zoo["cells"].values():
         if product in c.get("few_variants", {}):  # the library's dev_decide under DEV_RULE, as scored in the run
-            c["few_label"] = c["few_variants"][product]
+            c["few_label"] = unpacked(c["few_variants"][product])
         d = decide_by_signals(c["signals"], kind=c["kind"])
         c.update(label_free=d["choice"], fired=d["fired"], reason=d["reason"])
         c["alone"] = {s: act if signal_alone(c["signals"], s, rule) else "raw" for s in rule["thresholds"]}

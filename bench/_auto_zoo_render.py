@@ -281,6 +281,12 @@ def render(zoo: dict, tune: dict | None, pool: dict | None = None) -> str:
             if meta.get("signals_reused")
             else ""
         )
+        + (
+            f"; 1-minute load average {meta['load_average'][0]:.1f} at the start, {meta['load_average'][1]:.1f} at the end "
+            "(2 cores)"
+            if "load_average" in meta
+            else "; load average not recorded by this run"
+        )
         + "; vectors from the library's "
         "encoders (`Encoder('glove-6b-50d')`, `Encoder(model2vec folder)`, the default model at max_length 64).",
         "",
