@@ -174,10 +174,12 @@ def pre_encode_copies(enc, poolings, sentences, cache) -> None:
 
 def run(args, checkpoint=None) -> dict:
     import torch
+    from _auto_few import name as few_rule_name
 
     from isotropy.encoders.cache import VectorCache, encode_cached
     from isotropy.evaluation import load_tasks
     from isotropy.evaluation.fitting import plan_others
+    from isotropy.selection.dev import DEV_RULE
 
     torch.set_num_threads(args.threads)
     t_start, load0 = time.perf_counter(), os.getloadavg()[0]
@@ -211,6 +213,7 @@ def run(args, checkpoint=None) -> dict:
             "cells_planned": len(args.settings) * len(poolings) * len(corpora),
             "draws": DRAWS,
             "dev_pairs": DEV_PAIRS,
+            "dev_rule": few_rule_name(DEV_RULE),
             "dev_sources": {c.task.name: devs[i][0] for i, c in enumerate(corpora)},
             "others_removed": {t.name: o.removed for t, o in zip(tasks, others_plan)} if others_plan else {},
             "wall_s": time.perf_counter() - t_start,
