@@ -162,6 +162,12 @@ def test_few_label_mode_keeps_raw_on_isotropic_vectors_and_removes_the_direction
     sel = select_calibration(noisy, corpus, dev_pairs=_dev_pairs(noisy, 100), seed=0)
     assert sel.choice != "raw" and sel.candidate(sel.choice).beats_raw >= 0.9, sel.table()
     assert sel.candidate(sel.choice).score > sel.candidate("raw").score + 5
+    # the decision is dev_decide under DEV_RULE on the dev figures Selector.dev_scores gives (what the bench compares)
+    from isotropy.selection.dev import DEV_RULE, dev_decide
+
+    assert sel.settings["test"] == DEV_RULE["test"] and sel.settings["level"] == DEV_RULE["level"]
+    points, boots = Selector(np.asarray(noisy.encode(corpus)), seed=0).dev_scores(_dev_pairs(noisy, 100), noisy)
+    assert dev_decide(points, boots)[0] == sel.choice
 
 
 def test_binary_dev_labels_are_scored_by_auc(corpus):
