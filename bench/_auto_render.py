@@ -329,7 +329,7 @@ def verdict(run: dict, settings: list[str]) -> str:
 
 
 def render(run: dict, all_poolings: list[str] | None = None) -> str:
-    from isotropy.selection import DEV_LEVEL, LABEL_FREE_RULE
+    from isotropy.selection import LABEL_FREE_RULE
 
     meta = run["meta"]
     settings, poolings, tasks = meta["settings"], meta["poolings"], meta["tasks"]
@@ -398,8 +398,13 @@ def render(run: dict, all_poolings: list[str] | None = None) -> str:
         + ".",
         "",
         f"Rules measured: label-free `auto` = {_rule_words(LABEL_FREE_RULE)}"
-        + f"; few-label `auto` = raw unless a candidate beats raw's dev Spearman in at least {100 * DEV_LEVEL:.0f}% of 1000 "
-        "bootstrap resamples of the pairs, then the best dev Spearman.",
+        + "; few-label `auto` = raw unless a candidate beats raw's dev Spearman on 1000 bootstrap resamples of the pairs "
+        + (
+            f"by the test `{meta['dev_rule']}` (docs/AUTO.md, 'Few-label rule')"
+            if "dev_rule" in meta
+            else "in at least 90% of them, each candidate alone (the rule when this run was made)"
+        )
+        + ", then the best dev Spearman.",
         "",
         f"Run: {len(run['cells'])} (setting, pooling, task) cells"
         + (f" (stopped after {meta['cells_done']} of the {meta['cells_planned']} planned)" if meta.get("partial") else "")

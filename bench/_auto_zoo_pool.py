@@ -5,7 +5,8 @@ model's own last-avg vs first-last-avg), leave one task out as :func:`_auto_zoo.
 per pooling on ``others`` (the same rows, the vectors from the shared ``VectorCache``), the same 20 draws of 100 dev
 pairs from the other tasks (the same seeds as the stored few-label cells), and the product's decision
 (:func:`isotropy.selection.pooling_choice.choose_pooling`: the incumbent is the label-free calibration on the
-rule's pooling, kept unless another (pooling, candidate) beats it in 90% of the same paired resamples). Each draw's
+rule's pooling, kept unless another (pooling, candidate) passes the few-label rule, ``DEV_RULE``, on the same paired
+resamples). Each draw's
 test figure is read off the stored cells' truths (``bench/results/auto.json`` "zoo": every candidate's Spearman on
 the held-out task under each pooling), which are checked against a refit. Nothing here reads a test label to choose.
 """
@@ -75,7 +76,12 @@ def run_pool_choice(data_dir: str, tasks_names: list[str], zoo: dict, draws: int
                 "few_rule_pooling": own["few_label"],
             }
         print(f"pooling choice {model}: {time.perf_counter() - t1:.0f} s", flush=True)
-    return {"cells": cells, "meta": {"tasks": [t.name for t in tasks], "draws": draws, "wall_s": time.perf_counter() - t0}}
+    from _auto_few import name
+
+    from isotropy.selection.dev import DEV_RULE
+
+    meta = {"tasks": [t.name for t in tasks], "draws": draws, "wall_s": time.perf_counter() - t0, "dev_rule": name(DEV_RULE)}
+    return {"cells": cells, "meta": meta}
 
 
 def _f(x: float) -> str:
@@ -126,8 +132,9 @@ def section(pool: dict | None) -> list[str]:
         "Per zoo model with two poolings offered (mean vs SIF on a static table; the model's own, last-avg, vs "
         "first-last-avg on the default model), the product's decision (`choose_pooling` in "
         "src/isotropy/selection/pooling_choice.py, written by `bench/auto.py --zoo-pool`): the incumbent is the label-free "
-        "calibration on the rule's pooling, replaced only by a (pooling, candidate) that beats its dev Spearman in at "
-        f"least 90% of 1000 paired bootstrap resamples (the same resamples for both poolings); the same {meta['draws']} "
+        "calibration on the rule's pooling, replaced only by a (pooling, candidate) that passes the few-label rule "
+        f"(`{meta.get('dev_rule', 'not recorded')}`, section 'Few-label rule') against it on 1000 paired bootstrap resamples "
+        f"(the same resamples for both poolings); the same {meta['draws']} "
         "draws of 100 dev pairs as the few-label cells above (the task's train split, else the other tasks' pairs); candidates fitted per pooling on "
         "`others`. Spearman x 100 averaged over the 7 held-out tasks (each cell: the mean over its draws). "
         "'oracle' = best (pooling, calibration) by the test labels; 'oracle, rule's pooling' = best calibration on "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from _auto_zoo import POOLING_CHOICES
 
-HARM, BIG, KEEP_LF, KEEP_FEW, DRAWS_OK = 0.5, 3.0, 0.7, 0.8, 19
+HARM, BIG, KEEP_LF, KEEP_FEW, DRAWS_OK = 0.5, 3.0, 0.7, 0.75, 19  # KEEP_FEW: issue #34's 75%
 POOLING_DEFAULT = {k: v[0] for k, v in POOLING_CHOICES.items()}
 
 
@@ -86,7 +86,7 @@ def targets(zoo: dict) -> tuple[list[str], dict]:
     }
     mean_fk = float(np.mean(list(fk.values()))) if fk else 1.0
     rows.append(
-        f"| few-label auto keeps >= 80% of the oracle's gain on average where it gains >= 3 | {100 * mean_fk:.0f}% "
+        f"| few-label auto keeps >= 75% of the oracle's gain on average where it gains >= 3 | {100 * mean_fk:.0f}% "
         f"(mean over the draws and the {len(fk)} cells) | {_met(mean_fk >= KEEP_FEW)} |"
     )
     avg = {m: float(np.mean([c["truth"].get(m, np.nan) for c in cells.values()])) for m in ("raw", "whitening")}
@@ -142,6 +142,14 @@ def entry_table(zoo: dict, entry: str) -> list[str]:
         v = [float(f([cells[t]["truth"][x] for x in cells[t]["few_label"]])) if cells[t]["few_label"] else np.nan for t in tasks]
         out.append(f"| **auto, few-label ({name} of 20)** | " + " | ".join(f"{x:.2f}" for x in v) + f" | {np.mean(v):.2f} |")
     return out
+
+
+def _few_words() -> str:
+    from _auto_few import name
+
+    from isotropy.selection.dev import DEV_RULE
+
+    return f"`{name(DEV_RULE)}`"
 
 
 def _same_rule(rule: dict) -> bool:
@@ -240,9 +248,9 @@ def render(zoo: dict, tune: dict | None, pool: dict | None = None) -> str:
         f"`SIGNAL_RULE` in src/isotropy/selection/signals.py {'is this rule' if _same_rule(rule) else 'is NOT this rule'}; "
         "no label of the 7 test tasks tuned anything. Few-label `auto` starts from that choice: the incumbent is the "
         f"label-free rule's calibration for the encoder's kind ({act['static']} on a static table, {act['transformer']} on "
-        "a transformer), and another candidate (raw included) replaces it only if it beats the incumbent's dev Spearman "
-        "in at least 90% of 1000 paired bootstrap resamples of 100 pairs (then the best dev Spearman among those that "
-        f"do); {draws} draws per cell{reduced}. Leave one task out, "
+        "a transformer), and another candidate (raw included) replaces it only if it passes the few-label rule "
+        f"(`DEV_RULE`, section 'Few-label rule' below: {_few_words()}) on 1000 paired bootstrap resamples of 100 pairs "
+        f"(then the best dev Spearman among those that do); {draws} draws per cell{reduced}. Leave one task out, "
         "calibrations fitted on `others` (the six other tasks' sentences minus any the test task holds); Spearman x 100, "
         f"all pairs of a task pooled; {len(_entries(zoo['cells']))} zoo entries x {len(meta['tasks'])} tasks.{partial}",
         "",
@@ -272,6 +280,12 @@ def render(zoo: dict, tune: dict | None, pool: dict | None = None) -> str:
             "recomputed and checked equal; the few-label draws rerun)"
             if meta.get("signals_reused")
             else ""
+        )
+        + (
+            f"; 1-minute load average {meta['load_average'][0]:.1f} at the start, {meta['load_average'][1]:.1f} at the end "
+            "(2 cores)"
+            if "load_average" in meta
+            else "; load average not recorded by this run"
         )
         + "; vectors from the library's "
         "encoders (`Encoder('glove-6b-50d')`, `Encoder(model2vec folder)`, the default model at max_length 64).",

@@ -7,6 +7,7 @@
     .venv/bin/python bench/auto.py --tune-zoo --zoo             # the model zoo (issue #24), tuning and held-out run
     .venv/bin/python bench/auto.py --tune-zoo --zoo --few-only  # the same, reusing the stored cells' signals
     .venv/bin/python bench/auto.py --zoo-pool                   # few-label auto choosing the pooling too, from the stored cells
+    .venv/bin/python bench/auto.py --tune-few --zoo --few-only  # the few-label rule's test read off STS-B train, then the zoo
 
 The default model, max_length 64, every pooling of the issue that runs on it. For each fit
 setting (``target``: the test task's own sentences, every pair, both sides; ``others``: the six
@@ -173,10 +174,12 @@ def pre_encode_copies(enc, poolings, sentences, cache) -> None:
 
 def run(args, checkpoint=None) -> dict:
     import torch
+    from _auto_few import name as few_rule_name
 
     from isotropy.encoders.cache import VectorCache, encode_cached
     from isotropy.evaluation import load_tasks
     from isotropy.evaluation.fitting import plan_others
+    from isotropy.selection.dev import DEV_RULE
 
     torch.set_num_threads(args.threads)
     t_start, load0 = time.perf_counter(), os.getloadavg()[0]
@@ -210,6 +213,7 @@ def run(args, checkpoint=None) -> dict:
             "cells_planned": len(args.settings) * len(poolings) * len(corpora),
             "draws": DRAWS,
             "dev_pairs": DEV_PAIRS,
+            "dev_rule": few_rule_name(DEV_RULE),
             "dev_sources": {c.task.name: devs[i][0] for i, c in enumerate(corpora)},
             "others_removed": {t.name: o.removed for t, o in zip(tasks, others_plan)} if others_plan else {},
             "wall_s": time.perf_counter() - t_start,
@@ -316,6 +320,12 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=DRAWS, help="few-label draws per zoo cell (the issue: 20)")
     ap.add_argument("--tune-zoo", action="store_true", help="the zoo's signals and gains on the STS-B train split")
     ap.add_argument(
+        "--tune-few",
+        action="store_true",
+        help="the few-label rule's variants on the STS-B train split's genres (bench/_auto_few.py); the library's "
+        "DEV_RULE must be the rule read off them",
+    )
+    ap.add_argument(
         "--few-only",
         action="store_true",
         help="with --zoo: reuse the signals of the cells stored in bench/results/auto.json (truths recomputed and "
@@ -339,8 +349,10 @@ def main() -> None:
     from isotropy.storage.artifacts import write_json
 
     data = json.loads(OUT.read_text(encoding="utf-8")) if OUT.exists() else {}
-    if args.zoo or args.tune_zoo or args.zoo_pool:
+    if args.zoo or args.tune_zoo or args.zoo_pool or args.tune_few:
         import _auto_zoo_render
+        from _auto_few import check_library
+        from _auto_few import render as render_few
         from _auto_zoo import decide, run_zoo, tune_zoo, tuned_rule
 
         def save() -> None:  # after each long step, so a later failure loses nothing
@@ -351,6 +363,13 @@ def main() -> None:
         if args.tune_zoo and not args.render_only:
             data["zoo_tune"] = tune_zoo(args.data)
             save()
+        if args.tune_few and not args.render_only:
+            from _auto_few_tune import tune_few
+
+            data["few_tune"] = tune_few(args.data, args.draws)
+            save()
+        if "few_tune" in data and not args.render_only:
+            check_library(data["few_tune"])  # before the held-out run: the product must hold the tuned rule
         if args.zoo and not args.render_only:
 
             def checkpoint(partial: dict) -> None:
@@ -367,6 +386,8 @@ def main() -> None:
             data["zoo_pool"] = run_pool_choice(args.data, args.tasks, data["zoo"], args.draws)
             save()
         parts = [("auto-zoo-tuning", _auto_zoo_render.render_tuning(data["zoo_tune"]))] if "zoo_tune" in data else []
+        if "few_tune" in data:
+            parts.append(("auto-few", render_few(data["few_tune"], data.get("zoo"))))
         if "zoo" in data:
             decide(data["zoo"], tuned_rule(data["zoo_tune"]))
             parts.insert(0, ("auto-zoo", _auto_zoo_render.render(data["zoo"], data.get("zoo_tune"), data.get("zoo_pool"))))

@@ -162,6 +162,12 @@ def test_few_label_mode_keeps_raw_on_isotropic_vectors_and_removes_the_direction
     sel = select_calibration(noisy, corpus, dev_pairs=_dev_pairs(noisy, 100), seed=0)
     assert sel.choice != "raw" and sel.candidate(sel.choice).beats_raw >= 0.9, sel.table()
     assert sel.candidate(sel.choice).score > sel.candidate("raw").score + 5
+    # the decision is dev_decide under DEV_RULE on the dev figures Selector.dev_scores gives (what the bench compares)
+    from isotropy.selection.dev import DEV_RULE, dev_decide
+
+    assert sel.settings["test"] == DEV_RULE["test"] and sel.settings["level"] == DEV_RULE["level"]
+    points, boots = Selector(np.asarray(noisy.encode(corpus)), seed=0).dev_scores(_dev_pairs(noisy, 100), noisy)
+    assert dev_decide(points, boots)[0] == sel.choice
 
 
 def test_binary_dev_labels_are_scored_by_auc(corpus):
@@ -467,3 +473,40 @@ def test_pooling_auto_by_search_labels_reads_every_pooling_off_one_encode():
     assert sel.settings["dev_queries"] == 30
     with pytest.raises(IsotropyError, match="as text"):
         pooled_dev(pooled["good"], TwoPoolings(), ["bad", "good"])
+
+
+def _boots(gains: dict[str, float], seed: int = 0, resamples: int = 1000) -> tuple[dict, dict]:
+    """Dev figures and bootstrap figures of an incumbent ``inc`` (0) and challengers ahead of it by ``gains``, each
+    with its own unit-variance noise (independent challengers: the many-comparisons case)."""
+    rng = np.random.default_rng(seed)
+    boots = {"inc": np.zeros(resamples)}
+    for name, g in gains.items():
+        z = rng.standard_normal(resamples)
+        boots[name] = g + (z - z.mean()) / z.std()
+    return {"inc": 0.0, **gains}, boots
+
+
+def test_dev_decide_family_wise_tests_do_not_switch_on_many_lucky_challengers():
+    from isotropy.selection.dev import dev_decide
+
+    # ten challengers each ahead by 1.5 standard errors: each alone beats the incumbent in ~93% of the resamples
+    points, boots = _boots({f"c{i}": 1.5 for i in range(10)})
+    assert dev_decide(points, boots, "inc", {"test": "each", "level": 0.9})[0] != "inc"
+    for test in ("holm", "max-t"):
+        choice, p, beats = dev_decide(points, boots, "inc", {"test": test, "level": 0.9})
+        assert choice == "inc" and 0 <= p <= 0.1 and set(beats) == set(points) - {"inc"}
+    # a challenger clearly ahead passes every test, and the best dev figure among the passing wins
+    points, boots = _boots({**{f"c{i}": 1.5 for i in range(10)}, "strong": 6.0})
+    for test in ("each", "holm", "max-t"):
+        assert dev_decide(points, boots, "inc", {"test": test, "level": 0.9})[0] == "strong"
+
+
+def test_dev_decide_gives_raw_its_own_bar_and_refuses_an_unknown_test():
+    from isotropy.selection.dev import dev_decide
+
+    points, boots = _boots({"raw": 0.4, "other": 0.4})  # each ahead in ~66% of the resamples
+    assert dev_decide(points, boots, "inc", {"test": "each", "level": 0.9, "raw_level": None})[0] == "inc"
+    assert dev_decide(points, boots, "inc", {"test": "each", "level": 0.9, "raw_level": 0.6})[0] == "raw"
+    assert dev_decide(points, boots, "raw", {"test": "each", "level": 0.9, "raw_level": 0.6})[0] == "raw"  # raw kept
+    with pytest.raises(IsotropyError, match="unknown few-label test"):
+        dev_decide(points, boots, "inc", {"test": "bonferonni"})

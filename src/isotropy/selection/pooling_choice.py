@@ -7,8 +7,8 @@ read off the same corpus sample (the caller encodes it once with ``Encoder.encod
 candidates are fitted per pooling, and every (pooling, candidate) is scored on the dev labels with the
 SAME bootstrap resamples (:mod:`.dev`: Spearman on pairs, nDCG@10 on search labels). The incumbent is
 the rule's pooling with the label-free calibration for the kind (:func:`.signals.incumbent_of`); it is
-kept unless another (pooling, candidate) beats its dev figure in at least ``level`` (90 %) of the
-resamples; among those that do, the best dev figure wins (:func:`choose_pooling`). The
+kept unless another (pooling, candidate) passes the few-label rule's test against it (:func:`.dev.dev_decide`,
+:data:`.dev.DEV_RULE`); among those that do, the best dev figure wins (:func:`choose_pooling`). The
 :class:`~.result.Selection` returned is the chosen pooling's candidates, each scored under the other
 poolings too, and ``Selection.pooling`` records the pooling chosen, the incumbent and why.
 """
@@ -23,10 +23,10 @@ import numpy as np
 
 from ..encoders.poolings import parse_pooling
 from ..errors import IsotropyError
-from .dev import DevPairs, DevQrels, check_dev, pairs_sentences
+from .dev import DEV_RULE, DevPairs, DevQrels, check_dev, dev_decide, pairs_sentences
 from .result import Selection
-from .select import DEV_LEVEL, RESAMPLES, Selector, _decide, _outcome, dev_resamples, dev_scores
-from .signals import POOLING_OFFERED, POOLING_RULE, encoder_kind, few_label_fired
+from .select import DEV_LEVEL, RESAMPLES, Selector, _outcome, dev_resamples, dev_scores
+from .signals import POOLING_OFFERED, POOLING_RULE, encoder_kind, few_label_fired, test_words
 
 __all__ = ["rule_pooling", "offered_poolings", "rule_pooling_record", "pooled_dev", "choose_pooling", "pooling_label"]
 
@@ -94,11 +94,13 @@ def pooled_dev(dev: DevPairs | DevQrels, encoder: Any, poolings: Sequence[str], 
     }
 
 
-def _rule_text(label: str, poolings: Sequence[str], metric: str, level: float, resamples: int, n: int, unit: str) -> str:
+def _rule_text(
+    label: str, poolings: Sequence[str], metric: str, level: float, resamples: int, n: int, unit: str, conf: dict
+) -> str:
     return (
         f"{label} unless another (pooling, candidate) of the poolings {', '.join(poolings)} (raw included) beats "
         f"{label}'s dev {metric} in at least {100 * level:.0f}% of {resamples} bootstrap resamples of the {n} {unit} "
-        f"(the same resamples for every pooling); then the best dev {metric} among those that do"
+        f"(the same resamples for every pooling){test_words(conf, level)}; then the best dev {metric} among those that do"
     )
 
 
@@ -152,22 +154,22 @@ def choose_pooling(
         why, incumbent = f"{incumbent} could not be fitted here, so raw is the incumbent", "raw"
     points, boots = _scores(selectors, devs, *dev_resamples(first, resamples, seed))
     inc = (incumbent_pooling, incumbent)
-    beats = {k: float(np.mean(boots[k] > boots[inc])) for k in boots if k != inc}
-    choice, prob = _decide(points, beats, lvl, incumbent=inc)
+    conf = {**DEV_RULE, "level": lvl}
+    choice, prob, beats = dev_decide(points, boots, inc, conf, raw=(incumbent_pooling, "raw"))
     pool, cand = choice
     label = pooling_label(incumbent, incumbent_pooling)
     col = f"dev-{first.metric}"
     extra = {
         f"{col}, pooling {q}": {n: points.get((q, n)) for n in selectors[q].fitted.transforms} for q in poolings if q != pool
     }
-    rule = _rule_text(label, poolings, first.metric, lvl, resamples, len(first), first.unit)
+    rule = _rule_text(label, poolings, first.metric, lvl, resamples, len(first), first.unit, conf)
     settings = selectors[pool]._settings(mode="few-label", **first.describe(), level=lvl, resamples=resamples)
     settings.update(score_column=f"{col}, pooling {pool}", poolings=poolings)
     own = {n: points[(pool, n)] for n in selectors[pool].fitted.transforms}
     own_beats = {n: beats[(pool, n)] for n in selectors[pool].fitted.transforms if (pool, n) in beats}
     sel = _outcome(selectors[pool].candidates, selectors[pool].fitted, (cand, prob), col, own, extra, own_beats, rule, settings)
     sel.incumbent, sel.p_beats_raw = label, None if choice == inc else prob
-    sel.fired = few_label_fired(label, why, pooling_label(cand, pool), prob, lvl)
+    sel.fired = few_label_fired(label, why, pooling_label(cand, pool), prob, lvl, conf)
     sel.pooling = _record(pool, incumbent_pooling, poolings, points, beats, inc, first.metric)
     return sel
 

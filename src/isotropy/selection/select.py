@@ -6,7 +6,7 @@
 2. Few-label mode (``dev_pairs``): each candidate's figure on the dev pairs and a paired
    bootstrap over the pairs (:mod:`.dev`); the incumbent -- the label-free rule's choice for the
    encoder's kind (:func:`.signals.incumbent_of`; raw for vectors without their encoder) -- is kept
-   unless another candidate (raw included) beats it in at least 90 % of the resamples.
+   unless another candidate (raw included) passes the few-label rule's test (:data:`.dev.DEV_RULE`).
 3. Label-free mode: a seeded sample of the corpus's distinct sentences, word-deleted copies of
    them encoded by the same encoder (:mod:`.perturb`), and the label-free criteria
    (:mod:`.criteria`) on every candidate, bootstrapped over the sampled sentences. The
@@ -32,14 +32,14 @@ from . import signals
 from .bootstrap import _apply, _encode, _resamples, _sample, _views
 from .candidates import Candidate, Fitted, fit_candidates, parse_candidates
 from .criteria import CRITERIA, Applied, Views, centred_ranks, criterion
-from .dev import DevPairs, DevQrels, check_dev, dev_statistics, pairs_sentences
+from .dev import DEV_RULE, DevPairs, DevQrels, check_dev, dev_decide, dev_statistics, pairs_sentences
 from .perturb import perturbed_copies
 from .result import CandidateScore, Selection
 from .signals import corpus_signals, decide_by_signals, encoder_kind, signal_rule_text
 
 __all__ = ["select_calibration", "Selector", "LABEL_FREE_RULE", "DEV_LEVEL", "SAMPLE", "RESAMPLES"]
 
-DEV_LEVEL = 0.9  # few-label: a candidate must beat the incumbent in this share of bootstrap resamples
+DEV_LEVEL = DEV_RULE["level"]  # few-label: the level of the rule's test (dev.DEV_RULE)
 SAMPLE = 1000  # label-free: distinct sentences sampled for the criteria
 RESAMPLES = 1000  # bootstrap resamples (pairs in few-label mode, sentences in label-free mode)
 
@@ -108,9 +108,9 @@ def _few_label(
     show_progress: bool | None,
     seed: int,
     resamples: int,
-    incumbent: str = "raw",
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Dev figure and P(beats the incumbent) of every fitted candidate (dev qrels: left = queries, right = documents)."""
+) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """Dev figure of every fitted candidate and its figures on the bootstrap resamples (dev qrels: left = queries,
+    right = documents)."""
     if isinstance(dev.left, np.ndarray):
         L, R = dev.left, dev.right
     else:
@@ -120,9 +120,7 @@ def _few_label(
         V = _encode(encoder, distinct, cache, show_progress)
         at = {s: i for i, s in enumerate(distinct)}
         L, R = V[[at[s] for s in dev.left]], V[[at[s] for s in dev.right]]
-    points, boots = dev_scores(fitted.transforms, L, R, dev, *dev_resamples(dev, resamples, seed))
-    beats = {c: float(np.mean(boots[c] > boots[incumbent])) for c in boots if c != incumbent}
-    return points, beats
+    return dev_scores(fitted.transforms, L, R, dev, *dev_resamples(dev, resamples, seed))
 
 
 def dev_resamples(dev: DevPairs | DevQrels, resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray | None]:
@@ -297,16 +295,23 @@ class Selector:
         (raw by default; :func:`select_calibration` passes the label-free rule's choice for the encoder's kind, ``why``
         saying so) is kept unless another candidate beats its dev figure in ``level`` of the resamples."""
         dev = check_dev(dev, dev_source)
-        lvl = DEV_LEVEL if level is None else float(level)
+        conf = {**DEV_RULE, **({} if level is None else {"level": float(level)})}
+        lvl = float(conf["level"])
         if incumbent not in self.fitted.transforms:  # not a candidate here, or skipped (too few sentences)
             why, incumbent = f"{incumbent} could not be fitted here, so raw is the incumbent", "raw"
-        points, beats = _few_label(self.fitted, dev, encoder, cache, show_progress, self.seed, resamples, incumbent)
-        rule = signals.few_label_rule_text(incumbent, dev.metric, lvl, resamples, len(dev), dev.unit)
-        settings = self._settings(mode="few-label", **dev.describe(), level=lvl, resamples=resamples)
-        decision = _decide(points, beats, lvl, incumbent=incumbent)
+        points, boots = _few_label(self.fitted, dev, encoder, cache, show_progress, self.seed, resamples)
+        rule = signals.few_label_rule_text(incumbent, dev.metric, lvl, resamples, len(dev), dev.unit, conf)
+        settings = self._settings(mode="few-label", **dev.describe(), level=lvl, resamples=resamples, test=conf["test"])
+        choice, p, beats = dev_decide(points, boots, incumbent, conf)
+        decision = (choice, p)
         sel = _outcome(self.candidates, self.fitted, decision, f"dev-{dev.metric}", points, {}, beats, rule, settings, incumbent)
-        sel.fired = signals.few_label_fired(incumbent, why, decision[0], decision[1], lvl)
+        sel.fired = signals.few_label_fired(incumbent, why, choice, p, lvl, conf)
         return sel
+
+    def dev_scores(self, dev: Any, encoder: Any = None, *, resamples: int = RESAMPLES) -> tuple[dict, dict]:
+        """Each candidate's dev figure and its figures on the seeded resamples of the dev rows: what
+        :func:`~.dev.dev_decide` reads (a benchmark compares rules on them without scoring twice)."""
+        return _few_label(self.fitted, check_dev(dev), encoder, None, False, self.seed, resamples)
 
     def evidence(
         self,

@@ -388,19 +388,37 @@ def incumbent_of(encoder: Any, rule: dict[str, Any] | None = None, task: str | N
     return dec["choice"], f"the label-free rule's choice: {dec['reason']}"
 
 
-def few_label_rule_text(incumbent: str, metric: str, level: float, resamples: int, n: int, unit: str = "pairs") -> str:
-    """The few-label rule in words."""
+def test_words(conf: dict[str, Any] | None, level: float) -> str:
+    """The few-label rule's test in words (empty for a challenger alone at ``level``), for the rule texts."""
+    test = (conf or {}).get("test", "each")
+    if test == "holm":
+        return (
+            " under Holm's step-down correction over the challengers (each one's p-value: the share of resamples it "
+            f"does not win; the {100 * level:.0f}% is family-wise)"
+        )
+    if test == "max-t":
+        return f" under a max-statistic bound over the challengers (the {100 * level:.0f}% is family-wise)"
+    return ""
+
+
+def few_label_rule_text(
+    incumbent: str, metric: str, level: float, resamples: int, n: int, unit: str = "pairs", conf: dict | None = None
+) -> str:
+    """The few-label rule in words (``conf``: the rule's test and raw's own bar, :data:`..dev.DEV_RULE`)."""
     other = "another candidate (raw included)" if incumbent != "raw" else "a candidate"
+    raw_level = (conf or {}).get("raw_level")
+    guard = f", or raw beats it in {100 * raw_level:.0f}% of them" if raw_level is not None and incumbent != "raw" else ""
     return (
         f"{incumbent} unless {other} beats {incumbent}'s dev {metric} in at least {100 * level:.0f}% of {resamples} "
-        f"bootstrap resamples of the {n} {unit}; then the best dev {metric} among those that do"
+        f"bootstrap resamples of the {n} {unit}{test_words(conf, level)}{guard}; then the best dev {metric} among "
+        "those that do"
     )
 
 
-def few_label_fired(incumbent: str, why: str, choice: str, p: float, level: float) -> str:
+def few_label_fired(incumbent: str, why: str, choice: str, p: float, level: float, conf: dict | None = None) -> str:
     """What decided a few-label choice, in words (``p``: P(choice beats the incumbent), or 1 - the best rival's)."""
     if choice == incumbent:
-        verdict = f"kept {incumbent}: no candidate beat it in {100 * level:.0f}% of the resamples"
+        verdict = f"kept {incumbent}: no candidate beat it in {100 * level:.0f}% of the resamples{test_words(conf, level)}"
     else:
         verdict = f"{choice} replaced the incumbent {incumbent}: it beat it in {100 * p:.0f}% of the resamples"
     return verdict + (f"; the incumbent {incumbent} is {why}" if why else "")
