@@ -89,9 +89,13 @@ def test_bytes_must_divide_the_calibrated_dimension(glove, raw):
     assert index.search_vectors(index._apply(raw[:3]), 1).ids[:, 0].tolist() == [0, 1, 2]
 
 
-def test_dask_build_equals_one_process_and_resumes_per_shard(glove, raw, tmp_path):
+def test_dask_build_equals_one_process_and_resumes_per_shard(glove, raw, tmp_path, monkeypatch):
     distributed = pytest.importorskip("distributed")
     from isotropy.files.index_scale import build_index_dask
+    from isotropy.search import pq
+
+    monkeypatch.setattr(pq, "MIN_TRAIN", 256)  # the sample (8 lists x 64 = 512 rows) is below the 1,200 rows
+    assert pq.train_rows(N, 8) < N
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(_sentences()) + "\n", encoding="utf-8")
@@ -99,11 +103,15 @@ def test_dask_build_equals_one_process_and_resumes_per_shard(glove, raw, tmp_pat
     vdir.mkdir()
     for i, part in enumerate(np.array_split(raw, 3)):
         np.save(vdir / f"part{i}.npy", part)
-    ref = _lists(_one_process(glove, raw)._index)
+    one = _one_process(glove, raw)
+    ref = _lists(one._index)
     kw = dict(model="glove-6b-50d", whiten=40, power=0.5, kind="ivfpq", bytes_per_vector=8, nlist=8, nprobe=8)
     with distributed.Client(processes=False, n_workers=2, threads_per_worker=1, dashboard_address=":0") as client:
         index, report = build_index_dask(corpus, vdir, tmp_path / "ix", address=client, **kw)
         assert [r["status"] for r in report] == ["added"] * 3
+        # the calibration is fitted on every row, as one process fits it (moments merged from the shards)
+        assert index.transform.moments_.n == N
+        np.testing.assert_allclose(index.transform.moments_.scatter, one.transform.moments_.scatter, rtol=1e-10)
         assert _lists(index._index) == ref  # same lists, ids and codes as one process
         work = tmp_path / "ix.parts"
         kept = (work / "shard-part0.faiss").stat().st_mtime_ns
