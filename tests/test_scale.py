@@ -105,7 +105,7 @@ def test_dask_build_equals_one_process_and_resumes_per_shard(glove, raw, tmp_pat
         np.save(vdir / f"part{i}.npy", part)
     one = _one_process(glove, raw)
     ref = _lists(one._index)
-    kw = dict(model="glove-6b-50d", whiten=40, power=0.5, kind="ivfpq", bytes_per_vector=8, nlist=8, nprobe=8)
+    kw = dict(model="glove-6b-50d", whiten=40, power=0.5, kind="ivfpq", bytes_per_vector=8, nlist=8, nprobe=8, keep_vectors=True)
     with distributed.Client(processes=False, n_workers=2, threads_per_worker=1, dashboard_address=":0") as client:
         index, report = build_index_dask(corpus, vdir, tmp_path / "ix", address=client, **kw)
         assert [r["status"] for r in report] == ["added"] * 3
@@ -115,16 +115,20 @@ def test_dask_build_equals_one_process_and_resumes_per_shard(glove, raw, tmp_pat
         assert _lists(index._index) == ref  # same lists, ids and codes as one process
         work = tmp_path / "ix.parts"
         kept = (work / "shard-part0.faiss").stat().st_mtime_ns
-        with open(work / "shard-part1.faiss", "r+b") as fh:  # damage one shard, remove another
+        with open(work / "shard-part1.faiss", "r+b") as fh:  # damage one shard, remove another's vectors
             fh.seek(100)
             fh.write(b"\xff\xfe")
-        (work / "shard-part2.faiss").unlink()
+        (work / "shard-part2.vectors.npy").unlink()
         index, report = build_index_dask(corpus, vdir, tmp_path / "ix", address=client, force=True, **kw)
     assert [r["status"] for r in report] == ["skipped", "added", "added"]
-    assert "damaged" in report[1]["reason"] and report[2]["reason"]
+    assert "damaged" in report[1]["reason"] and report[2]["reason"] == "shard vectors missing"
     assert (work / "shard-part0.faiss").stat().st_mtime_ns == kept  # the finished shard was not redone
-    loaded = Index.load(tmp_path / "ix")  # on-disk lists beside the index, memory-mapped
+    loaded = Index.load(tmp_path / "ix", rerank=40)  # on-disk lists beside the index, memory-mapped
     assert _lists(loaded._index) == ref
+    # --keep-vectors: the workers' exact vectors, joined in row order, are one process's
+    np.testing.assert_allclose(loaded._exact, one._apply(raw, one.transform), rtol=1e-6, atol=1e-6)
+    Q = one._apply(raw[:20], one.transform)
+    assert loaded.search_vectors(Q, 1).ids[:, 0].tolist() == list(range(20))  # re-ranked exactly: itself first
     assert loaded.search(["sentence"], 3).ids.shape == (1, 3)
     with pytest.raises(IsotropyError, match="on-disk inverted lists"):
         loaded.add_encoded(["more"], raw[:1])

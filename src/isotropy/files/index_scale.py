@@ -123,13 +123,11 @@ def build_index_dask(
     vectors are the ``.npy`` shards ``vectors`` (a glob, a folder or a list; sorted by name, that is the row order) into
     ``output``; returns the index and one ``{"shard", "status", "reason"}`` per shard."""
     from ..distributed.cluster import client_for
-    from ..distributed.index_build import add_shards, merge_shards, shard_rows
+    from ..distributed.index_build import add_shards, merge_shards, merge_vectors, shard_rows
     from ..distributed.spec import expand_inputs
 
     if kind not in PQ_KINDS:
         raise IsotropyError(f"--engine dask builds the compressed kinds ({', '.join(PQ_KINDS)}), not {kind!r}")
-    if params.get("keep_vectors"):
-        raise IsotropyError("--keep-vectors is not available with --engine dask yet; build without it")
     check_output(output, "index", force=force, inputs=[corpus, transform, model])
     sentences = _read_corpus(corpus)
     if isinstance(vectors, (str, os.PathLike)) and Path(vectors).is_dir():
@@ -167,8 +165,11 @@ def build_index_dask(
             tdigest=None if tpath is None else folder_digest(tpath),
             address=client,
             show_progress=show_progress,
+            keep_vectors=bool(index.params.get("keep_vectors")),
         )
     index._index = merge_shards(shards, work)
+    if index.params.get("keep_vectors"):
+        index._exact = merge_vectors(shards, work)
     index.sentences = sentences
     index.save(output, force=force)
     return index, report
