@@ -55,8 +55,14 @@ def _one_process(glove, raw, kind="ivfpq", **kw):
     return Index(glove, t, kind, bytes_per_vector=8, nlist=8, nprobe=8, **kw).add_encoded(_sentences(), raw)
 
 
-def test_pq_kinds_rerank_and_saved_folder(glove, raw, tmp_path):
-    index = _one_process(glove, raw, keep_vectors=True, rerank=40)
+@pytest.fixture(scope="module")
+def kept(glove, raw):
+    """A one-process ivfpq index that keeps its exact vectors (tests set the re-ranking depth they use)."""
+    return _one_process(glove, raw, keep_vectors=True, rerank=40)
+
+
+def test_pq_kinds_rerank_and_saved_folder(kept, glove, raw, tmp_path):
+    index = kept.set_search_params(rerank=40)
     Q = index._apply(raw[:64], index.transform)
     exact = Q @ np.asarray(index._exact).T
     truth = np.argsort(-exact, axis=1)[:, :10]
@@ -132,3 +138,26 @@ def test_dask_build_equals_one_process_and_resumes_per_shard(glove, raw, tmp_pat
     assert loaded.search(["sentence"], 3).ids.shape == (1, 3)
     with pytest.raises(IsotropyError, match="on-disk inverted lists"):
         loaded.add_encoded(["more"], raw[:1])
+
+
+@pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
+def test_serve_reranks_per_request_and_keeps_the_served_depth(kept):
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx")
+    from fastapi.testclient import TestClient
+
+    from isotropy.search.serve import create_app
+
+    index = kept
+    want = {r: index.set_search_params(rerank=r).search(["sentence"], 5).ids[0].tolist() for r in (0, 40)}
+    assert want[0] != want[40]  # the exact re-scoring changes the order on these 1,200 rows
+    index.set_search_params(rerank=0)
+    client = TestClient(create_app(index, hosts=["testserver"]))
+    hits = lambda r: [h["id"] for h in r.json()["hits"]]  # noqa: E731
+    assert hits(client.get("/search", params={"q": "sentence", "k": 5, "rerank": 40})) == want[40]
+    assert hits(client.get("/search", params={"q": "sentence", "k": 5})) == want[0]  # the served depth, restored
+    body = client.post("/search", json={"queries": ["sentence"], "k": 5, "rerank": 40}).json()
+    assert [h["id"] for h in body["results"][0]["hits"]] == want[40]
+    r = client.get("/search", params={"q": "sentence", "rerank": -1})
+    assert r.status_code == 400 and "rerank must be" in r.json()["error"]
+    assert index.params["rerank"] == 0
