@@ -323,6 +323,25 @@ def cranfield() -> list[dict]:
     return out
 
 
+def minilm_rate(n: int = 1000) -> dict:
+    """The default transformer's (all-MiniLM-L6-v2) encode rate on ``n`` windows of the corpus, in this process
+    (torch's own threads), measured before deciding how many vectors to encode with it."""
+    from _scale_data import windows, words
+
+    from isotropy.encoders import Encoder
+
+    enc = Encoder()
+    texts = windows(words(), n, seed=1)
+    enc.encode(texts[:64], show_progress=False)  # warm-up: the model loaded
+    before = load()
+    t = time.perf_counter()
+    enc.encode(texts, show_progress=False)
+    rate = n / (time.perf_counter() - t)
+    out = {"model": enc.model_name, "sentences": n, "per_s": rate, "load_before": before, "load_after": load()}
+    print(json.dumps(out), flush=True)
+    return out
+
+
 def _ingest(log: Path, rows: int) -> None:
     """The JSON lines an interrupted run printed (grid rows, the Dask timing, Cranfield rows), into the results file."""
     results = json.loads(OUT.read_text()) if OUT.exists() else {}
@@ -338,6 +357,8 @@ def _ingest(log: Path, rows: int) -> None:
             res["dask"] = r
         elif "exact_ndcg@10" in r:
             cran.append(r)
+        elif "per_s" in r:
+            results["minilm_rate"] = r
     if cran:
         results["cranfield"] = cran
     OUT.parent.mkdir(parents=True, exist_ok=True)
@@ -352,6 +373,7 @@ def main() -> None:
     ap.add_argument("--dask", action="store_true", help="also time the Dask build against one process")
     ap.add_argument("--cranfield", action="store_true", help="also score Cranfield nDCG@10 through the index")
     ap.add_argument("--tune", action="store_true", help="choose nprobe per row on the tuning queries (else 32)")
+    ap.add_argument("--minilm-rate", action="store_true", help="only measure the default transformer's encode rate")
     ap.add_argument("--render", action="store_true", help="only rewrite the BENCHMARKS section from the results file")
     ap.add_argument(
         "--from-log", type=Path, help="take the rows this script printed in an interrupted run (its stdout) into the results"
@@ -359,6 +381,11 @@ def main() -> None:
     args = ap.parse_args()
     if args.from_log:
         _ingest(args.from_log, args.rows)
+    elif args.minilm_rate:
+        rate = minilm_rate()
+        results = json.loads(OUT.read_text()) if OUT.exists() else {}
+        results["minilm_rate"] = rate
+        OUT.write_text(json.dumps(portable(results), indent=2) + "\n")
     elif not args.render:
         X, Q, info = vectors(args.rows)
         budgets = [int(b) for b in args.budgets.split(",") if b]
