@@ -205,8 +205,13 @@ def _dask(d: dict) -> list[str]:
         "",
         f"Build of the soft whitening-48, 16-byte index of {d['rows']:,} vectors (nlist {d.get('nlist', 1024):,}): one "
         f"process {d['one_process_s']:.0f} s, `build_index_dask` on a local cluster of 2 single-threaded workers "
-        f"(10 shards, merged on disk) {d['dask_2_workers_s']:.0f} s (load {d['load_before'][0]:.1f}/"
-        f"{d['load_after'][0]:.1f}; "
+        f"(10 shards, merged on disk) {d['dask_2_workers_s']:.0f} s (load "
+        + (
+            f"{d['load_before'][0]:.1f} -> {d['load_mid'][0]:.1f} during one process, {d['load_mid'][0]:.1f} -> "
+            f"{d['load_after'][0]:.1f} during Dask; "
+            if "load_mid" in d
+            else f"{d['load_before'][0]:.1f}/{d['load_after'][0]:.1f}; "
+        )
         + (
             "both include training and saving; taken when the Dask build still fitted its calibration on the sample)"
             if same is None
