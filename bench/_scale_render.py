@@ -125,7 +125,7 @@ def _targets(res: dict) -> list[str]:
             if slow["qps_single_1t"] >= 1000
             else f"met by {sum(r['qps_single_1t'] >= 1000 for r in rows)} of {len(rows)} rows ({name(fast)}: "
             f"{fast['qps_single_1t']:,.0f} at load {fast['load_before'][0]:.1f}; slowest {name(slow)}: "
-            f"{slow['qps_single_1t']:,.0f} at load {slow['load_before'][0]:.1f}): **not shown** under this load."
+            f"{slow['qps_single_1t']:,.0f} at load {slow['load_before'][0]:.1f}, nprobe {slow.get('nprobe', 32)})."
         ),
     ]
 
