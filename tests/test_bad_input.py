@@ -384,6 +384,9 @@ OPTION_CASES = [
         ("--input",),
     ),
     Case("search -n 0", ("search", "{w}/index", "a query", "-n", "0"), ("k",)),
+    Case(
+        "serve --rerank on an index without kept vectors", ("serve", "{w}/index", "--port", "0", "--rerank", "5"), ("--rerank",)
+    ),
     Case("search without a query", ("search", "{w}/index"), ("query",)),
     Case("export onnx --quantize int4", ("export", "onnx", "-o", OUT, "--quantize", "int4"), ("int4",)),
     Case("eval --method bogus", ("eval", "--data", "{w}/pairs.tsv", "--method", "bogus"), ("bogus",)),

@@ -26,6 +26,7 @@ from .options import (
     Pooling,
     PoolingStats,
     Progress,
+    Rerank,
     Transform,
     check_device,
     choice,
@@ -258,13 +259,7 @@ def search(
     nprobe: Annotated[
         int | None, typer.Option(NProbe, help="ivf, ivfpq, opq: lists visited per query (default: the index's).")
     ] = None,
-    rerank: Annotated[
-        int | None,
-        typer.Option(
-            "--rerank",
-            help="ivfpq/opq built with --keep-vectors: re-score this many candidates with the exact vectors (0: off).",
-        ),
-    ] = None,
+    rerank: Rerank = None,
     device: Device = None,
     old_k: Annotated[int | None, hidden("-k")] = None,
 ) -> None:

@@ -114,6 +114,14 @@ Device = Annotated[
         help="Where the model runs: cpu, cuda, cuda:N or mps (default: cuda when available, else cpu).",
     ),
 ]
+Rerank = Annotated[
+    int | None,
+    typer.Option(
+        "--rerank",
+        help="ivfpq/opq built with --keep-vectors: re-score this many candidates with the exact vectors (0: off; "
+        "default: the index's).",
+    ),
+]
 NComponents = Annotated[
     int | None,
     typer.Option(

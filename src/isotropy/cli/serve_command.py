@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from .options import Device, check_device
+from .options import Device, Rerank, check_device
 
 __all__ = ["register_serve_command"]
 
@@ -39,8 +39,9 @@ def register_serve_command(app: typer.Typer) -> None:
             MAX_QUERY_CHARS, "--max-query-chars", help="Longest query, in characters (longer: 413)."
         ),
         device: Device = None,
+        rerank: Rerank = None,
     ) -> None:
-        """Load an index and its model once and answer searches over HTTP: GET /search?q=...&k=10, POST /search, GET /health.
+        """Load an index and its model once and answer searches over HTTP: GET /search?q=...&k=10[&rerank=N], POST /search, GET /health.
 
         The index folder is reloaded when it changes on disk (isotropy index add). SIGTERM or Ctrl-C stops it (exit 0).
         """
@@ -51,6 +52,7 @@ def register_serve_command(app: typer.Typer) -> None:
             host,
             port,
             device=check_device(device),
+            rerank=rerank,
             allow_hosts=allow_host,
             max_body=max_body,
             max_queries=max_queries,

@@ -5,7 +5,8 @@ it, empty, to ``WORK/trained.faiss``; each worker reads it, adds one shard of ve
 raw encoder output) after the index's transform and L2 normalisation, with the shard's global
 row numbers as ids, and writes ``WORK/shard-<stem>.faiss`` with a sidecar ``.json`` (the trained
 index's sha256, the source's size and sha256, the rows, the shard file's sha256) renamed in with
-it. faiss's own :func:`faiss.contrib.ondisk.merge_ondisk` then merges the shards' inverted lists
+it (with ``keep_vectors``, also ``shard-<stem>.vectors.npy``, the shard's calibrated vectors, whose sha256 the
+sidecar records; :func:`merge_vectors` joins them). faiss's own :func:`faiss.contrib.ondisk.merge_ondisk` then merges the shards' inverted lists
 into ``WORK/index.ivfdata`` (``OnDiskInvertedLists``), memory-mapped, never all in memory.
 
 Resumable like the distributed encode: a shard whose file and sidecar verify is not added again;
@@ -32,7 +33,16 @@ from .cluster import client_for, gather, input_errors_as_values
 from .tasks import read_sidecar
 from .workers import worker_transform
 
-__all__ = ["SHARD_FORMAT", "LISTS_FILE", "TRAINED_FILE", "add_shards", "merge_shards", "shard_rows", "verify_shard"]
+__all__ = [
+    "SHARD_FORMAT",
+    "LISTS_FILE",
+    "TRAINED_FILE",
+    "add_shards",
+    "merge_shards",
+    "merge_vectors",
+    "shard_rows",
+    "verify_shard",
+]
 
 SHARD_FORMAT = "isotropy-index-shard"
 TRAINED_FILE = "trained.faiss"
@@ -57,6 +67,11 @@ def _outputs(source: Path, work: Path) -> tuple[Path, Path]:
     return work / f"shard-{source.stem}.faiss", work / f"shard-{source.stem}.json"
 
 
+def _vectors_out(source: Path, work: Path) -> Path:
+    """``keep_vectors``: the shard's exact vectors as the index stores them (calibrated, normalised)."""
+    return work / f"shard-{source.stem}.vectors.npy"
+
+
 def verify_shard(source: Path, work: Path, expect: dict) -> str:
     """'' when ``source``'s shard index in ``work`` is complete and matches ``expect``, else why not."""
     out, side = _outputs(source, work)
@@ -69,6 +84,12 @@ def verify_shard(source: Path, work: Path, expect: dict) -> str:
         return "shard index missing"
     if meta.get("shard_sha256") != file_sha256(out):
         return "shard index damaged (sha256 mismatch)"
+    if expect.get("keep_vectors"):
+        vec = _vectors_out(source, work)
+        if not vec.is_file():
+            return "shard vectors missing"
+        if meta.get("vectors_sha256") != file_sha256(vec):
+            return "shard vectors damaged (sha256 mismatch)"
     return ""
 
 
@@ -93,6 +114,10 @@ def add_shard(source: str, start: int, work: str, expect: dict, transform: str |
     index.add_with_ids(X, np.arange(start, start + X.shape[0], dtype=np.int64))
     out, side = _outputs(src, wdir)
     meta = {**expect, "source_sha256": file_sha256(src), "rows": int(X.shape[0]), "start": int(start)}
+    if expect.get("keep_vectors"):  # written first: the sidecar renamed in with the index below vouches for both
+        with atomic_path(_vectors_out(src, wdir)) as tmp:
+            np.save(tmp, X, allow_pickle=False)
+        meta["vectors_sha256"] = file_sha256(_vectors_out(src, wdir))
 
     def sidecar(tmp: Path) -> tuple[Path, bytes]:
         return side, (json.dumps({**meta, "shard_sha256": file_sha256(tmp)}, indent=2, sort_keys=True) + "\n").encode()
@@ -112,6 +137,7 @@ def add_shards(
     n_workers: int | None = None,
     retries: int = 2,
     show_progress: bool | None = None,
+    keep_vectors: bool = False,
 ) -> list[dict]:
     """Add every shard (in ``shards`` order: ids are global row numbers) to ``work/trained.faiss`` on the
     cluster; returns one ``{"shard", "status" (added | skipped), "reason"}`` per shard."""
@@ -129,7 +155,14 @@ def add_shards(
                 str(p),
                 start,
                 str(work),
-                {"format": SHARD_FORMAT, "trained_sha256": tsha, "source_name": p.name, "start": start, "rows": n},
+                {
+                    "format": SHARD_FORMAT,
+                    "trained_sha256": tsha,
+                    "source_name": p.name,
+                    "start": start,
+                    "rows": n,
+                    **({"keep_vectors": True} if keep_vectors else {}),
+                },
                 transform,
                 tdigest,
                 key=f"isotropy-index-shard-{i}-{tsha[:8]}-{os.getpid()}",
@@ -140,6 +173,22 @@ def add_shards(
         ]
         results = gather(client, futures, "adding shards", shards, show_progress)
     return [{"shard": str(p), **r} for p, r in zip(shards, results)]
+
+
+def merge_vectors(shards: list[Path], work: Path) -> np.ndarray:
+    """``keep_vectors``: the shards' exact vectors concatenated into ``work/vectors.npy`` (one shard in memory at a
+    time), returned memory-mapped."""
+    parts = [np.load(_vectors_out(p, work), mmap_mode="r", allow_pickle=False) for p in shards]
+    target = work / "vectors.npy"
+    with atomic_path(target) as tmp:
+        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(sum(len(a) for a in parts), parts[0].shape[1]))
+        start = 0
+        for a in parts:
+            out[start : start + len(a)] = a
+            start += len(a)
+        out.flush()
+        del out
+    return np.load(target, mmap_mode="r", allow_pickle=False)
 
 
 def merge_shards(shards: list[Path], work: Path) -> Any:

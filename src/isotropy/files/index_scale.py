@@ -1,9 +1,11 @@
 """A compressed index (``ivfpq``, ``opq``) built on a Dask cluster: :func:`build_index_dask`.
 
 The corpus's vectors come as ``.npy`` shards (``isotropy encode --engine dask`` writes them; row
-``i`` of the shards, in order, is line ``i`` of the corpus). The client draws the seeded training
-sample (:func:`isotropy.search.pq.train_sample`), fits the calibration on it, trains the index and
-writes both to the work folder (``OUTPUT.parts`` unless given); the workers add the shards
+``i`` of the shards, in order, is line ``i`` of the corpus). The calibration is fitted on every row,
+as one process fits it: each worker sums one shard's moments and the cluster merges them exactly
+(:func:`isotropy.distributed.fit_moments`; a calibration that is not moments-based is fitted on
+the sample). The client draws the seeded training sample (:func:`isotropy.search.pq.train_sample`),
+trains the index on it and writes both to the work folder (``OUTPUT.parts`` unless given); the workers add the shards
 (:mod:`isotropy.distributed.index_build`), faiss merges them into on-disk inverted lists, and the
 index folder is saved with them (memory-mapped by ``search`` and ``serve``). A rerun resumes:
 the trained index is reused when nothing it depends on changed, and finished shards are kept.
@@ -45,10 +47,24 @@ def _sample_rows(shards: list[Path], rows: list[int], wanted: np.ndarray) -> np.
     return np.concatenate(out)
 
 
-def _train(index: Index, shards: list[Path], rows: list[int], work: Path, key: str) -> None:
-    """Fit the calibration on the training sample and train the faiss index; both written to ``work``
-    (reused as they are when ``work`` holds a training of the same ``key``)."""
+def _fit_calibration(t: Any, shards: list[Path], client: Any, show_progress: bool | None) -> Any:
+    """The calibration one process fits on every row: a moments-based (affine) one from the shards'
+    moments, each summed on a worker and merged exactly on the cluster (:func:`fit_moments`)."""
+    from ..distributed.api import fit_moments
+
+    moments = fit_moments(shards, address=client, show_progress=show_progress)
+    return type(t).from_moments(moments, **t.get_params())
+
+
+def _train(
+    index: Index, shards: list[Path], rows: list[int], work: Path, key: str, client: Any, show_progress: bool | None
+) -> None:
+    """Fit the calibration on every row (a moments-based one; any other on the training sample) and
+    train the faiss index on the sample; both written to ``work`` (reused as they are when ``work``
+    holds a training of the same ``key``)."""
     import faiss
+
+    from ..transforms.base import AffineTransform
 
     record, trained, tdir = work / TRAINED_RECORD, work / "trained.faiss", work / "transform"
     try:
@@ -65,7 +81,11 @@ def _train(index: Index, shards: list[Path], rows: list[int], work: Path, key: s
     raw = _sample_rows(shards, rows, wanted)
     t = index.transform
     if t is not None and not t.__sklearn_is_fitted__():
-        t = type(t)(**t.get_params()).fit(raw)
+        t = (
+            _fit_calibration(t, shards, client, show_progress)
+            if isinstance(t, AffineTransform)
+            else type(t)(**t.get_params()).fit(raw)
+        )
         t.provenance = provenance_of_record(index.encoder.record(), index.encoder.dim)
     index.transform = t
     if t is not None:
@@ -102,13 +122,12 @@ def build_index_dask(
     """``isotropy index build --engine dask``: index ``corpus`` (one sentence a line) whose encoder
     vectors are the ``.npy`` shards ``vectors`` (a glob, a folder or a list; sorted by name, that is the row order) into
     ``output``; returns the index and one ``{"shard", "status", "reason"}`` per shard."""
-    from ..distributed.index_build import add_shards, merge_shards, shard_rows
+    from ..distributed.cluster import client_for
+    from ..distributed.index_build import add_shards, merge_shards, merge_vectors, shard_rows
     from ..distributed.spec import expand_inputs
 
     if kind not in PQ_KINDS:
         raise IsotropyError(f"--engine dask builds the compressed kinds ({', '.join(PQ_KINDS)}), not {kind!r}")
-    if params.get("keep_vectors"):
-        raise IsotropyError("--keep-vectors is not available with --engine dask yet; build without it")
     check_output(output, "index", force=force, inputs=[corpus, transform, model])
     sentences = _read_corpus(corpus)
     if isinstance(vectors, (str, os.PathLike)) and Path(vectors).is_dir():
@@ -136,18 +155,21 @@ def build_index_dask(
             default=str,
         ).encode()
     ).hexdigest()
-    _train(index, shards, rows, work, key)
-    tpath = None if index.transform is None else str((work / "transform").resolve())
-    report = add_shards(
-        shards,
-        work,
-        transform=tpath,
-        tdigest=None if tpath is None else folder_digest(tpath),
-        address=address,
-        n_workers=n_workers,
-        show_progress=show_progress,
-    )
+    with client_for(address, n_workers) as client:  # one cluster for the moments and the shards
+        _train(index, shards, rows, work, key, client, show_progress)
+        tpath = None if index.transform is None else str((work / "transform").resolve())
+        report = add_shards(
+            shards,
+            work,
+            transform=tpath,
+            tdigest=None if tpath is None else folder_digest(tpath),
+            address=client,
+            show_progress=show_progress,
+            keep_vectors=bool(index.params.get("keep_vectors")),
+        )
     index._index = merge_shards(shards, work)
+    if index.params.get("keep_vectors"):
+        index._exact = merge_vectors(shards, work)
     index.sentences = sentences
     index.save(output, force=force)
     return index, report

@@ -3,9 +3,11 @@
 FastAPI routes on uvicorn (the optional extra ``serve``): a well-kept framework rather than
 our own HTTP handling, which would have to get parsing, keep-alive and shutdown right.
 
-* ``GET /search?q=...&k=10`` -- one query: ``{"query", "k", "hits": [{"rank", "id", "score",
+* ``GET /search?q=...&k=10&rerank=100`` -- one query (``rerank``, optional: candidates re-scored with the
+  exact vectors of an ``ivfpq``/``opq`` index built with ``--keep-vectors``; default: ``serve --rerank``, else the
+  index's): ``{"query", "k", "hits": [{"rank", "id", "score",
   "text"}], "warning", "warnings", "took_ms"}``;
-* ``POST /search`` with ``{"queries": [...], "k": 10}`` -- several at once: ``{"k", "results":
+* ``POST /search`` with ``{"queries": [...], "k": 10, "rerank": 100}`` (``rerank`` optional) -- several at once: ``{"k", "results":
   [{"query", "hits"}], "warning", "warnings", "took_ms"}``;
 * ``GET /health`` -- ``{"status": "ok", "model", "pooling", "max_length", "fingerprint",
   "size", "dim", "index", "transform", "load_seconds", "generation", "warnings"}``.
@@ -44,6 +46,7 @@ from .index import Index
 
 __all__ = [
     "MAX_K",
+    "MAX_RERANK",
     "MAX_QUERIES",
     "MAX_BODY",
     "MAX_QUERY_CHARS",
@@ -58,6 +61,7 @@ __all__ = [
 ]
 
 MAX_K = 1000  # hits per query
+MAX_RERANK = 10_000  # candidates re-scored per query (each reads one exact vector)
 MAX_QUERIES = 1000  # queries per POST (--max-queries)
 MAX_BODY = 1 << 20  # bytes of a request body (--max-body): 1 MiB holds a thousand long queries
 MAX_QUERY_CHARS = 10_000  # characters of one query (--max-query-chars); the encoder truncates at max_length anyway
@@ -79,6 +83,12 @@ def _check_k(k: Any) -> int:
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
         raise IsotropyError(f"k must be an integer from 1 to {MAX_K}, got {k!r}")
     return k
+
+
+def _check_rerank(rerank: Any) -> int | None:
+    if rerank is not None and (isinstance(rerank, bool) or not isinstance(rerank, int) or not 0 <= rerank <= MAX_RERANK):
+        raise IsotropyError(f"rerank must be an integer from 0 to {MAX_RERANK}, got {rerank!r}")
+    return rerank
 
 
 class RequestError(IsotropyError):
@@ -229,8 +239,10 @@ def _version(index_dir: Path | None) -> tuple | None:
 class Served:
     """The index being served, reloaded when its folder changes on disk (module docs)."""
 
-    def __init__(self, index: Index, load_seconds: float | None, index_dir: str | os.PathLike | None, log: Any) -> None:
-        self.index, self.load_seconds, self.log = index, load_seconds, log
+    def __init__(
+        self, index: Index, load_seconds: float | None, index_dir: str | os.PathLike | None, log: Any, rerank: int | None
+    ) -> None:
+        self.index, self.load_seconds, self.log, self.rerank = index, load_seconds, log, rerank
         self.dir = None if index_dir is None else Path(index_dir)
         self.version = _version(self.dir)
         self.generation, self.stale = 1, None  # stale: one line while a changed folder cannot be loaded
@@ -244,7 +256,7 @@ class Served:
         self.version = now  # tried once per version on disk: a broken one is not reloaded on every request
         start = time.perf_counter()
         try:
-            fresh = Index.load(self.dir, device=_device_of(self.index))
+            fresh = Index.load(self.dir, device=_device_of(self.index), rerank=self.rerank)
         except IsotropyError as exc:
             self.stale = (
                 f"the index folder changed on disk but cannot be loaded ({_scrub(str(exc), self.dir)}); "
@@ -302,11 +314,12 @@ def create_app(
     max_query_chars: int = MAX_QUERY_CHARS,
     index_dir: str | os.PathLike | None = None,
     log: Any = None,
+    rerank: int | None = None,
 ):
     """The FastAPI application serving ``index`` (see the module docs for the routes).
 
     ``hosts``: the ``Host:`` names answered (default: the loopback names); ``index_dir``: the folder
-    ``index`` was loaded from, watched and reloaded when it changes; ``log``: where reloads are said.
+    ``index`` was loaded from, watched and reloaded when it changes; ``log``: where reloads are said; ``rerank``: what ``index`` was loaded with (a reload keeps it).
     """
     fastapi, _ = _imports()
     from fastapi.exceptions import RequestValidationError
@@ -316,16 +329,23 @@ def create_app(
     app = fastapi.FastAPI(title="isotropy search", docs_url=None, redoc_url=None)
     app.add_middleware(BodyLimit, limit=max_body)
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(hosts or LOOPBACK_NAMES), www_redirect=False)
-    served = Served(index, load_seconds, index_dir, log or (lambda line: print(line, file=sys.stderr)))
+    served = Served(index, load_seconds, index_dir, log or (lambda line: print(line, file=sys.stderr)), rerank)
     app.state.served = served
 
-    def run(queries: list[str], k: int) -> tuple[Any, float, list[str]]:
-        k = _check_k(k)
+    def run(queries: list[str], k: int, rerank: Any = None) -> tuple[Any, float, list[str]]:
+        k, rerank = _check_k(k), _check_rerank(rerank)
         _check_queries(queries, max_queries, max_query_chars)
         start = time.perf_counter()
         with served.lock:
             served.refresh()
-            res = served.index.search(queries, k)
+            saved = dict(served.index.params)
+            try:  # this request's re-ranking depth, the served one's restored after
+                if rerank is not None:
+                    served.index.set_search_params(rerank=rerank)
+                res = served.index.search(queries, k)
+            finally:
+                served.index.params.clear()
+                served.index.params.update(saved)
             notes = served.notes()
         warnings = [*([res.warning] if res.warning else []), *notes]
         return res, round(1000 * (time.perf_counter() - start), 3), warnings
@@ -347,8 +367,10 @@ def create_app(
             return served.info()
 
     @app.get("/search")
-    def get_search(q: str = fastapi.Query(..., description="the query sentence"), k: int = 10) -> dict[str, Any]:
-        res, took, warnings = run([q], k)
+    def get_search(
+        q: str = fastapi.Query(..., description="the query sentence"), k: int = 10, rerank: int | None = None
+    ) -> dict[str, Any]:
+        res, took, warnings = run([q], k, rerank)
         return {"query": q, "k": res.k, "hits": res.hits(0), "warning": res.warning, "warnings": warnings, "took_ms": took}
 
     @app.post("/search")
@@ -356,7 +378,7 @@ def create_app(
         queries, k = body.get("queries"), body.get("k", 10)
         if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
             raise IsotropyError('the body must be {"queries": ["a query", ...], "k": 10}')
-        res, took, warnings = run(queries, k)
+        res, took, warnings = run(queries, k, body.get("rerank"))
         return {**res.to_dict(), "warnings": warnings, "took_ms": took}
 
     return app
@@ -406,6 +428,7 @@ def load_and_serve(
     port: int = 8000,
     *,
     device: str | None = None,
+    rerank: int | None = None,
     allow_hosts: list[str] | tuple[str, ...] = (),
     max_body: int = MAX_BODY,
     max_queries: int = MAX_QUERIES,
@@ -424,10 +447,10 @@ def load_and_serve(
         raise IsotropyError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     try:
         start = time.perf_counter()
-        index = Index.load(index_dir, device=device)
+        index = Index.load(index_dir, device=device, rerank=rerank)
         load_seconds = time.perf_counter() - start
         limits = {"max_body": max_body, "max_queries": max_queries, "max_query_chars": max_query_chars}
-        server = make_server(index, host, port, load_seconds, hosts=hosts, index_dir=index_dir, log=echo, **limits)
+        server = make_server(index, host, port, load_seconds, hosts=hosts, index_dir=index_dir, log=echo, rerank=rerank, **limits)
     except BaseException:
         sock.close()
         raise
