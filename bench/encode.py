@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-# bench/onnx.py would shadow the onnx package: the bench folder goes last on the path, not first
+# a bench script named like a package would shadow it: the bench folder goes last on the path, not first
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE)]
 
 import numpy as np  # noqa: E402

@@ -34,7 +34,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 warnings.filterwarnings("ignore")
 HERE = Path(__file__).resolve().parent
-# bench/onnx.py would shadow the onnx package: the bench folder goes last on the path, not first
+# a bench script named like a package would shadow it: the bench folder goes last on the path, not first
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE)]
 from _encode_data import calibration_sentences, long_passages, short_sentences, stsb_rows  # noqa: E402
 

@@ -47,8 +47,6 @@ from _report import DATA, ROOT, portable, update_section  # noqa: E402, I001
 from _scale_data import tuning_queries, vectors  # noqa: E402
 from _scale_render import render  # noqa: E402
 
-# bench/distributed.py would shadow Dask's `distributed` (here and in the workers, which inherit sys.path)
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 NPROBE, RERANK, K = 32, 100, 10
 NPROBES = (8, 16, 32, 64, 128)  # swept on the tuning queries with --tune

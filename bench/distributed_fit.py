@@ -15,9 +15,9 @@ It reports the wall-time ratios, how far the statistics are from the one-process
 ones, the per-core throughput, and a paper estimate for 1 billion sentences.
 Writes the ``distributed`` section of docs/BENCHMARKS.md.
 
-    .venv/bin/python bench/distributed.py                   # first 2,400 STS-B sentences
-    .venv/bin/python bench/distributed.py --sentences 0     # all of STS-B's unique sentences
-    .venv/bin/python bench/distributed.py --tasks all --sentences 0 --no-write
+    .venv/bin/python bench/distributed_fit.py                   # first 2,400 STS-B sentences
+    .venv/bin/python bench/distributed_fit.py --sentences 0     # all of STS-B's unique sentences
+    .venv/bin/python bench/distributed_fit.py --tasks all --sentences 0 --no-write
 """
 
 from __future__ import annotations
@@ -34,11 +34,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import DATA, machine, update_section  # noqa: E402
-
-# This file is named like the Dask package: take the bench folder off the path again, or
-# `import distributed` (here, in isotropy, and in the spawned workers) would find this script.
-_BENCH = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _BENCH]
 
 SHARDS = 8
 MAX_LENGTH = 64
@@ -187,7 +182,7 @@ def main() -> None:
             "(more padding per batch), and each task pays the scheduler's overhead, while one process keeps "
             "both cores on one stream of batches sorted over the whole corpus."
         )
-    md = f"""## Distributed fit (`bench/distributed.py`)
+    md = f"""## Distributed fit (`bench/distributed_fit.py`)
 
 {n:,} unique sentences ({", ".join(args.tasks)}{f": the first {n:,} of its {n_all:,}" if n < n_all else ""}) in {SHARDS} shards,
 embedded all-MiniLM-L6-v2 (mean pooling, max_length {MAX_LENGTH}, {d} dims), whitening fit.
