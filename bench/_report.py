@@ -38,6 +38,19 @@ def update_section(doc: str | Path, name: str, markdown: str, title: str | None 
     return path
 
 
+def write_json(path: str | Path, obj, indent: int | None = 2, default=None) -> Path:
+    """Write a results file atomically (a run killed mid-write leaves the previous results, never half a file)."""
+    import json
+
+    from isotropy.storage.atomic import atomic_file
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_file(path, "w") as fh:
+        fh.write(json.dumps(obj, indent=indent, default=default) + "\n")
+    return path
+
+
 def portable(obj):
     """``obj`` (JSON data) with every absolute path under the project's parent folder made relative to the
     project root (``../shared/data/...``, ``.cache/...``) and the home folder spelled ``~``: what a bench

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import DATA, ROOT, machine, update_section  # noqa: E402
+from _report import DATA, ROOT, machine, update_section, write_json  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "auto_search.json"
 ZOO = [  # (retrieval.py's model key, pooling, label)
@@ -187,7 +187,7 @@ def main() -> None:
         res = old
     else:
         res = run(args.entry, old)
-        OUT.write_text(json.dumps(res) + "\n", encoding="utf-8")
+        write_json(OUT, res, indent=None)
     if len(res["entries"]) < len(ZOO):
         print(f"{len(res['entries'])} of {len(ZOO)} entries stored; rendering once all are", flush=True)
         return

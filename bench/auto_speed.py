@@ -29,7 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _encode_data import stsb_rows  # noqa: E402
 
-from _report import ROOT, machine, update_section  # noqa: E402
+from _report import ROOT, machine, update_section, write_json  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "auto_speed.json"
 ISOTROPY = [sys.executable, "-m", "isotropy.cli"]
@@ -134,7 +134,7 @@ def main() -> None:
         res = json.loads(OUT.read_text(encoding="utf-8"))
     else:
         res = run(args.rounds)
-        OUT.write_text(json.dumps(res, indent=2) + "\n", encoding="utf-8")
+        write_json(OUT, res, indent=2)
     update_section("BENCHMARKS.md", "auto-speed", render(res))
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import DATA, ROOT, machine, median_time, portable, update_section  # noqa: E402
+from _report import DATA, ROOT, machine, median_time, portable, update_section, write_json  # noqa: E402
 
 MAX_LENGTH = 64
 POOLINGS = ["last-avg", "cls", "first-last-avg", "sif", "idf", "prompt", "prompt-denoised", "ditto"]
@@ -118,7 +118,7 @@ def main() -> None:
         "machine": machine(),
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(portable(result), indent=2) + "\n", encoding="utf-8")
+    write_json(OUT, portable(result), indent=2)
 
     rows = ["| pooling | Spearman x 100 | sentences / s | speed vs last-avg |", "|---|---:|---:|---:|"]
     for p in POOLINGS:

@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import DATA, ROOT, machine, portable, update_section  # noqa: E402
+from _report import DATA, ROOT, machine, portable, update_section, write_json  # noqa: E402
 
 FIXED = ["raw", "center", "abtt", "common-component", "whitening", "soft-0.25", "soft-0.5", "soft-0.75"]
 KS = [12, 48, 96, 128, 192, 256]
@@ -406,7 +406,7 @@ def main() -> None:
         keys = {n["key"] for n in new}
         results = [r for r in old if r.get("key") in MODELS and r["key"] not in keys] + new  # keep the others' entries
         results.sort(key=lambda r: list(MODELS).index(r["key"]) if r["key"] in MODELS else len(MODELS))
-        OUT.write_text(json.dumps(portable({"results": results}), indent=1, default=float) + "\n")
+        write_json(OUT, portable({"results": results}), indent=1, default=float)
     update_section("RESULTS.md", "retrieval", "## Retrieval: Cranfield\n\n" + render(results))
     print(f"wrote {OUT} and the retrieval section of docs/RESULTS.md")
 

@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import DATA, ROOT, portable, update_section  # noqa: E402, I001
+from _report import DATA, ROOT, portable, update_section, write_json  # noqa: E402, I001
 from _scale_data import tuning_queries, vectors  # noqa: E402
 from _scale_render import render  # noqa: E402
 
@@ -360,7 +360,7 @@ def _ingest(log: Path, rows: int) -> None:
     if cran:
         results["cranfield"] = cran
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(portable(results), indent=2) + "\n")
+    write_json(OUT, portable(results), indent=2)
 
 
 def main() -> None:
@@ -383,7 +383,7 @@ def main() -> None:
         rate = minilm_rate()
         results = json.loads(OUT.read_text()) if OUT.exists() else {}
         results["minilm_rate"] = rate
-        OUT.write_text(json.dumps(portable(results), indent=2) + "\n")
+        write_json(OUT, portable(results), indent=2)
     elif not args.render:
         X, Q, info = vectors(args.rows)
         budgets = [int(b) for b in args.budgets.split(",") if b]
@@ -401,7 +401,7 @@ def main() -> None:
         if cran is not None:
             results["cranfield"] = cran
         OUT.parent.mkdir(parents=True, exist_ok=True)
-        OUT.write_text(json.dumps(portable(results), indent=2) + "\n")
+        write_json(OUT, portable(results), indent=2)
     results = json.loads(OUT.read_text()) if OUT.exists() else {}
     update_section("BENCHMARKS.md", "scale", render(results))
 

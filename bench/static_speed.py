@@ -46,7 +46,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _report import DATA, machine, portable, update_section  # noqa: E402
+from _report import DATA, machine, portable, update_section, write_json  # noqa: E402
 
 COMMAND = "nice -n 5 .venv/bin/python bench/static_speed.py"
 RESULTS = HERE / "results" / "static_speed.json"  # the last run's figures (--render rewrites the section from them)
@@ -348,7 +348,7 @@ def main() -> None:
         for name in args.models:
             label = {"glove": "GloVe 6B 50d (model2vec folder)", "distilled": "default model distilled to 256 d"}[name]
             results.append(run_model(label, model_folder(name, Path(tmp)), args.sizes, repeats, base, caps))
-    RESULTS.write_text(json.dumps(portable({"machine": machine(), "results": results}), indent=1), encoding="utf-8")
+    write_json(RESULTS, portable({"machine": machine(), "results": results}), indent=1)
     md = render(results, args.quiet_load, machine())
     print(md)
     if not args.no_write:
