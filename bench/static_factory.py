@@ -213,6 +213,7 @@ def dev_check(rows: dict, cname: str, corpora: dict, start, tasks) -> None:
 
 OTHERS = "tokens + spans, strength by cosine agreement / others"  # the product's defaults under the others protocol
 OTHERS_MAP = "map / others"
+OTHERS_GRID = "tokens + spans, strength by cosine agreement, grid from {} / others"
 TEACHER_256 = "teacher, max_length 256 (the vectors every fit reads)"
 
 
@@ -225,13 +226,50 @@ def teacher_row(rows: dict, tasks) -> None:
     rows[TEACHER_256] = {"corpus": "-", "fit": "teacher", "sentences": "-", "sts": s, "avg": float(np.mean(s)), "cranfield": None}
 
 
-def others_protocol(rows: dict, start, tasks, teacher_s: dict, limit: int | None = None, save=None) -> None:
+OTHERS_TL = "tokenlearn / others"
+
+
+def others_tokenlearn(rows: dict, start, tasks, limit: int | None = None, save=None) -> None:
+    """tokenlearn 0.2.1's ``train_model`` under the same protocol: per task, on the same lines and teacher vectors,
+    from the same start table; the row is saved after every task (``done`` lists them), so a run cut short still
+    says what it reached; its average is given only over all 7."""
+    from static import score
+
+    corpora = fd.others_corpora(tasks, limit)
+    texts, Y = fd.sts_teacher(tasks)
+    teacher = CachedTeacher(texts, Y)
+    per: dict[str, dict] = {}
+    for task, corpus in zip(tasks, corpora):
+        load0 = os.getloadavg()[0]
+        model, secs = tokenlearn_fit(start, corpus, teacher.encode(corpus))
+        per[task.name] = {"sentences": len(corpus), "seconds": secs, "load": [load0, os.getloadavg()[0]]}
+        per[task.name]["score"] = score(task, encode(model, task.sentences()))
+        print(f"{OTHERS_TL}, {task.name}: {per[task.name]['score']:.2f}, {secs:.0f} s", file=sys.stderr, flush=True)
+        s = [per[t.name]["score"] for t in tasks if t.name in per]
+        done = len(s) == len(tasks)
+        rows[OTHERS_TL] = {
+            "corpus": "others",
+            "fit": "tokenlearn",
+            "sentences": f"{len(per)} of 7 fits" if not done else "7 fits",
+        }
+        rows[OTHERS_TL].update({"sts": s if done else [per.get(t.name, {}).get("score") for t in tasks]})
+        rows[OTHERS_TL].update({"avg": float(np.mean(s)) if done else None, "cranfield": None, "done": list(per)})
+        rows[OTHERS_TL].update({"seconds": sum(p["seconds"] for p in per.values()), "per_task": per, "limit": limit})
+        if save is not None:
+            save()
+
+
+def others_protocol(rows: dict, start, tasks, teacher_s: dict, limit: int | None = None, save=None, grid=None) -> None:
     """The ``others`` protocol of RESULTS `sts-static`, leave one task out: for each of the 7 tasks one fit on the
     distinct sentences of the six other tasks (minus any the task holds; never its own, no label), scored on that
     task only; the row's average is over the 7 per-task scores. The token fit runs with `isotropy distill
     --corpus`'s defaults (tokens + spans, strength by the held-out cosine agreement); the map beside it. The
-    teacher's vectors of every sentence and half are read once (cached) and shared by the 14 fits."""
+    teacher's vectors of every sentence and half are read once (cached) and shared by the 14 fits. ``grid``: the
+    token fit alone, its strength chosen the same way (held-out cosine agreement, no label) among these strengths
+    instead of the library's ``LAMBDAS`` (a bench measurement: the library is patched for this process only)."""
     from static import score
+
+    import isotropy.calibration.distill_fit as distill_fit
 
     corpora = fd.others_corpora(tasks, limit)
     texts, Y = fd.sts_teacher(tasks)
@@ -240,7 +278,11 @@ def others_protocol(rows: dict, start, tasks, teacher_s: dict, limit: int | None
     teacher_s["STS halves"] = fd.teacher_seconds(sp)
     teacher = CachedTeacher(texts + sp, np.vstack([Y, Ysp]))
     per: dict[str, dict] = {}
-    for name, how, kw in ((OTHERS, "tokens", {"spans": True, "criterion": "cosine"}), (OTHERS_MAP, "map", {})):
+    todo = [(OTHERS, "tokens", {"spans": True, "criterion": "cosine"}), (OTHERS_MAP, "map", {})]
+    if grid:
+        distill_fit.LAMBDAS = tuple(grid)
+        todo = [(OTHERS_GRID.format(f"{min(grid):g}"), "tokens", {"spans": True, "criterion": "cosine"})]
+    for name, how, kw in todo:
         per = {}
         for task, corpus in zip(tasks, corpora):
             load0 = os.getloadavg()[0]
@@ -254,6 +296,7 @@ def others_protocol(rows: dict, start, tasks, teacher_s: dict, limit: int | None
                 "held_out_agreement": (tok.get("held_out_agreement") or {}).get(f"{tok['lambda']:g}") if tok else None,
                 "score": score(task, encode(static, task.sentences())),
                 "load": [load0, os.getloadavg()[0]],
+                "agreement_by_strength": tok.get("held_out_agreement"),
             }
             print(f"{name}, {task.name}: {per[task.name]['score']:.2f}, {secs:.0f} s", file=sys.stderr, flush=True)
         s = [per[t.name]["score"] for t in tasks]
@@ -262,6 +305,7 @@ def others_protocol(rows: dict, start, tasks, teacher_s: dict, limit: int | None
         rows[name].update({"avg": float(np.mean(s)), "cranfield": None, "seconds": sum(p["seconds"] for p in per.values())})
         rows[name]["per_task"] = per
         rows[name]["limit"] = limit
+        rows[name]["strengths"] = list(distill_fit.LAMBDAS) if how == "tokens" else None
         print(f"{name}: {rows[name]['avg']:.2f}", file=sys.stderr, flush=True)
         if save is not None:
             save()
@@ -319,9 +363,13 @@ def run(args) -> dict:
     if args.others_teacher:
         teacher_row(rows, tasks)
         return snapshot()
+    if args.others_tokenlearn:
+        others_tokenlearn(rows, start, tasks, args.limit, save)
+        return snapshot()
     if args.others:
-        teacher_row(rows, tasks)
-        others_protocol(rows, start, tasks, teacher_s, args.limit, save)
+        if not args.grid:
+            teacher_row(rows, tasks)
+        others_protocol(rows, start, tasks, teacher_s, args.limit, save, args.grid)
         return snapshot()
     for cname in args.corpora:
         sents = corpora[cname]
@@ -510,29 +558,48 @@ def table(data: dict) -> list[str]:
     return lines
 
 
+def _grid_row(r: dict) -> str | None:
+    """The name of the others row whose strength grid was widened, if it was run."""
+    head = OTHERS_GRID.split("{}")[0]
+    return next((k for k in r if k.startswith(head)), None)
+
+
 def others_table(data: dict) -> list[str]:
-    """The others protocol task by task: each task's own fit (on the six other tasks' sentences), scored on it."""
+    """The others protocol task by task: each task's own fit (on the six other tasks' sentences), scored on it; the
+    widened-grid token fit and tokenlearn as extra columns where they ran."""
     r = data["rows"]
     if OTHERS not in r:
         return []
     tasks, tok, mp, raw, t256 = data["tasks"], r[OTHERS], r.get(OTHERS_MAP), r["raw"], r.get(TEACHER_256)
+    g, tl = r.get(_grid_row(r) or ""), r.get(OTHERS_TL)
+    extra = ([f"tokens + spans, grid from {min(g['strengths']):g} (strength)"] if g else []) + (
+        ["tokenlearn (train s)"] if tl else []
+    )
     lines = [
         "| test task | fitting lines (six other tasks) | + spans | strength | held-out cos agreement | fit s | load | raw | "
-        "map | tokens + spans | teacher (max_length 256) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "map | tokens + spans | " + "".join(f"{e} | " for e in extra) + "teacher (max_length 256) |",
+        "|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(extra) + "---|",
     ]
     for i, t in enumerate(tasks):
         p = tok["per_task"][t]
         m = mp["per_task"][t]["score"] if mp else None
         agr = p.get("held_out_agreement")
+        more = ""
+        if g:
+            q = g["per_task"][t]
+            more += f"{_f(q['score'])} ({q['lambda']:g}) | "
+        if tl:
+            q = tl["per_task"].get(t)
+            more += f"{_f(q['score'])} ({q['seconds']:.0f}) | " if q else "not reached | "
         lines.append(
             f"| {t} | {p['sentences']} | {p['spans']} | {p['lambda']:g} | {'' if agr is None else f'{agr:.4f}'} | "
             f"{p['seconds']:.0f} | {p['load'][0]:.1f}-{p['load'][1]:.1f} | {_f(raw['sts'][i])} | {_f(m)} | "
-            f"**{_f(p['score'])}** | {_f(t256['sts'][i]) if t256 else '-'} |"
+            f"**{_f(p['score'])}** | {more}{_f(t256['sts'][i]) if t256 else '-'} |"
         )
+    more = (f"{_f(g['avg'])} | " if g else "") + (f"{_f(tl['avg'])} | " if tl else "")
     lines.append(
         f"| **average** | | | | | {tok['seconds']:.0f} | | {_f(raw['avg'])} | {_f(mp['avg'] if mp else None)} | "
-        f"**{_f(tok['avg'])}** | {_f(t256['avg']) if t256 else '-'} |"
+        f"**{_f(tok['avg'])}** | {more}{_f(t256['avg']) if t256 else '-'} |"
     )
     return lines
 
@@ -569,19 +636,51 @@ def others_note(data: dict, rate: str) -> list[str]:
             f"({rate}) about {42596 / max(float(rate.split()[0]), 1e-9) / 60:.0f} minutes on this shared machine, "
             "more than this round had)."
         ]
-    lines = sum(p["sentences"] for p in r[OTHERS]["per_task"].values())
-    tl = r.get("tokenlearn / wiki+cran")
-    est = f"about {tl['seconds'] / tl['sentences'] * lines / 60:.0f} minutes at its rate on wiki + Cranfield" if tl else ""
-    o = r[OTHERS]["avg"]
-    return [
-        f"- `others` protocol: the token fit scores {o:.2f} against the 75.0 target ({o - 75.0:+.2f}); the teacher map "
-        f"on the same lines {r[OTHERS_MAP]['avg']:.2f}, the raw start {r['raw']['avg']:.2f}. tokenlearn "
-        f"was not run on this protocol: it is 7 trainings on {lines} lines in all ({est}, under load), more than this "
-        "round had left."
-        if OTHERS_MAP in r
-        else f"- `others` protocol: the token fit scores {o:.2f} against the 75.0 target ({o - 75.0:+.2f}). tokenlearn "
-        f"was not run on this protocol: 7 trainings on {lines} lines in all ({est}, under load)."
+    per = r[OTHERS]["per_task"]
+    lines = sum(p["sentences"] for p in per.values())
+    o, chosen = r[OTHERS]["avg"], sorted({p["lambda"] for p in per.values()})
+    from isotropy.calibration.distill_fit import LAMBDAS
+
+    grid = r[OTHERS].get("strengths") or list(LAMBDAS)  # the library's grid (the run recorded no other)
+    out = [
+        f"- `others` protocol: the token fit scores {o:.2f} against the 75.0 target ({o - 75.0:+.2f}; teacher "
+        f"{float(np.mean(data['teacher_sts'])):.2f}); the map on the same lines "
+        + (f"{r[OTHERS_MAP]['avg']:.2f}" if OTHERS_MAP in r else "-")
+        + f", the raw start {r['raw']['avg']:.2f}. The held-out cosine agreement chose the strength "
+        + ", ".join(f"{x:g}" for x in chosen)
+        + (" in every task, the least of the grid" if grid and chosen == [min(grid)] else "")
+        + "."
     ]
+    gname = _grid_row(r)
+    if gname:
+        g = r[gname]
+        gc = sorted({p["lambda"] for p in g["per_task"].values()})
+        out.append(
+            f"- Widened grid (`grid from {min(g['strengths']):g}`, a bench measurement, the library's grid untouched): the "
+            f"same fit with the strength chosen the same way (held-out cosine agreement, no label) among "
+            f"{', '.join(f'{x:g}' for x in g['strengths'])}: it chose {', '.join(f'{x:g}' for x in gc)} and scores "
+            f"{g['avg']:.2f} ({g['avg'] - o:+.2f} against the default grid; {_met(g['avg'], 75.0)} against 75.0)."
+        )
+    tl = r.get(OTHERS_TL)
+    ref = r.get("tokenlearn / wiki+cran")
+    est = f"about {ref['seconds'] / ref['sentences'] * lines / 60:.0f} minutes at its rate on wiki + Cranfield" if ref else ""
+    if tl is None:
+        out.append(f"- tokenlearn was not run on this protocol: 7 trainings on {lines} lines in all ({est}, under load).")
+    elif tl["avg"] is None:
+        done = tl["done"]
+        mine = np.mean([per[t]["score"] for t in done])
+        theirs = np.mean([tl["per_task"][t]["score"] for t in done])
+        out.append(
+            f"- tokenlearn on this protocol reached {len(done)} of the 7 tasks before the round ended ({', '.join(done)}; "
+            f"{tl['seconds']:.0f} s of training): on those, {theirs:.2f} against the token fit's {mine:.2f} "
+            "(no 7-task average for it)."
+        )
+    else:
+        out.append(
+            f"- tokenlearn on this protocol: {tl['avg']:.2f} ({tl['seconds']:.0f} s of training in all, against "
+            f"{r[OTHERS]['seconds']:.0f} s of statistics + solve for the token fit's 7 fits)."
+        )
+    return out
 
 
 def curve(data: dict) -> list[str]:
@@ -755,6 +854,8 @@ def main() -> None:
     ap.add_argument("--variants", nargs="*", default=["wiki"], help="corpora that also get the SIF-weighted start")
     ap.add_argument("--others", action="store_true", help="only the others protocol (leave one STS task out), 7 fits a row")
     ap.add_argument("--others-teacher", action="store_true", help="only the teacher's scores from the vectors the fits read")
+    ap.add_argument("--others-tokenlearn", action="store_true", help="only tokenlearn under the others protocol")
+    ap.add_argument("--grid", nargs="+", type=float, help="with --others: the token fit alone, over these strengths")
     ap.add_argument("--limit", type=int, help="with --others: the first N lines of each fitting corpus (a dry run)")
     ap.add_argument("--add", nargs="+", help="merge these parts into the existing bench/results/static_factory.json")
     ap.add_argument("--no-write", action="store_true")
