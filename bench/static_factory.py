@@ -31,7 +31,10 @@ held-out criteria was read on the STS-B train split (``--dev-check``). Runs one 
 ``--part mem --corpora wiki --memory``, ``--part mem2 --corpora wiki+cran cran --memory``; then ``--part others
 --others`` (the ``others`` protocol of RESULTS `sts-static`, leave one task out: for each of the 7 STS tasks one fit
 on the distinct sentences of the six other tasks, minus any the task holds, scored on that task only; the token fit
-with the product's defaults and the map; ``--limit N`` for a dry run), added to the JSON by ``--add others``.
+with the product's defaults and the map; ``--limit N`` for a dry run), ``--part others-teacher --others-teacher`` (the
+teacher's scores from the vectors the fits read), ``--part others-grid --others --grid 0.03 0.1 0.3 1 3 10 30``,
+``--part others-var --others --others-variants nospans centred`` and ``--part others-tl --others-tokenlearn``
+(tokenlearn on the same protocol), each added to the JSON by ``--add PART ...``.
 """
 
 from __future__ import annotations
