@@ -861,7 +861,13 @@ def render(data: dict) -> str:
         + ", ".join(f"{k} {v}" for k, v in PUBLISHED.items())
         + ".",
         "",
-        f"Ran on {data['meta']['machine']}, in {data['meta'].get('parts', 1)} process(es) one after the other, load average "
+        f"Ran on {data['meta']['machine']}, in {data['meta'].get('parts', 1)} process(es) one after the other"
+        + (
+            " (but the others protocol's widened grid, variants and tokenlearn, which ran side by side)"
+            if OTHERS_TL in data["rows"] or _grid_row(data["rows"])
+            else ""
+        )
+        + ", load average "
         f"{min(x[0] for x in load):.1f} to {max(x[0] for x in load):.1f} (a shared machine: the times are under that load; "
         "isotropy's fit and tokenlearn's training of one corpus ran in the same process). One run each: tokenlearn's time "
         "depends on when its early stopping fires, so the ratio moves from run to run. Regenerate with `nice -n 5 "
