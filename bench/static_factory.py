@@ -711,8 +711,13 @@ def others_note(data: dict, rate: str) -> list[str]:
         )
     else:
         out.append(
-            f"- tokenlearn on this protocol: {tl['avg']:.2f} ({tl['seconds']:.0f} s of training in all, against "
-            f"{r[OTHERS]['seconds']:.0f} s of statistics + solve for the token fit's 7 fits)."
+            f"- tokenlearn on this protocol: {tl['avg']:.2f} ({tl['avg'] - o:+.2f} against the token fit; "
+            f"{tl['seconds']:.0f} s of training in all, "
+            f"{min(p['seconds'] for p in tl['per_task'].values()):.0f} to {max(p['seconds'] for p in tl['per_task'].values()):.0f} s "
+            "a task as its early stopping fired, at load "
+            f"{min(min(p['load']) for p in tl['per_task'].values()):.1f} to {max(max(p['load']) for p in tl['per_task'].values()):.1f}, "
+            f"against {r[OTHERS]['seconds']:.0f} s of statistics + solve for the token fit's 7 fits at load "
+            f"{min(min(p['load']) for p in per.values()):.1f} to {max(max(p['load']) for p in per.values()):.1f})."
         )
     return out
 
