@@ -2,7 +2,8 @@
 
 Corpora (none holds a sentence of an STS task): ``wiki`` (``corpus/wiki-sentences.txt``), ``cran``
 (Cranfield's 1400 title + abstract texts split into sentences at ``. ``/``? ``/``! ``, 3 words or more),
-``wiki+cran`` (both). Spans: the two halves (by words) of every sentence of 8 words or more, each with the
+``wiki+cran`` (both); ``others`` (:func:`others_corpora`): for each of the 7 STS tasks, the distinct sentences of
+the six other tasks minus any the task holds (the ``others`` protocol of RESULTS `sts-static`). Spans: the two halves (by words) of every sentence of 8 words or more, each with the
 teacher's own vector. The teacher's vectors (the default model, L2-normalised, as ``isotropy distill``
 fits on them) are encoded once per text list and kept as ``.npy`` under ``$ISOTROPY_CACHE/bench-factory``
 (outside the repository), keyed by a digest of the texts.
@@ -100,6 +101,37 @@ def corpus_teacher(name: str, corpora_: dict[str, list[str]]) -> tuple[np.ndarra
     Ys = [teacher(corpora_[p]) for p in parts]
     secs = [teacher_seconds(corpora_[p]) for p in parts]
     return np.vstack(Ys), (None if None in secs else float(sum(secs)))
+
+
+def sts_tasks():
+    from isotropy.evaluation import load_tasks
+
+    return load_tasks(DATA / "sts", ["all"])
+
+
+def others_corpora(tasks, limit: int | None = None) -> list[list[str]]:
+    """For each task, its fitting corpus under ``others`` (RESULTS `sts-static`): the sentences of the six other
+    tasks (:func:`isotropy.evaluation.fitting.plan_others`: a sentence the task also holds, whitespace and case
+    ignored, is removed), each once, in task order (a duplicate line would sit in both the fitting and the held-out
+    lines of the token fit); ``limit``: the first so many (a dry run)."""
+    from static import others_sentences
+
+    from isotropy.evaluation.fitting import plan_others
+
+    return [list(dict.fromkeys(others_sentences(p, tasks)))[:limit] for p in plan_others(tasks)]
+
+
+def sts_teacher(tasks) -> tuple[list[str], np.ndarray]:
+    """Every distinct sentence of the 7 tasks and the teacher's L2-normalised vectors of them: the vectors bench/static.py
+    encodes through the evaluation's ``VectorCache`` (the default model, mean pooling, max_length 64: what
+    :func:`teacher` encodes), reused from that cache."""
+    from static import teacher_vectors
+
+    row: dict[str, np.ndarray] = {}
+    for t, Y in zip(tasks, teacher_vectors(tasks)):
+        for s, y in zip(t.sentences(), Y):
+            row.setdefault(s, y)
+    return list(row), np.asarray(np.vstack(list(row.values())), dtype=np.float32)
 
 
 def teacher_seconds(texts: list[str]) -> float | None:

@@ -28,7 +28,13 @@ No test label chose anything: the strengths are chosen on held-out corpus lines,
 held-out criteria was read on the STS-B train split (``--dev-check``). Runs one after the other, joined by
 ``--merge``: ``--part all`` (the main rows and tokenlearn), ``--part cosine --corpora wiki --cosine-curve``,
 ``--part dev --corpora wiki wiki+cran cran --dev-check``, ``--part ww --corpora wiki cran --whole-words``,
-``--part mem --corpora wiki --memory``, ``--part mem2 --corpora wiki+cran cran --memory``.
+``--part mem --corpora wiki --memory``, ``--part mem2 --corpora wiki+cran cran --memory``; then ``--part others
+--others`` (the ``others`` protocol of RESULTS `sts-static`, leave one task out: for each of the 7 STS tasks one fit
+on the distinct sentences of the six other tasks, minus any the task holds, scored on that task only; the token fit
+with the product's defaults and the map; ``--limit N`` for a dry run), ``--part others-teacher --others-teacher`` (the
+teacher's scores from the vectors the fits read), ``--part others-grid --others --grid 0.03 0.1 0.3 1 3 10 30``,
+``--part others-var --others --others-variants nospans centred`` and ``--part others-tl --others-tokenlearn``
+(tokenlearn on the same protocol), each added to the JSON by ``--add PART ...``.
 """
 
 from __future__ import annotations
@@ -208,6 +214,117 @@ def dev_check(rows: dict, cname: str, corpora: dict, start, tasks) -> None:
                 print(f"{name}: {rows[name]['stsb_train']:.2f} (strength {rows[name]['lambda']:g})", file=sys.stderr, flush=True)
 
 
+OTHERS = "tokens + spans, strength by cosine agreement / others"  # the product's defaults under the others protocol
+OTHERS_MAP = "map / others"
+OTHERS_VARIANTS = {  # --others-variants: the token fit's variants of the wiki rows, under the others protocol
+    "nospans": ("tokens, strength by cosine agreement / others", {"spans": False, "criterion": "cosine"}),
+    "centred": (
+        "tokens + spans, centred, strength by cosine agreement / others",
+        {"spans": True, "criterion": "cosine", "centre": True},
+    ),
+}
+OTHERS_GRID = "tokens + spans, strength by cosine agreement, grid from {} / others"
+TEACHER_256 = "teacher, max_length 256 (the vectors every fit reads)"
+
+
+def teacher_row(rows: dict, tasks) -> None:
+    """The teacher's own scores from the vectors the fits read (the default model at its own max_length, 256; the
+    sts-static teacher figure, 78.87, was encoded at max_length 64)."""
+    from static import score, teacher_vectors
+
+    s = [score(t, y) for t, y in zip(tasks, teacher_vectors(tasks))]
+    rows[TEACHER_256] = {"corpus": "-", "fit": "teacher", "sentences": "-", "sts": s, "avg": float(np.mean(s)), "cranfield": None}
+
+
+OTHERS_TL = "tokenlearn / others"
+
+
+def others_tokenlearn(rows: dict, start, tasks, limit: int | None = None, save=None) -> None:
+    """tokenlearn 0.2.1's ``train_model`` under the same protocol: per task, on the same lines and teacher vectors,
+    from the same start table; the row is saved after every task (``done`` lists them), so a run cut short still
+    says what it reached; its average is given only over all 7."""
+    from static import score
+
+    corpora = fd.others_corpora(tasks, limit)
+    texts, Y = fd.sts_teacher(tasks)
+    teacher = CachedTeacher(texts, Y)
+    per: dict[str, dict] = {}
+    for task, corpus in zip(tasks, corpora):
+        load0 = os.getloadavg()[0]
+        model, secs = tokenlearn_fit(start, corpus, teacher.encode(corpus))
+        per[task.name] = {"sentences": len(corpus), "seconds": secs, "load": [load0, os.getloadavg()[0]]}
+        per[task.name]["score"] = score(task, encode(model, task.sentences()))
+        print(f"{OTHERS_TL}, {task.name}: {per[task.name]['score']:.2f}, {secs:.0f} s", file=sys.stderr, flush=True)
+        s = [per[t.name]["score"] for t in tasks if t.name in per]
+        done = len(s) == len(tasks)
+        rows[OTHERS_TL] = {
+            "corpus": "others",
+            "fit": "tokenlearn",
+            "sentences": f"{len(per)} of 7 fits" if not done else "7 fits",
+        }
+        rows[OTHERS_TL].update({"sts": s if done else [per.get(t.name, {}).get("score") for t in tasks]})
+        rows[OTHERS_TL].update({"avg": float(np.mean(s)) if done else None, "cranfield": None, "done": list(per)})
+        rows[OTHERS_TL].update({"seconds": sum(p["seconds"] for p in per.values()), "per_task": per, "limit": limit})
+        if save is not None:
+            save()
+
+
+def others_protocol(
+    rows: dict, start, tasks, teacher_s: dict, limit: int | None = None, save=None, grid=None, variants=()
+) -> None:
+    """The ``others`` protocol of RESULTS `sts-static`, leave one task out: for each of the 7 tasks one fit on the
+    distinct sentences of the six other tasks (minus any the task holds; never its own, no label), scored on that
+    task only; the row's average is over the 7 per-task scores. The token fit runs with `isotropy distill
+    --corpus`'s defaults (tokens + spans, strength by the held-out cosine agreement); the map beside it. The
+    teacher's vectors of every sentence and half are read once (cached) and shared by the 14 fits. ``grid``: the
+    token fit alone, its strength chosen the same way (held-out cosine agreement, no label) among these strengths
+    instead of the library's ``LAMBDAS`` (a bench measurement: the library is patched for this process only)."""
+    from static import score
+
+    import isotropy.calibration.distill_fit as distill_fit
+
+    corpora = fd.others_corpora(tasks, limit)
+    texts, Y = fd.sts_teacher(tasks)
+    sp = fd.spans(list(dict.fromkeys(s for c in corpora for s in c)))
+    Ysp = fd.teacher(sp)
+    teacher_s["STS halves"] = fd.teacher_seconds(sp)
+    teacher = CachedTeacher(texts + sp, np.vstack([Y, Ysp]))
+    per: dict[str, dict] = {}
+    todo = [(OTHERS, "tokens", {"spans": True, "criterion": "cosine"}), (OTHERS_MAP, "map", {})]
+    if grid:
+        distill_fit.LAMBDAS = tuple(grid)
+        todo = [(OTHERS_GRID.format(f"{min(grid):g}"), "tokens", {"spans": True, "criterion": "cosine"})]
+    if variants:
+        todo = [(OTHERS_VARIANTS[v][0], "tokens", OTHERS_VARIANTS[v][1]) for v in variants]
+    for name, how, kw in todo:
+        per = {}
+        for task, corpus in zip(tasks, corpora):
+            load0 = os.getloadavg()[0]
+            static, info, secs, _ = fit(start, corpus, teacher, how, **kw)
+            tok = info.get("tokens") or {}
+            per[task.name] = {
+                "sentences": len(corpus),
+                "spans": int(info["spans"].split()[0]) if "spans" in info else 0,
+                "seconds": secs,
+                "lambda": tok.get("lambda"),
+                "held_out_agreement": (tok.get("held_out_agreement") or {}).get(f"{tok['lambda']:g}") if tok else None,
+                "score": score(task, encode(static, task.sentences())),
+                "load": [load0, os.getloadavg()[0]],
+                "agreement_by_strength": tok.get("held_out_agreement"),
+            }
+            print(f"{name}, {task.name}: {per[task.name]['score']:.2f}, {secs:.0f} s", file=sys.stderr, flush=True)
+        s = [per[t.name]["score"] for t in tasks]
+        n = [p["sentences"] for p in per.values()]
+        rows[name] = {"corpus": "others", "fit": how, "sentences": f"{min(n)}-{max(n)} per fit", "sts": s}
+        rows[name].update({"avg": float(np.mean(s)), "cranfield": None, "seconds": sum(p["seconds"] for p in per.values())})
+        rows[name]["per_task"] = per
+        rows[name]["limit"] = limit
+        rows[name]["strengths"] = list(distill_fit.LAMBDAS) if how == "tokens" else None
+        print(f"{name}: {rows[name]['avg']:.2f}", file=sys.stderr, flush=True)
+        if save is not None:
+            save()
+
+
 def run(args) -> dict:
     from isotropy.evaluation import load_tasks
     from isotropy.retrieval.data import load_cranfield
@@ -257,6 +374,17 @@ def run(args) -> dict:
             flush=True,
         )
 
+    if args.others_teacher:
+        teacher_row(rows, tasks)
+        return snapshot()
+    if args.others_tokenlearn:
+        others_tokenlearn(rows, start, tasks, args.limit, save)
+        return snapshot()
+    if args.others:
+        if not args.grid and not args.others_variants:
+            teacher_row(rows, tasks)
+        others_protocol(rows, start, tasks, teacher_s, args.limit, save, args.grid, args.others_variants or ())
+        return snapshot()
     for cname in args.corpora:
         sents = corpora[cname]
         if args.memory:  # the rows whose peak memory is traced, again (after a change to what the fit keeps)
@@ -373,7 +501,12 @@ def targets(data: dict) -> list[str]:
         f"| ... and tokenlearn on the same corpus + 3.0 | >= {_f(None if tl is None else tl + 3)} | {_f(avg(wc))} | "
         f"{_met(avg(wc), tl + 3) if tl is not None and avg(wc) is not None else 'not run'} |"
     )
-    lines.append("| `others` protocol of sts-static | >= 75.0 | - | not run (see notes) |")
+    o = avg(OTHERS)
+    part = f", first {r[OTHERS]['limit']} lines a fit (a dry run)" if o is not None and r[OTHERS].get("limit") else ""
+    lines.append(
+        f"| `others` protocol of sts-static (tokens + spans, strength by cosine agreement, 7 fits{part}) | >= 75.0 "
+        f"(teacher 78.87) | {_f(o)} | {_met(o, 75.0) if o is not None else 'not run (see notes)'} |"
+    )
     c, cw, ctl = ndcg(product("cran")), ndcg("tokens, then whitening-shrunk / cran"), ndcg("tokenlearn / cran")
     lines.append(f"| Cranfield nDCG@10, fitted on its abstracts | >= 34.0 | {_f(c)} | {_met(c, 34.0)} |")
     lines.append(
@@ -426,9 +559,10 @@ def table(data: dict) -> list[str]:
         tok = r.get("tokens") or {}
         spans = f" + {tok['spans']} spans" if tok.get("spans") else ""
         err, agr = _held(r)
+        cran = r.get("cranfield") or {}
         lines.append(
             f"| {name.split(' / ')[0]} | {r['corpus']} | {r.get('sentences', '-')}{spans} | {' | '.join(_f(x) for x in r['sts'])} | "
-            f"**{_f(r['avg'])}** | {_f(r['cranfield']['ndcg@10'])} | {_f(r['cranfield']['recall@100'])} | "
+            f"**{_f(r['avg'])}** | {_f(cran.get('ndcg@10'))} | {_f(cran.get('recall@100'))} | "
             f"{_f(r.get('seconds'))} | {_f(r.get('peak_mib'))} | {tok.get('lambda', '')} | {err} | {agr} |"
         )
     t = data["teacher_sts"]
@@ -436,6 +570,156 @@ def table(data: dict) -> list[str]:
         f"| *teacher (all-MiniLM-L6-v2)* | - | - | {' | '.join(_f(x) for x in t)} | {_f(float(np.mean(t)))} | 38.32 | | | | | | |"
     )
     return lines
+
+
+def _grid_row(r: dict) -> str | None:
+    """The name of the others row whose strength grid was widened, if it was run."""
+    head = OTHERS_GRID.split("{}")[0]
+    return next((k for k in r if k.startswith(head)), None)
+
+
+def others_table(data: dict) -> list[str]:
+    """The others protocol task by task: each task's own fit (on the six other tasks' sentences), scored on it; the
+    widened-grid token fit and tokenlearn as extra columns where they ran."""
+    r = data["rows"]
+    if OTHERS not in r:
+        return []
+    tasks, tok, mp, raw, t256 = data["tasks"], r[OTHERS], r.get(OTHERS_MAP), r["raw"], r.get(TEACHER_256)
+    g, tl = r.get(_grid_row(r) or ""), r.get(OTHERS_TL)
+    extra = ([f"tokens + spans, grid from {min(g['strengths']):g} (strength)"] if g else []) + (
+        ["tokenlearn (train s)"] if tl else []
+    )
+    lines = [
+        "| test task | fitting lines (six other tasks) | + spans | strength | held-out cos agreement | fit s | load | raw | "
+        "map | tokens + spans | " + "".join(f"{e} | " for e in extra) + "teacher (max_length 256) |",
+        "|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(extra) + "---|",
+    ]
+    for i, t in enumerate(tasks):
+        p = tok["per_task"][t]
+        m = mp["per_task"][t]["score"] if mp else None
+        agr = p.get("held_out_agreement")
+        more = ""
+        if g:
+            q = g["per_task"][t]
+            more += f"{_f(q['score'])} ({q['lambda']:g}) | "
+        if tl:
+            q = tl["per_task"].get(t)
+            more += f"{_f(q['score'])} ({q['seconds']:.0f}) | " if q else "not reached | "
+        lines.append(
+            f"| {t} | {p['sentences']} | {p['spans']} | {p['lambda']:g} | {'' if agr is None else f'{agr:.4f}'} | "
+            f"{p['seconds']:.0f} | {p['load'][0]:.1f}-{p['load'][1]:.1f} | {_f(raw['sts'][i])} | {_f(m)} | "
+            f"**{_f(p['score'])}** | {more}{_f(t256['sts'][i]) if t256 else '-'} |"
+        )
+    more = (f"{_f(g['avg'])} | " if g else "") + (f"{_f(tl['avg'])} | " if tl else "")
+    lines.append(
+        f"| **average** | | | | | {tok['seconds']:.0f} | | {_f(raw['avg'])} | {_f(mp['avg'] if mp else None)} | "
+        f"**{_f(tok['avg'])}** | {more}{_f(t256['avg']) if t256 else '-'} |"
+    )
+    return lines
+
+
+def others_section(data: dict) -> list[str]:
+    rows = others_table(data)
+    if not rows:
+        return []
+    halves = data["teacher_seconds"].get("STS halves")
+    enc = f"encoded once ({halves:.0f} s)" if halves else "encoded once (cached before the run)"
+    return [
+        "",
+        "### The `others` protocol of sts-static (leave one task out)",
+        "",
+        "For each STS task T, one `isotropy distill --corpus` fit with its defaults (tokens + spans, the strength by the "
+        "held-out cosine agreement; the same start table, 256 dims) on the distinct sentences of the six other tasks, "
+        "any sentence T also holds removed (whitespace and case ignored, as in sts-static), never T's own; scored on T "
+        "only. The average is over the 7 per-task scores. `map`: `--fit map` on the same lines. No label is read. The "
+        "teacher's vectors: the default model at its own max_length (256, as in every row of this section) from the "
+        "evaluation's vector cache, and the halves of the sentences " + enc + ", shared by the 14 fits. Fit s: "
+        "statistics + solve of that task's fit; load: the 1-minute load average before and after it.",
+        "",
+        *rows,
+    ]
+
+
+def others_note(data: dict, rate: str) -> list[str]:
+    """What the notes say of the others protocol: run or not, and tokenlearn on it."""
+    r = data["rows"]
+    if OTHERS not in r:
+        return [
+            "- Not done: the `others` protocol of sts-static (it needs the teacher's vectors of the 42,596 sentences of "
+            "the 7 STS tasks, none cached: at the rate the wiki lines were encoded in this setting "
+            f"({rate}) about {42596 / max(float(rate.split()[0]), 1e-9) / 60:.0f} minutes on this shared machine, "
+            "more than this round had)."
+        ]
+    per = r[OTHERS]["per_task"]
+    lines = sum(p["sentences"] for p in per.values())
+    o, chosen = r[OTHERS]["avg"], sorted({p["lambda"] for p in per.values()})
+    from isotropy.calibration.distill_fit import LAMBDAS
+
+    grid = r[OTHERS].get("strengths") or list(LAMBDAS)  # the library's grid (the run recorded no other)
+    out = [
+        f"- `others` protocol: the token fit scores {o:.2f} against the 75.0 target ({o - 75.0:+.2f}; teacher "
+        f"{float(np.mean(data['teacher_sts'])):.2f}); the map on the same lines "
+        + (f"{r[OTHERS_MAP]['avg']:.2f}" if OTHERS_MAP in r else "-")
+        + f", the raw start {r['raw']['avg']:.2f}. The held-out cosine agreement chose the strength "
+        + ", ".join(f"{x:g}" for x in chosen)
+        + (" in every task, the least of the grid" if grid and chosen == [min(grid)] else "")
+        + "."
+    ]
+    gname = _grid_row(r)
+    if gname:
+        g = r[gname]
+        gc = sorted({p["lambda"] for p in g["per_task"].values()})
+        out.append(
+            f"- Widened grid (`grid from {min(g['strengths']):g}`, a bench measurement, the library's grid untouched): the "
+            f"same fit with the strength chosen the same way (held-out cosine agreement, no label) among "
+            f"{', '.join(f'{x:g}' for x in g['strengths'])}: it chose {', '.join(f'{x:g}' for x in gc)} and scores "
+            f"{g['avg']:.2f} ({g['avg'] - o:+.2f} against the default grid; {_met(g['avg'], 75.0)} against 75.0)."
+        )
+    if gname:
+        a = [
+            (t, p["lambda"], r[gname]["per_task"][t]["lambda"], r[gname]["per_task"][t]["score"] - p["score"])
+            for t, p in per.items()
+        ]
+        lower = [x for x in a if x[2] < x[1]]
+        out[-1] += (
+            f" The held-out agreement chose a strength below the default grid's in {len(lower)} of {len(a)} tasks, and "
+            f"the test score fell in {sum(x[3] < 0 for x in lower)} of those: the held-out lines come from the fitting "
+            "corpus (the other tasks), so they cannot see the shift to the test task."
+        )
+    for key, (vname, _) in OTHERS_VARIANTS.items():
+        if vname in r:
+            v = r[vname]
+            what = {"nospans": "without spans", "centred": "centred on the teacher's corpus mean"}[key]
+            out.append(
+                f"- Variant `{vname.split(' / ')[0]}` ({what}): {v['avg']:.2f} ({v['avg'] - o:+.2f} against the default; "
+                "read on the test tasks after the run, so no default is changed on it; its fit times ran beside two "
+                "other benchmark processes)."
+            )
+    tl = r.get(OTHERS_TL)
+    ref = r.get("tokenlearn / wiki+cran")
+    est = f"about {ref['seconds'] / ref['sentences'] * lines / 60:.0f} minutes at its rate on wiki + Cranfield" if ref else ""
+    if tl is None:
+        out.append(f"- tokenlearn was not run on this protocol: 7 trainings on {lines} lines in all ({est}, under load).")
+    elif tl["avg"] is None:
+        done = tl["done"]
+        mine = np.mean([per[t]["score"] for t in done])
+        theirs = np.mean([tl["per_task"][t]["score"] for t in done])
+        out.append(
+            f"- tokenlearn on this protocol reached {len(done)} of the 7 tasks before the round ended ({', '.join(done)}; "
+            f"{tl['seconds']:.0f} s of training): on those, {theirs:.2f} against the token fit's {mine:.2f} "
+            "(no 7-task average for it)."
+        )
+    else:
+        out.append(
+            f"- tokenlearn on this protocol: {tl['avg']:.2f} ({tl['avg'] - o:+.2f} against the token fit; "
+            f"{tl['seconds']:.0f} s of training in all, "
+            f"{min(p['seconds'] for p in tl['per_task'].values()):.0f} to {max(p['seconds'] for p in tl['per_task'].values()):.0f} s "
+            "a task as its early stopping fired, at load "
+            f"{min(min(p['load']) for p in tl['per_task'].values()):.1f} to {max(max(p['load']) for p in tl['per_task'].values()):.1f}, "
+            f"against {r[OTHERS]['seconds']:.0f} s of statistics + solve for the token fit's 7 fits at load "
+            f"{min(min(p['load']) for p in per.values()):.1f} to {max(max(p['load']) for p in per.values()):.1f})."
+        )
+    return out
 
 
 def curve(data: dict) -> list[str]:
@@ -519,6 +803,7 @@ def render(data: dict) -> str:
     rate = f"{data['corpus_sizes'].get('wiki', 0) / wiki_s:.1f} lines/s"
     lines += ["", "### Every row", ""] + table(data)
     lines += ["", "### Score against corpus size (wiki), spans off and on", ""] + curve(data)
+    lines += others_section(data)
     dev = dev_table(data)
     if dev:
         lines += [
@@ -559,10 +844,7 @@ def render(data: dict) -> str:
         "- Memory: the token sums keep `A^T Y` for the tokens seen so far only (`TokenRegression.rows_`); the rows "
         "with a peak MiB were run again after that change (the last two runs). The prior, the grid's tables and the "
         "output are still full V x d arrays.",
-        "- Not done: the `others` protocol of sts-static (it needs the teacher's vectors "
-        "of the 42,596 sentences of the 7 STS tasks, none cached: at the rate the wiki lines were encoded in this "
-        f"setting ({rate}) about {42596 / max(float(rate.split()[0]), 1e-9) / 60:.0f} minutes on this shared machine, "
-        "more than this round had).",
+        *others_note(data, rate),
         "- `--engine dask` runs the corpus pass (teacher encoding and sums) in parts on a cluster and merges the sums "
         "by a fixed tree; it is tested equal to one process (`tests/test_tokencal.py`), not timed here.",
         "- Regularisation and every variant: chosen without labels; no STS or Cranfield label chose anything here. "
@@ -584,7 +866,13 @@ def render(data: dict) -> str:
         + ", ".join(f"{k} {v}" for k, v in PUBLISHED.items())
         + ".",
         "",
-        f"Ran on {data['meta']['machine']}, in {data['meta'].get('parts', 1)} process(es) one after the other, load average "
+        f"Ran on {data['meta']['machine']}, in {data['meta'].get('parts', 1)} process(es) one after the other"
+        + (
+            " (but the others protocol's widened grid, variants and tokenlearn, which ran side by side)"
+            if OTHERS_TL in data["rows"] or _grid_row(data["rows"])
+            else ""
+        )
+        + ", load average "
         f"{min(x[0] for x in load):.1f} to {max(x[0] for x in load):.1f} (a shared machine: the times are under that load; "
         "isotropy's fit and tokenlearn's training of one corpus ran in the same process). One run each: tokenlearn's time "
         "depends on when its early stopping fires, so the ratio moves from run to run. Regenerate with `nice -n 5 "
@@ -609,6 +897,13 @@ def main() -> None:
     ap.add_argument("--dev-check", action="store_true", help="only the criteria's STS-B train scores")
     ap.add_argument("--cosine-curve", action="store_true", help="only the curve with the strength by cosine agreement")
     ap.add_argument("--variants", nargs="*", default=["wiki"], help="corpora that also get the SIF-weighted start")
+    ap.add_argument("--others", action="store_true", help="only the others protocol (leave one STS task out), 7 fits a row")
+    ap.add_argument("--others-teacher", action="store_true", help="only the teacher's scores from the vectors the fits read")
+    ap.add_argument("--others-tokenlearn", action="store_true", help="only tokenlearn under the others protocol")
+    ap.add_argument("--others-variants", nargs="+", choices=sorted(OTHERS_VARIANTS), help="with --others: these only")
+    ap.add_argument("--grid", nargs="+", type=float, help="with --others: the token fit alone, over these strengths")
+    ap.add_argument("--limit", type=int, help="with --others: the first N lines of each fitting corpus (a dry run)")
+    ap.add_argument("--add", nargs="+", help="merge these parts into the existing bench/results/static_factory.json")
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--render-only", action="store_true")
     args = ap.parse_args()
@@ -616,14 +911,16 @@ def main() -> None:
         part = OUT.with_name(f"static_factory.{args.part}.json")
         part.write_text(json.dumps(run(args), indent=2) + "\n", encoding="utf-8")
         return
-    if args.merge:
-        parts = [json.loads(OUT.with_name(f"static_factory.{p}.json").read_text(encoding="utf-8")) for p in args.merge]
-        data = parts[0]
-        for other in parts[1:]:
+    if args.merge or args.add:
+        parts = [
+            json.loads(OUT.with_name(f"static_factory.{p}.json").read_text(encoding="utf-8")) for p in args.merge or args.add
+        ]
+        data = json.loads(OUT.read_text(encoding="utf-8")) if args.add else parts.pop(0)
+        for other in parts:
             data["rows"].update({k: v for k, v in other["rows"].items() if k != "raw"})
             data["teacher_seconds"].update(other["teacher_seconds"])
             data["meta"]["load"] += other["meta"]["load"]
-        data["meta"]["parts"] = len(parts)
+        data["meta"]["parts"] = len(parts) + (data["meta"].get("parts", 1) if args.add else 1)
         OUT.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         args.render_only = True
     data = json.loads(OUT.read_text(encoding="utf-8")) if args.render_only else run(args)
