@@ -56,15 +56,11 @@ def corpora() -> dict[str, list[str]]:
     return {"wiki": w, "cran": c, "wiki+cran": w + c}
 
 
-def spans(sentences: list[str], min_words: int = 8) -> list[str]:
-    """The two halves (by words) of every sentence of ``min_words`` words or more."""
-    out = []
-    for s in sentences:
-        w = s.split()
-        if len(w) >= min_words:
-            h = len(w) // 2
-            out += [" ".join(w[:h]), " ".join(w[h:])]
-    return out
+def spans(sentences: list[str]) -> list[str]:
+    """The spans the product adds (``isotropy.calibration.distill_fit.halves``): the two halves of every long sentence."""
+    from isotropy.calibration.distill_fit import halves
+
+    return halves(sentences)
 
 
 def _key(texts: list[str]) -> str:
