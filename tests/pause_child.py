@@ -12,6 +12,7 @@ mid-encode, and stays there. The signal handling under test is the real one, in 
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from pathlib import Path
@@ -29,6 +30,9 @@ def _pause(marker: Path) -> None:
 
 def main() -> None:
     marker, point, args = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+    # Start from the default SIGHUP disposition, as a plain shell gives: under `nohup pytest` the child would inherit
+    # SIGHUP ignored, and isotropy rightly leaves an ignored signal ignored, so the SIGHUP case would wait forever.
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     if point == "write":
         from isotropy.storage import vectors
 
