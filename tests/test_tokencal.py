@@ -151,7 +151,9 @@ def test_zipfian_whitening_makes_the_weighted_table_isotropic(seed, alpha):
     np.testing.assert_allclose(_weighted_cov(Z, p), np.eye(5), atol=1e-4)
     np.testing.assert_allclose(p @ Z / p.sum(), 0, atol=1e-4 * np.sqrt(5))  # the weighted mean goes to 0
     # counts on another scale are the same probabilities
-    np.testing.assert_allclose(fit_token_whitening(E, p * 1e3).transform(E), z.transform(E), rtol=1e-7, atol=1e-8)
+    np.testing.assert_allclose(
+        fit_token_whitening(E, p * 1e3).transform(E), z.transform(E), rtol=1e-5, atol=1e-6
+    )  # scale-free; roundoff through the smallest eigenvalue
 
 
 def test_zipfian_default_weights_are_zipf_over_the_row_order(table):
