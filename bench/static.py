@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from results import METHODS  # noqa: E402
 
-from _report import DATA, ROOT, machine, portable, update_section  # noqa: E402
+from _report import DATA, ROOT, machine, portable, update_section, write_json  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "static.json"
 SENTENCE_METHODS = [m for m in METHODS if m != "flow"]
@@ -331,11 +331,7 @@ def main() -> None:
     if args.no_write:
         return
     if not args.render_only:
-        from isotropy.storage.atomic import atomic_file
-
-        OUT.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_file(OUT, "w") as fh:
-            fh.write(json.dumps(data, indent=2) + "\n")
+        write_json(OUT, data)
     update_section("RESULTS.md", "sts-static", text)
     print(f"wrote {OUT.relative_to(ROOT)} and docs/RESULTS.md (sts-static)", file=sys.stderr)
 

@@ -53,7 +53,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _factory_data as fd  # noqa: E402
 
-from _report import DATA, ROOT, machine, portable, update_section  # noqa: E402
+from _report import DATA, ROOT, machine, portable, update_section, write_json  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "static_factory.json"
 TARGETS = {"wiki": 73.0, "wiki+cran": 74.0, "tokenlearn_margin": 3.0, "others": 75.0, "cranfield": 34.0, "speed": 5.0}
@@ -346,7 +346,7 @@ def run(args) -> dict:
 
     def save() -> None:  # a part is written after every row, so a long tokenlearn run loses nothing before it
         if args.part:
-            OUT.with_name(f"static_factory.{args.part}.json").write_text(json.dumps(snapshot(), indent=2) + "\n")
+            write_json(OUT.with_name(f"static_factory.{args.part}.json"), snapshot())
 
     tasks = load_tasks(DATA / "sts", ["all"])
     cran_task = load_cranfield(DATA / "retrieval" / "cranfield")
@@ -909,7 +909,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.part:
         part = OUT.with_name(f"static_factory.{args.part}.json")
-        part.write_text(json.dumps(run(args), indent=2) + "\n", encoding="utf-8")
+        write_json(part, run(args))
         return
     if args.merge or args.add:
         parts = [
@@ -921,7 +921,7 @@ def main() -> None:
             data["teacher_seconds"].update(other["teacher_seconds"])
             data["meta"]["load"] += other["meta"]["load"]
         data["meta"]["parts"] = len(parts) + (data["meta"].get("parts", 1) if args.add else 1)
-        OUT.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        write_json(OUT, data)
         args.render_only = True
     data = json.loads(OUT.read_text(encoding="utf-8")) if args.render_only else run(args)
     text = render(data)
@@ -929,8 +929,7 @@ def main() -> None:
     if args.no_write:
         return
     if not args.render_only:
-        OUT.parent.mkdir(parents=True, exist_ok=True)
-        OUT.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        write_json(OUT, data)
     update_section("RESULTS.md", "static-factory", text)
 
 
