@@ -45,30 +45,20 @@ import json
 import os
 import sys
 import time
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _factory_data as fd  # noqa: E402
+import _factory_round3 as r3  # noqa: E402
+from _factory_common import CachedTeacher, cranfield, encode, evaluate, fit, sts, stsb_train  # noqa: E402, F401
 
 from _report import DATA, ROOT, machine, portable, update_section, write_json  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "static_factory.json"
 TARGETS = {"wiki": 73.0, "wiki+cran": 74.0, "tokenlearn_margin": 3.0, "others": 75.0, "cranfield": 34.0, "speed": 5.0}
 PUBLISHED = {"potion-base-8M": 73.24, "potion-base-32M": 74.22, "all-MiniLM-L6-v2": 78.90}  # model2vec's MTEB STS averages
-
-
-class CachedTeacher:
-    """Serves the cached teacher vectors of known texts (lines and spans), looked up by text."""
-
-    def __init__(self, texts: list[str], Y: np.ndarray):
-        self.row = {t: i for i, t in enumerate(texts)}
-        self.Y = Y
-
-    def encode(self, sentences, show_progress=None):
-        return self.Y[[self.row[s] for s in sentences]]
 
 
 def start_model():
@@ -131,23 +121,6 @@ def whiten(static, sentences: list[str]):
     return fold_static_model(copy.deepcopy(static), w)
 
 
-def fit(start, sentences: list[str], teacher: CachedTeacher, how: str, memory: bool = False, **kw) -> tuple:
-    """(the fitted StaticModel, what was recorded, seconds of statistics + solve, peak traced MiB or None)."""
-    from isotropy.calibration.distill import fit_on_corpus
-
-    static = copy.deepcopy(start)
-    if memory:
-        tracemalloc.start()
-    t0 = time.perf_counter()
-    info = fit_on_corpus(static, teacher, sentences, 256, 0.0, how, None, False, **kw)
-    seconds = time.perf_counter() - t0 - info["seconds"]["teacher"]
-    peak = None
-    if memory:
-        peak = tracemalloc.get_traced_memory()[1] / 2**20
-        tracemalloc.stop()
-    return static, info, seconds, peak
-
-
 def tokenlearn_fit(start, sentences: list[str], Y: np.ndarray) -> tuple:
     import logging
 
@@ -158,43 +131,6 @@ def tokenlearn_fit(start, sentences: list[str], Y: np.ndarray) -> tuple:
     t0 = time.perf_counter()
     model = train_model(copy.deepcopy(start), list(sentences), np.asarray(Y, dtype=np.float32), device="cpu", pca_dims=256)
     return model, time.perf_counter() - t0
-
-
-def encode(static, sentences: list[str]) -> np.ndarray:
-    return np.asarray(static.encode(sentences, normalize=False, show_progress_bar=False), dtype=np.float64)
-
-
-def sts(static, tasks) -> list[float]:
-    from static import score
-
-    return [score(t, encode(static, t.sentences())) for t in tasks]
-
-
-def cranfield(static, task) -> dict[str, float]:
-    from isotropy._ranking import mean_scores, rank_rows, run_from_ids, score_run
-
-    def unit(X):
-        return X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
-
-    D, Q = unit(encode(static, list(task.docs))), unit(encode(static, list(task.queries)))
-    ranked = rank_rows(Q @ D.T, 100)
-    scores = mean_scores(score_run(task.qrels, run_from_ids(task.query_ids, task.doc_ids, ranked)))
-    return {k: 100 * v for k, v in scores.items()}
-
-
-def evaluate(static, tasks, cran_task) -> dict:
-    s = sts(static, tasks)
-    return {"sts": s, "avg": float(np.mean(s)), "cranfield": cranfield(static, cran_task)}
-
-
-def stsb_train(static, tasks) -> float:
-    """Spearman x 100 on the STS-B train split (5749 pairs; the reported STS-B figure is its test split)."""
-    from isotropy.evaluation import cosine_rows, spearman
-
-    pairs = next(t for t in tasks if t.name == "STS-B").pairs(["train"])
-    a = encode(static, [p.s1 for p in pairs])
-    b = encode(static, [p.s2 for p in pairs])
-    return float(spearman(np.nan_to_num(cosine_rows(a, b), nan=0.0), [p.score for p in pairs]))
 
 
 def dev_check(rows: dict, cname: str, corpora: dict, start, tasks) -> None:
@@ -374,6 +310,9 @@ def run(args) -> dict:
             flush=True,
         )
 
+    if args.round3:  # this round's ladder on wiki (dev-scored), the product on every corpus, and --others
+        r3.run_round3(rows, tasks, cran_task, corpora, teacher_s, args.others, save)
+        return snapshot()
     if args.others_teacher:
         teacher_row(rows, tasks)
         return snapshot()
@@ -484,8 +423,8 @@ def targets(data: dict) -> list[str]:
     def ndcg(name):
         return r[name]["cranfield"]["ndcg@10"] if name in r else None
 
-    def product(cname):  # what `isotropy distill --corpus` writes by default: spans on where they were encoded
-        for name in ("tokens + spans, strength by cosine agreement", "tokens, strength by cosine agreement", "tokens"):
+    def product(cname):  # what `isotropy distill --corpus` writes by default (this round's rows when they ran)
+        for name in (r3.PRODUCT, "tokens + spans, strength by cosine agreement", "tokens, strength by cosine agreement"):
             if f"{name} / {cname}" in r:
                 return f"{name} / {cname}"
         return f"tokens / {cname}"
@@ -501,10 +440,11 @@ def targets(data: dict) -> list[str]:
         f"| ... and tokenlearn on the same corpus + 3.0 | >= {_f(None if tl is None else tl + 3)} | {_f(avg(wc))} | "
         f"{_met(avg(wc), tl + 3) if tl is not None and avg(wc) is not None else 'not run'} |"
     )
-    o = avg(OTHERS)
-    part = f", first {r[OTHERS]['limit']} lines a fit (a dry run)" if o is not None and r[OTHERS].get("limit") else ""
+    on = r3.OTHERS3 if r3.OTHERS3 in r else OTHERS
+    o = avg(on)
+    part = f", first {r[on]['limit']} lines a fit (a dry run)" if o is not None and r[on].get("limit") else ""
     lines.append(
-        f"| `others` protocol of sts-static (tokens + spans, strength by cosine agreement, 7 fits{part}) | >= 75.0 "
+        f"| `others` protocol of sts-static ({on.split(' / ')[0]}, 7 fits{part}) | >= 75.0 "
         f"(teacher 78.87) | {_f(o)} | {_met(o, 75.0) if o is not None else 'not run (see notes)'} |"
     )
     c, cw, ctl = ndcg(product("cran")), ndcg("tokens, then whitening-shrunk / cran"), ndcg("tokenlearn / cran")
@@ -554,7 +494,7 @@ def table(data: dict) -> list[str]:
         "|---|---|---|" + "---|" * (len(tasks) + 8),
     ]
     for name, r in data["rows"].items():
-        if r.get("dev"):
+        if r.get("dev") or r.get("round") == 3:  # round 3 has tables of its own
             continue
         tok = r.get("tokens") or {}
         spans = f" + {tok['spans']} spans" if tok.get("spans") else ""
@@ -801,6 +741,7 @@ def render(data: dict) -> str:
     lines = ["## A static model fitted on a corpus, and tokenlearn (issue #32)", "", "### Targets", ""] + targets(data)
     wiki_s = data["teacher_seconds"].get("wiki") or float("nan")
     rate = f"{data['corpus_sizes'].get('wiki', 0) / wiki_s:.1f} lines/s"
+    lines += r3.section(data)
     lines += ["", "### Every row", ""] + table(data)
     lines += ["", "### Score against corpus size (wiki), spans off and on", ""] + curve(data)
     lines += others_section(data)
@@ -898,6 +839,7 @@ def main() -> None:
     ap.add_argument("--cosine-curve", action="store_true", help="only the curve with the strength by cosine agreement")
     ap.add_argument("--variants", nargs="*", default=["wiki"], help="corpora that also get the SIF-weighted start")
     ap.add_argument("--others", action="store_true", help="only the others protocol (leave one STS task out), 7 fits a row")
+    ap.add_argument("--round3", action="store_true", help="only this round's rows (bench/_factory_round3.py; with --others too)")
     ap.add_argument("--others-teacher", action="store_true", help="only the teacher's scores from the vectors the fits read")
     ap.add_argument("--others-tokenlearn", action="store_true", help="only tokenlearn under the others protocol")
     ap.add_argument("--others-variants", nargs="+", choices=sorted(OTHERS_VARIANTS), help="with --others: these only")

@@ -440,7 +440,12 @@ def test_spans_add_halves_of_fitting_lines_and_the_dask_pass_equals_one_process(
     corpus = [f"{s} and then it slept" if i % 2 else s for i, s in enumerate(CORPUS)]  # lines of 7 and 11 words
     one = fit_mod.fit_corpus(tiny_static, _HashTeacher(), corpus, spans=True, show_progress=False)
     fitting = [s for i, s in enumerate(corpus) if i % fit_mod.HELD_OUT != fit_mod.HELD_OUT - 1]
-    assert one.spans == 2 * sum(len(s.split()) >= fit_mod.SPAN_MIN_WORDS for s in fitting) > 0
+    halves = sum(len(s.split()) >= fit_mod.SPAN_MIN_WORDS for s in fitting)
+    thirds = sum(len(s.split()) >= fit_mod.THIRD_MIN_WORDS for s in fitting)
+    assert one.spans == 2 * halves + 3 * thirds == len(fit_mod.span_texts(fitting)) and thirds > 0
+    # each target is a unit vector times n ** -TARGET_POWER, so the fitting sums' trace of Y^T Y is sum(n ** -2p)
+    n = np.concatenate([fit_mod.static_ids(tiny_static, t)[1] for t in (fitting, fit_mod.span_texts(fitting))])
+    assert one.fit.yy_.trace() == pytest.approx(np.sum(np.maximum(n, 1) ** (-2 * fit_mod.TARGET_POWER)), rel=1e-9)
     assert one.fit.n_ == len(fitting) + one.spans and one.held.n_ == len(corpus) - len(fitting)
     assert one.teacher_map.moments_.n == len(corpus)  # the map sees whole lines only
     with distributed.Client(processes=False, n_workers=2, threads_per_worker=1, dashboard_address=":0") as client:
@@ -471,3 +476,17 @@ def test_cosine_agreement_is_one_for_a_student_that_reproduces_the_teacher():
     score = cosine_agreement(identity(6, format="csr"), Y, Y.mean(0), Y.mean(0))
     assert score(Y) == pytest.approx(1.0)
     assert score(rng.standard_normal((6, 4))) < 0.99
+
+
+@settings(max_examples=60, deadline=None)
+@given(words=st.lists(st.text("abc", min_size=1, max_size=3), min_size=1, max_size=30), parts=st.integers(2, 4))
+def test_pieces_cut_a_sentence_into_even_runs_of_its_words(words, parts):
+    from isotropy.calibration.distill_fit import pieces
+
+    out = pieces([" ".join(words)], parts, parts)
+    if len(words) < parts:
+        assert out == []
+        return
+    runs = [p.split() for p in out]
+    assert len(runs) == parts and [w for r in runs for w in r] == words
+    assert max(map(len, runs)) - min(map(len, runs)) <= 1

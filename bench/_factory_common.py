@@ -1,0 +1,74 @@
+"""What bench/static_factory.py and bench/_factory_round3.py share: the cached teacher, one fit, the scores."""
+
+from __future__ import annotations
+
+import copy
+import time
+import tracemalloc
+
+import numpy as np
+
+
+class CachedTeacher:
+    """Serves the cached teacher vectors of known texts (lines and spans), looked up by text."""
+
+    def __init__(self, texts: list[str], Y: np.ndarray):
+        self.row = {t: i for i, t in enumerate(texts)}
+        self.Y = Y
+
+    def encode(self, sentences, show_progress=None):
+        return self.Y[[self.row[s] for s in sentences]]
+
+
+def fit(start, sentences: list[str], teacher: CachedTeacher, how: str, memory: bool = False, **kw) -> tuple:
+    """(the fitted StaticModel, what was recorded, seconds of statistics + solve, peak traced MiB or None)."""
+    from isotropy.calibration.distill import fit_on_corpus
+
+    static = copy.deepcopy(start)
+    if memory:
+        tracemalloc.start()
+    t0 = time.perf_counter()
+    info = fit_on_corpus(static, teacher, sentences, 256, 0.0, how, None, False, **kw)
+    seconds = time.perf_counter() - t0 - info["seconds"]["teacher"]
+    peak = None
+    if memory:
+        peak = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+    return static, info, seconds, peak
+
+
+def encode(static, sentences: list[str]) -> np.ndarray:
+    return np.asarray(static.encode(sentences, normalize=False, show_progress_bar=False), dtype=np.float64)
+
+
+def sts(static, tasks) -> list[float]:
+    from static import score
+
+    return [score(t, encode(static, t.sentences())) for t in tasks]
+
+
+def cranfield(static, task) -> dict[str, float]:
+    from isotropy._ranking import mean_scores, rank_rows, run_from_ids, score_run
+
+    def unit(X):
+        return X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
+
+    D, Q = unit(encode(static, list(task.docs))), unit(encode(static, list(task.queries)))
+    ranked = rank_rows(Q @ D.T, 100)
+    scores = mean_scores(score_run(task.qrels, run_from_ids(task.query_ids, task.doc_ids, ranked)))
+    return {k: 100 * v for k, v in scores.items()}
+
+
+def evaluate(static, tasks, cran_task) -> dict:
+    s = sts(static, tasks)
+    return {"sts": s, "avg": float(np.mean(s)), "cranfield": cranfield(static, cran_task)}
+
+
+def stsb_train(static, tasks) -> float:
+    """Spearman x 100 on the STS-B train split (5749 pairs; the reported STS-B figure is its test split)."""
+    from isotropy.evaluation import cosine_rows, spearman
+
+    pairs = next(t for t in tasks if t.name == "STS-B").pairs(["train"])
+    a = encode(static, [p.s1 for p in pairs])
+    b = encode(static, [p.s2 for p in pairs])
+    return float(spearman(np.nan_to_num(cosine_rows(a, b), nan=0.0), [p.score for p in pairs]))

@@ -1,0 +1,256 @@
+"""Round 3 of the static factory (issue #32): length-scaled targets, thirds, the full-width start; for
+bench/static_factory.py ``--round3`` (rows) and its render (the section's round-3 tables).
+
+Every choice of this round was read on the STS-B TRAIN split (``dev``, 5749 pairs) with the wiki corpus: a ladder
+of fits from the previous round's default (halves, unscaled targets, the 256-d start) to the new one, each step
+kept only if the train split's score rose. The 7 test tasks and Cranfield are read afterwards and reported, never
+used to choose. The product's code is patched for this process only to make the ladder's earlier rungs
+(``distill_fit.TARGET_POWER``, ``distill_fit.span_texts``); the last rung is the library as it ships.
+
+Teacher vectors of every text (lines, halves, thirds, clauses) come from _factory_data's cache, one list per kind,
+so a rung reuses what another encoded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import time
+
+import _factory_data as fd
+import numpy as np
+
+PRODUCT = "tokens + halves + thirds, targets x n^-0.5, full-width start (the product)"
+PREVIOUS = "tokens + halves, unscaled targets, 256-d start (previous default)"
+# (row label, start width, target power, span kinds); the wiki ladder, in the order it was climbed
+LADDER = [
+    (PREVIOUS, 256, 0.0, ("halves",)),
+    ("tokens + halves, targets x n^-0.5, 256-d start", 256, 0.5, ("halves",)),
+    ("tokens + halves, targets x n^-1, 256-d start", 256, 1.0, ("halves",)),
+    ("tokens + halves, unscaled targets, full-width start", 384, 0.0, ("halves",)),
+    ("tokens + halves, targets x n^-0.5, full-width start", 384, 0.5, ("halves",)),
+    (PRODUCT, 384, 0.5, ("halves", "thirds")),
+    ("tokens + halves + thirds, targets x n^-0.3, full-width start", 384, 0.3, ("halves", "thirds")),
+    ("tokens + halves + thirds, targets x n^-0.7, full-width start", 384, 0.7, ("halves", "thirds")),
+    ("tokens + halves + thirds + clauses, targets x n^-0.5, full-width start", 384, 0.5, ("halves", "thirds", "clauses")),
+]
+
+
+def clauses(sentences: list[str], min_words: int = 3) -> list[str]:
+    """The pieces of every sentence cut at commas, semicolons, colons and brackets, when it has 2 or more of 3+ words."""
+    out = []
+    for s in sentences:
+        parts = [p.strip() for p in re.split(r"[,;:]\s+|\s+\(|\)\s*", s) if len(p.split()) >= min_words]
+        if len(parts) >= 2:
+            out += parts
+    return out
+
+
+def kinds_of(name: str):
+    from isotropy.calibration.distill_fit import THIRD_MIN_WORDS, halves, pieces
+
+    return {"halves": halves, "thirds": lambda s: pieces(s, 3, THIRD_MIN_WORDS), "clauses": clauses}[name]
+
+
+def teacher_for(parts: list[list[str]], kinds) -> tuple[list[str], np.ndarray, dict]:
+    """Texts and cached teacher vectors: every part (lines) and each span kind of all the lines, one cache list each."""
+    lines = [s for p in parts for s in p]
+    texts, Ys, secs = [], [], {}
+    for p in parts:
+        texts += p
+        Ys.append(fd.teacher(p))
+    for k in kinds:
+        spans = kinds_of(k)(lines)
+        texts += spans
+        Ys.append(fd.teacher(spans))
+        secs[k] = fd.teacher_seconds(spans)
+    return texts, np.vstack(Ys), secs
+
+
+@contextlib.contextmanager
+def recipe(power: float, kinds):
+    """The library's token fit with targets x n^-power and these span kinds (this process only)."""
+    import isotropy.calibration.distill_fit as df
+
+    saved = df.TARGET_POWER, df.span_texts
+    df.TARGET_POWER = power
+    df.span_texts = lambda sentences: [s for k in kinds for s in kinds_of(k)(sentences)]
+    try:
+        yield
+    finally:
+        df.TARGET_POWER, df.span_texts = saved
+
+
+def starts() -> dict:
+    from model2vec import StaticModel
+    from static import distilled_folder
+
+    return {d: StaticModel.from_pretrained(str(distilled_folder(d))) for d in (256, 384)}
+
+
+def run_round3(rows: dict, tasks, cran_task, corpora: dict, teacher_s: dict, others: bool, save) -> None:
+    """The wiki ladder (dev-scored), the product on cran and wiki+cran, and (``others``) under the others protocol."""
+    from _factory_common import CachedTeacher, evaluate, fit, stsb_train
+
+    start = starts()
+    for cname in ("wiki", "cran", "wiki+cran"):
+        ladder = LADDER if cname == "wiki" else [r for r in LADDER if r[0] == PRODUCT]
+        parts = [corpora[p] for p in cname.split("+")]
+        sents = [s for p in parts for s in p]
+        every = sorted({k for r in ladder for k in r[3]})
+        texts, Y, secs = teacher_for(parts, every)
+        teacher_s.update({f"{cname} {k}": v for k, v in secs.items()})
+        teacher = CachedTeacher(texts, Y)
+        for name, width, power, kinds in ladder:
+            load0 = os.getloadavg()[0]
+            with recipe(power, kinds):
+                static, info, secs_fit, _ = fit(start[width], sents, teacher, "tokens", spans=True, criterion="cosine")
+            key = f"{name} / {cname}"
+            tok = info["tokens"]
+            rows[key] = {"corpus": cname, "fit": "tokens", "sentences": len(sents), "seconds": secs_fit, "round": 3}
+            rows[key].update({"start": width, "power": power, "kinds": list(kinds), "load": [load0, os.getloadavg()[0]]})
+            rows[key].update(evaluate(static, tasks, cran_task))
+            rows[key]["stsb_train"] = stsb_train(static, tasks)
+            rows[key]["tokens"] = {k: tok[k] for k in ("lambda", "held_out_error", "held_out_agreement", "iterations", "seen")}
+            rows[key]["tokens"]["spans"] = int(info["spans"].split()[0])
+            print(
+                f"{key}: dev {rows[key]['stsb_train']:.2f}, STS {rows[key]['avg']:.2f}, cran "
+                f"{rows[key]['cranfield']['ndcg@10']:.2f}, {secs_fit:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+            save()
+    if others:
+        others_round3(rows, start[384], tasks, teacher_s, save)
+
+
+OTHERS3 = f"{PRODUCT} / others"
+
+
+def others_round3(rows: dict, start, tasks, teacher_s: dict, save) -> None:
+    """The product's defaults under the others protocol (RESULTS `sts-static`): 7 fits, each scored on its task."""
+    from _factory_common import CachedTeacher, encode, fit
+    from static import score
+
+    corpora = fd.others_corpora(tasks)
+    texts, Y = fd.sts_teacher(tasks)
+    distinct = list(dict.fromkeys(s for c in corpora for s in c))
+    Ys = [Y]
+    for k in ("halves", "thirds"):
+        spans = kinds_of(k)(distinct)
+        texts = texts + spans
+        Ys.append(fd.teacher(spans))
+        teacher_s[f"STS {k}"] = fd.teacher_seconds(spans)
+    teacher = CachedTeacher(texts, np.vstack(Ys))
+    per = {}
+    for task, corpus in zip(tasks, corpora):
+        load0, t0 = os.getloadavg()[0], time.perf_counter()
+        static, info, secs, _ = fit(start, corpus, teacher, "tokens", spans=True, criterion="cosine")
+        tok = info["tokens"]
+        per[task.name] = {
+            "sentences": len(corpus),
+            "spans": int(info["spans"].split()[0]),
+            "seconds": secs,
+            "lambda": tok["lambda"],
+            "held_out_agreement": tok["held_out_agreement"].get(f"{tok['lambda']:g}"),
+            "score": score(task, encode(static, task.sentences())),
+            "load": [load0, os.getloadavg()[0]],
+        }
+        print(f"{OTHERS3}, {task.name}: {per[task.name]['score']:.2f}, {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    s = [per[t.name]["score"] for t in tasks]
+    n = [p["sentences"] for p in per.values()]
+    rows[OTHERS3] = {"corpus": "others", "fit": "tokens", "sentences": f"{min(n)}-{max(n)} per fit", "sts": s, "round": 3}
+    rows[OTHERS3].update({"avg": float(np.mean(s)), "cranfield": None, "seconds": sum(p["seconds"] for p in per.values())})
+    rows[OTHERS3]["per_task"] = per
+    save()
+
+
+# --------------------------------------------------------------------------- render
+
+
+def _f(x) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def ladder_table(data: dict) -> list[str]:
+    r = data["rows"]
+    tasks = data["tasks"]
+    keys = [f"{name} / wiki" for name, *_ in LADDER if f"{name} / wiki" in r]
+    if not keys:
+        return []
+    lines = [
+        f"| fit on wiki | STS-B train (dev) | strength | spans | fit s | {' | '.join(tasks)} | STS avg | Cranfield nDCG@10 | kept |",
+        "|---|---|---|---|---|" + "---|" * len(tasks) + "---|---|---|",
+    ]
+    for k in keys:
+        x = r[k]
+        kept = "**the product**" if k.startswith(PRODUCT) else ("baseline" if k.startswith(PREVIOUS) else "")
+        lines.append(
+            f"| {k.split(' / ')[0]} | {x['stsb_train']:.2f} | {x['tokens']['lambda']:g} | {x['tokens']['spans']} | "
+            f"{x['seconds']:.0f} | {' | '.join(_f(v) for v in x['sts'])} | **{_f(x['avg'])}** | "
+            f"{_f(x['cranfield']['ndcg@10'])} | {kept} |"
+        )
+    return lines
+
+
+def product_table(data: dict) -> list[str]:
+    r = data["rows"]
+    tasks = data["tasks"]
+    lines = [
+        f"| corpus | lines | spans | strength | fit s | {' | '.join(tasks)} | STS avg | Cranfield nDCG@10 | recall@100 | "
+        "previous default's STS avg / nDCG@10 | tokenlearn's STS avg / nDCG@10 (train s) |",
+        "|---|---|---|---|---|" + "---|" * len(tasks) + "---|---|---|---|---|",
+    ]
+    prev = {"wiki": "tokens + spans, strength by cosine agreement / wiki", "cran": "tokens, strength by cosine agreement / cran"}
+    prev["wiki+cran"] = "tokens, strength by cosine agreement / wiki+cran"
+    for cname in ("wiki", "cran", "wiki+cran"):
+        x = r.get(f"{PRODUCT} / {cname}")
+        if x is None:
+            continue
+        p, tl = r.get(prev[cname]), r.get(f"tokenlearn / {cname}")
+        pv = f"{_f(p['avg'])} / {_f(p['cranfield']['ndcg@10'])}" if p else "-"
+        tv = f"{_f(tl['avg'])} / {_f(tl['cranfield']['ndcg@10'])} ({tl['seconds']:.0f})" if tl else "-"
+        c = x["cranfield"]
+        lines.append(
+            f"| {cname} | {x['sentences']} | {x['tokens']['spans']} | {x['tokens']['lambda']:g} | {x['seconds']:.0f} | "
+            f"{' | '.join(_f(v) for v in x['sts'])} | **{_f(x['avg'])}** | {_f(c['ndcg@10'])} | {_f(c.get('recall@100'))} | "
+            f"{pv} | {tv} |"
+        )
+    o = r.get(OTHERS3)
+    if o is not None:
+        old = r.get("tokens + spans, strength by cosine agreement / others")
+        tl = r.get("tokenlearn / others")
+        strengths = "/".join(sorted({f"{p['lambda']:g}" for p in o["per_task"].values()}))
+        tv = f"{_f(tl['avg'])} ({tl['seconds']:.0f})" if tl else "-"
+        lines.append(
+            f"| others (7 fits) | {o['sentences']} | {sum(p['spans'] for p in o['per_task'].values())} | {strengths} | "
+            f"{o['seconds']:.0f} | {' | '.join(_f(v) for v in o['sts'])} | **{_f(o['avg'])}** | - | - | "
+            f"{_f(old['avg']) if old else '-'} | {tv} |"
+        )
+    return lines
+
+
+def section(data: dict) -> list[str]:
+    ladder = ladder_table(data)
+    if not ladder:
+        return []
+    return [
+        "",
+        "### Round 3: length-scaled targets, thirds, the full-width start (the product's defaults now)",
+        "",
+        "Each rung is one change from the rung above it, kept when the STS-B train split (dev) rose; everything else "
+        "(the 7 test tasks, Cranfield) is read afterwards. `targets x n^-p`: each target is the teacher's unit vector "
+        "times n^-p, n the static tokens of the text (cosines ignore the norm; the scaling changes what the fit spends "
+        "its rows on). `full-width start`: model2vec's distill without PCA (384 d) as the map's input; the map and the "
+        "fit still write 256 d. `thirds`: the three thirds of every fitting line of 9 words or more, beside the halves. "
+        "`clauses`: the pieces between commas, semicolons, colons and brackets (not kept: dev fell).",
+        "",
+        *ladder,
+        "",
+        "The product's defaults on every corpus (the previous default's row and tokenlearn's, both from the earlier run "
+        "above, beside it; tokenlearn starts from the 256-d distill, whose width its targets need):",
+        "",
+        *product_table(data),
+    ]
