@@ -311,7 +311,7 @@ def run(args) -> dict:
         )
 
     if args.round3:  # this round's ladder on wiki (dev-scored), the product on every corpus, and --others
-        r3.run_round3(rows, tasks, cran_task, corpora, teacher_s, args.others, save)
+        r3.run_round3(rows, tasks, cran_task, corpora, teacher_s, args.others, save, args.round3_corpora)
         return snapshot()
     if args.others_teacher:
         teacher_row(rows, tasks)
@@ -840,6 +840,7 @@ def main() -> None:
     ap.add_argument("--variants", nargs="*", default=["wiki"], help="corpora that also get the SIF-weighted start")
     ap.add_argument("--others", action="store_true", help="only the others protocol (leave one STS task out), 7 fits a row")
     ap.add_argument("--round3", action="store_true", help="only this round's rows (bench/_factory_round3.py; with --others too)")
+    ap.add_argument("--round3-corpora", nargs="*", help="with --round3: these corpora only (none: only --others)")
     ap.add_argument("--others-teacher", action="store_true", help="only the teacher's scores from the vectors the fits read")
     ap.add_argument("--others-tokenlearn", action="store_true", help="only tokenlearn under the others protocol")
     ap.add_argument("--others-variants", nargs="+", choices=sorted(OTHERS_VARIANTS), help="with --others: these only")

@@ -15,9 +15,9 @@ Spans = Annotated[
     bool | None,
     typer.Option(
         "--spans/--no-spans",
-        help="With --fit tokens (default on): also fit the two halves of every sentence of 8 words or more and "
-        "the three thirds of every one of 9 or more, each with the teacher's own vector (more equations from the "
-        "same corpus, at the cost of the teacher encoding up to three times the text).",
+        help="With --fit tokens (default on): also fit the two halves of every sentence of 8 words or more, each "
+        "with the teacher's own vector (more equations from the same corpus, at the cost of the teacher encoding "
+        "about twice the text).",
     ),
 ]
 StrengthBy = Annotated[
