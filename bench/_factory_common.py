@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import time
 import tracemalloc
 
@@ -72,3 +73,15 @@ def stsb_train(static, tasks) -> float:
     a = encode(static, [p.s1 for p in pairs])
     b = encode(static, [p.s2 for p in pairs])
     return float(spearman(np.nan_to_num(cosine_rows(a, b), nan=0.0), [p.score for p in pairs]))
+
+
+def tokenlearn_fit(start, sentences: list[str], Y: np.ndarray) -> tuple:
+    import logging
+
+    from tokenlearn.train import train_model
+
+    logging.getLogger("tokenlearn").setLevel(logging.WARNING)
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    t0 = time.perf_counter()
+    model = train_model(copy.deepcopy(start), list(sentences), np.asarray(Y, dtype=np.float32), device="cpu", pca_dims=256)
+    return model, time.perf_counter() - t0

@@ -116,10 +116,16 @@ def starts() -> dict:
     return {d: StaticModel.from_pretrained(str(distilled_folder(d))) for d in (256, 384)}
 
 
-def run_round3(rows: dict, tasks, cran_task, corpora: dict, teacher_s: dict, others: bool, save, names=None) -> None:
+TOKENLEARN = "tokenlearn, same run"  # tokenlearn 0.2.1 right after the product's fit, in the same process
+
+
+def run_round3(
+    rows: dict, tasks, cran_task, corpora: dict, teacher_s: dict, others: bool, save, names=None, tokenlearn=False
+) -> None:
     """The wiki ladder (dev-scored), the product on cran and wiki+cran, and (``others``) under the others protocol;
-    ``names``: these corpora only."""
-    from _factory_common import CachedTeacher, evaluate, fit, stsb_train
+    ``names``: these corpora only; ``tokenlearn``: tokenlearn's training on each corpus's lines right after the
+    product's fit (the time target's ratio from one process)."""
+    from _factory_common import CachedTeacher, evaluate, stsb_train, tokenlearn_fit
 
     start = starts()
     for cname in names if names is not None else ("wiki", "stsb-train", "cran", "wiki+cran"):
@@ -133,42 +139,55 @@ def run_round3(rows: dict, tasks, cran_task, corpora: dict, teacher_s: dict, oth
         texts, Y, secs = teacher_for(parts, every)
         teacher_s.update({f"{cname} {k}": v for k, v in secs.items()})
         teacher = CachedTeacher(texts, Y)
-        for name, width, power, kinds in ladder:
-            load0 = os.getloadavg()[0]
-            with recipe(power, kinds):
-                static, info, secs_fit, _ = fit(start[width], sents, teacher, "tokens", spans=True, criterion="cosine")
-            key = f"{name} / {cname}"
+        for rung in ladder:
+            key = f"{rung[0]} / {cname}"
+            static, info = _rung(rows, key, rung, start, sents, teacher)
             tok = info["tokens"]
-            rows[key] = {"corpus": cname, "fit": "tokens", "sentences": len(sents), "seconds": secs_fit, "round": 3}
-            rows[key].update({"start": width, "power": power, "kinds": list(kinds), "load": [load0, os.getloadavg()[0]]})
             rows[key].update(evaluate(static, tasks, cran_task))
             rows[key]["stsb_train"] = stsb_train(static, tasks)
             rows[key]["tokens"] = {k: tok[k] for k in ("lambda", "held_out_error", "held_out_agreement", "iterations", "seen")}
             rows[key]["tokens"]["spans"] = int(info["spans"].split()[0])
             print(
                 f"{key}: dev {rows[key]['stsb_train']:.2f}, STS {rows[key]['avg']:.2f}, cran "
-                f"{rows[key]['cranfield']['ndcg@10']:.2f}, {secs_fit:.0f} s",
+                f"{rows[key]['cranfield']['ndcg@10']:.2f}, {rows[key]['seconds']:.0f} s",
                 file=sys.stderr,
                 flush=True,
             )
+            save()
+        if tokenlearn and cname != "wiki":
+            model, secs = tokenlearn_fit(start[256], sents, teacher.encode(sents))
+            key = f"{TOKENLEARN} / {cname}"
+            rows[key] = {"corpus": cname, "fit": "tokenlearn", "sentences": len(sents), "seconds": secs, "round": 3}
+            rows[key].update(evaluate(model, tasks, cran_task))
+            print(f"{key}: STS {rows[key]['avg']:.2f}, {secs:.0f} s", file=sys.stderr, flush=True)
             save()
     if others:
         others_round3(rows, start[384], tasks, teacher_s, save)
 
 
+def _rung(rows: dict, key: str, rung, start: dict, sents: list[str], teacher) -> tuple:
+    """One rung's fit (the library's token fit under that rung's recipe); its row started in ``rows[key]``."""
+    from _factory_common import fit
+
+    name, width, power, kinds = rung
+    load0 = os.getloadavg()[0]
+    with recipe(power, kinds):
+        static, info, secs_fit, _ = fit(start[width], sents, teacher, "tokens", spans=True, criterion="cosine")
+    corpus = key.split(" / ")[-1]
+    rows[key] = {"corpus": corpus, "fit": "tokens", "sentences": len(sents), "seconds": secs_fit, "round": 3}
+    rows[key].update({"start": width, "power": power, "kinds": list(kinds), "load": [load0, os.getloadavg()[0]]})
+    return static, info
+
+
 def ladder_dev2(rows: dict, ladder, start, lines: list[str], tasks, save) -> None:
     """The second dev protocol: each rung fitted on STS-B's train sentences, scored on STS-B's dev pairs."""
-    from _factory_common import CachedTeacher, fit
+    from _factory_common import CachedTeacher
 
     texts, Y, _ = teacher_for([lines], sorted({k for r in ladder for k in r[3]}))
     teacher = CachedTeacher(texts, Y)
-    for name, width, power, kinds in ladder:
-        load0 = os.getloadavg()[0]
-        with recipe(power, kinds):
-            static, info, secs_fit, _ = fit(start[width], lines, teacher, "tokens", spans=True, criterion="cosine")
-        key = f"{name} / stsb-train"
-        rows[key] = {"corpus": "stsb-train", "fit": "tokens", "sentences": len(lines), "seconds": secs_fit, "round": 3}
-        rows[key].update({"start": width, "power": power, "kinds": list(kinds), "load": [load0, os.getloadavg()[0]]})
+    for rung in ladder:
+        key = f"{rung[0]} / stsb-train"
+        static, info = _rung(rows, key, rung, start, lines, teacher)
         rows[key].update({"stsb_dev": stsb_dev(static, tasks), "lambda": info["tokens"]["lambda"], "cranfield": None})
         rows[key]["spans"] = int(info["spans"].split()[0])
         print(f"{key}: STS-B dev {rows[key]['stsb_dev']:.2f}", file=sys.stderr, flush=True)
@@ -224,6 +243,12 @@ def _f(x) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
+def _md(head: list, x: dict, tail: list) -> str:
+    """A table row: ``head``, the row's fit seconds, its 7 STS scores and their average (bold), ``tail``."""
+    cells = [*head, f"{x['seconds']:.0f}", *(_f(v) for v in x["sts"]), f"**{_f(x['avg'])}**", *tail]
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
 def ladder_table(data: dict) -> list[str]:
     r = data["rows"]
     tasks = data["tasks"]
@@ -239,11 +264,8 @@ def ladder_table(data: dict) -> list[str]:
         x = r[k]
         d2 = r.get(k.replace(" / wiki", " / stsb-train"), {}).get("stsb_dev")
         kept = "**the product**" if k.startswith(PRODUCT) else ("baseline" if k.startswith(PREVIOUS) else "")
-        lines.append(
-            f"| {k.split(' / ')[0]} | {x['stsb_train']:.2f} | {_f(d2)} | {x['tokens']['lambda']:g} | {x['tokens']['spans']} | "
-            f"{x['seconds']:.0f} | {' | '.join(_f(v) for v in x['sts'])} | **{_f(x['avg'])}** | "
-            f"{_f(x['cranfield']['ndcg@10'])} | {kept} |"
-        )
+        head = [k.split(" / ")[0], f"{x['stsb_train']:.2f}", _f(d2), f"{x['tokens']['lambda']:g}", x["tokens"]["spans"]]
+        lines.append(_md(head, x, [_f(x["cranfield"]["ndcg@10"]), kept]))
     return lines
 
 
@@ -261,15 +283,12 @@ def product_table(data: dict) -> list[str]:
         x = r.get(f"{PRODUCT} / {cname}")
         if x is None:
             continue
-        p, tl = r.get(prev[cname]), r.get(f"tokenlearn / {cname}")
+        p, tl = r.get(prev[cname]), r.get(f"{TOKENLEARN} / {cname}") or r.get(f"tokenlearn / {cname}")
         pv = f"{_f(p['avg'])} / {_f(p['cranfield']['ndcg@10'])}" if p else "-"
         tv = f"{_f(tl['avg'])} / {_f(tl['cranfield']['ndcg@10'])} ({tl['seconds']:.0f})" if tl else "-"
         c = x["cranfield"]
-        lines.append(
-            f"| {cname} | {x['sentences']} | {x['tokens']['spans']} | {x['tokens']['lambda']:g} | {x['seconds']:.0f} | "
-            f"{' | '.join(_f(v) for v in x['sts'])} | **{_f(x['avg'])}** | {_f(c['ndcg@10'])} | {_f(c.get('recall@100'))} | "
-            f"{pv} | {tv} |"
-        )
+        head = [cname, x["sentences"], x["tokens"]["spans"], f"{x['tokens']['lambda']:g}"]
+        lines.append(_md(head, x, [_f(c["ndcg@10"]), _f(c.get("recall@100")), pv, tv]))
     for key in (OTHERS3, INTERIM):
         o = r.get(key)
         if o is None:
@@ -278,11 +297,9 @@ def product_table(data: dict) -> list[str]:
         tl = r.get("tokenlearn / others")
         strengths = "/".join(sorted({f"{p['lambda']:g}" for p in o["per_task"].values()}))
         tv = f"{_f(tl['avg'])} ({tl['seconds']:.0f})" if tl else "-"
-        lines.append(
-            f"| others (7 fits){' (interim default, with thirds)' if key == INTERIM else ''} | {o['sentences']} | {sum(p['spans'] for p in o['per_task'].values())} | {strengths} | "
-            f"{o['seconds']:.0f} | {' | '.join(_f(v) for v in o['sts'])} | **{_f(o['avg'])}** | - | - | "
-            f"{_f(old['avg']) if old else '-'} | {tv} |"
-        )
+        name = "others (7 fits)" + (" (interim default, with thirds)" if key == INTERIM else "")
+        head = [name, o["sentences"], sum(p["spans"] for p in o["per_task"].values()), strengths]
+        lines.append(_md(head, o, ["-", "-", _f(old["avg"]) if old else "-", tv]))
     return lines
 
 
@@ -308,8 +325,9 @@ def section(data: dict) -> list[str]:
         "",
         *ladder,
         "",
-        "The product's defaults on every corpus (the previous default's row and tokenlearn's, both from the earlier run "
-        "above, beside it; tokenlearn starts from the 256-d distill, whose width its targets need):",
+        "The product's defaults on every corpus, the previous default's row (from the earlier run above) beside it, and "
+        "tokenlearn 0.2.1 trained on the same lines and teacher vectors right after the product's fit in the same process "
+        "where it ran so (else its earlier row); tokenlearn starts from the 256-d distill, whose width its targets need:",
         "",
         *product_table(data),
     ]
