@@ -91,16 +91,14 @@ def write_static_model(
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.base.modules import Normalize
     from sentence_transformers.sentence_transformer.modules import StaticEmbedding
-    from tokenizers import Tokenizer
 
     table = folded_table(encoder, transform)
     vectors = np.ascontiguousarray(table.vectors, dtype=np.float32)
-    spec = table.tokenizer.to_str()
     with output_dir(out, "sentence-transformers", force=force) as tmp:
         limit = None if encoder.max_length >= encoder.runtime.position_limit else int(encoder.max_length)
-        m2v = StaticModel(vectors, Tokenizer.from_str(spec), normalize=normalize, max_length=limit)
+        m2v = StaticModel(vectors, table.tokenizer, normalize=normalize, max_length=limit)  # it keeps a deep copy
         m2v.save_pretrained(tmp)
-        st_tok = Tokenizer.from_str(spec)
+        st_tok = table.tokenizer  # the folded table is this function's own: its tokenizer goes to StaticEmbedding
         st_tok.no_truncation()
         modules = [StaticEmbedding(st_tok, embedding_weights=st_rows(table, vectors))] + ([Normalize()] if normalize else [])
         st = SentenceTransformer(modules=modules, device="cpu")
