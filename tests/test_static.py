@@ -245,6 +245,25 @@ def test_a_model2vec_table_that_does_not_fit_its_vocabulary_is_model2vecs_error(
         load_table(folder)
 
 
+@pytest.mark.parametrize(("max_length", "normalize"), [(None, False), (64, True)])
+def test_the_model2vec_root_is_what_static_model_saves(tmp_path, vectors, max_length, normalize):
+    """calibrate writes a static model's root through model2vec's writer without building a StaticModel: the same
+    files, byte for byte, as ``StaticModel(...).save_pretrained`` (its model card aside: isotropy writes its own)."""
+    from model2vec import StaticModel
+
+    from isotropy.calibration.static_export import save_model2vec
+    from isotropy.encoders.static.table import UNK, word_tokenizer
+
+    table = np.vstack([vectors, np.zeros((1, DIM), np.float32)])
+    make = word_tokenizer([*WORDS, UNK], UNK, True)
+    StaticModel(table, make(), normalize=normalize, max_length=max_length).save_pretrained(tmp_path / "theirs")
+    save_model2vec(tmp_path / "ours", table, make(), max_length, normalize)
+    ours = sorted(p.name for p in (tmp_path / "ours").iterdir())
+    assert ours == sorted(p.name for p in (tmp_path / "theirs").iterdir() if p.name != "README.md")
+    for name in ours:
+        assert (tmp_path / "ours" / name).read_bytes() == (tmp_path / "theirs" / name).read_bytes(), name
+
+
 def test_sentence_transformers_static_folder_matches_its_encode(tmp_path, vectors):
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import StaticEmbedding
