@@ -286,12 +286,27 @@ def test_sigterm_while_encoding_writes_nothing(tmp_path):
 # --------------------------------------------------------------------------- two writers
 
 
+def _word_model(folder: Path) -> Path:
+    """A model2vec folder of the words these writers' sentences use: what is under test is the index's writes, and a
+    static table loads and encodes in a blink where the default transformer took seconds per process."""
+    from model2vec import StaticModel
+
+    from isotropy.encoders.static.table import UNK, word_tokenizer
+
+    words = ["base", "sentence", "batch", "a", "b", "on", "topic", "from", "the", "first", "second", "writer", "one", "more"]
+    words += [str(i) for i in range(400)]
+    vectors = np.random.default_rng(0).standard_normal((len(words) + 1, 16)).astype(np.float32)
+    vectors[-1] = 0.0
+    StaticModel(vectors, word_tokenizer([*words, UNK], UNK, True)(), normalize=False).save_pretrained(folder)
+    return folder
+
+
 @pytest.fixture()
 def small_index(tmp_path):
-    from isotropy import Index
+    from isotropy import Encoder, Index
 
     path = tmp_path / "idx"
-    Index(None, None).add([f"base sentence {i}" for i in range(10)]).save(path)
+    Index(Encoder(str(_word_model(tmp_path / "words"))), None).add([f"base sentence {i}" for i in range(10)]).save(path)
     return path
 
 

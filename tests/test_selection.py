@@ -69,7 +69,7 @@ class BagOfWords:
 
 def _corpus(n: int, vocab: int = 4000, seed: int = 0) -> list[str]:
     rng = np.random.default_rng(seed)
-    words = [f"w{i}" for i in range(vocab)]
+    words = np.array([f"w{i}" for i in range(vocab)])  # an array: choice() would convert a list on every call
     return [" ".join(rng.choice(words, size=int(rng.integers(6, 14)))) for _ in range(n)]
 
 

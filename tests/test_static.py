@@ -185,6 +185,85 @@ def test_model2vec_folder_matches_model2vec_encode(tmp_path, vectors):
     np.testing.assert_allclose(ours, theirs, atol=1e-6)
 
 
+def _as_model2vec_loads_it(folder: Path) -> StaticTable:
+    """The table built from ``model2vec.StaticModel.from_pretrained`` (what the loader did before it read the files
+    itself)."""
+    from model2vec import StaticModel
+
+    from isotropy.encoders.static.sources import _model2vec_rows
+
+    m = StaticModel.from_pretrained(folder)
+    return StaticTable(
+        list(m.tokens), _model2vec_rows(folder, m), m.tokenizer, unk_id=m.unk_token_id, source=str(folder),
+        max_length=m.max_length, chars_per_token=int(m.median_token_length),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["words", "wordpiece-quantised"])
+def test_a_model2vec_folder_is_read_as_model2vec_reads_it(tmp_path, vectors, kind):
+    """The loader reads a model2vec folder's files itself (model2vec's constructor copies a 400k-word tokenizer):
+    the same tokens, rows, unknown id, lengths, tokenizer and fingerprint as model2vec's own loader gives, for a
+    word table with no length limit and for a vocabulary-quantised subword model (mapping and weights)."""
+    from model2vec import StaticModel
+    from tokenizers import Tokenizer
+
+    from isotropy.encoders import default_model_path
+    from isotropy.encoders.static.table import UNK, word_tokenizer
+
+    folder = tmp_path / kind
+    if kind == "words":
+        tok = word_tokenizer([*WORDS, UNK], UNK, True)()
+        StaticModel(np.vstack([vectors, np.zeros((1, DIM), np.float32)]), tok, max_length=None).save_pretrained(folder)
+    else:
+        tok = Tokenizer.from_file(str(default_model_path() / "tokenizer.json"))
+        tok.enable_padding(pad_token="[PAD]", pad_id=0)  # saved padded: model2vec stops it, so does the loader
+        rng = np.random.default_rng(1)
+        n = tok.get_vocab_size()
+        mapping, weights = rng.integers(0, 7, size=n), rng.uniform(0.5, 2.0, size=n).astype(np.float32)
+        StaticModel(rng.standard_normal((7, 4)).astype(np.float16), tok, weights=weights, token_mapping=mapping).save_pretrained(
+            folder
+        )
+    ours, theirs = load_table(folder), _as_model2vec_loads_it(folder)
+    assert ours.tokens == theirs.tokens and ours.unk_id == theirs.unk_id
+    assert (ours.max_length, ours.chars_per_token) == (theirs.max_length, theirs.chars_per_token)
+    assert ours.vectors.dtype == np.float32 and np.array_equal(ours.vectors, theirs.vectors)
+    assert json.loads(ours.tokenizer.to_str()) == json.loads(theirs.tokenizer.to_str())
+    assert ours.digest() == theirs.digest()
+    text = ["The cat sat on the mat.", "unaffordable zzz", "x" * 3000]
+    flat, lengths, _, _ = ours.token_array(text)
+    want, want_lengths, _, _ = theirs.token_array(text)
+    np.testing.assert_array_equal(flat, want)
+    np.testing.assert_array_equal(lengths, want_lengths)
+
+
+def test_a_model2vec_table_that_does_not_fit_its_vocabulary_is_model2vecs_error(tmp_path, vectors):
+    from safetensors.numpy import save_file
+
+    folder = _model2vec_folder(tmp_path / "m2v", vectors)
+    save_file({"embeddings": vectors[:5]}, str(folder / "model.safetensors"))
+    with pytest.raises(IsotropyError, match="model2vec cannot load it"):
+        load_table(folder)
+
+
+@pytest.mark.parametrize(("max_length", "normalize"), [(None, False), (64, True)])
+def test_the_model2vec_root_is_what_static_model_saves(tmp_path, vectors, max_length, normalize):
+    """calibrate writes a static model's root through model2vec's writer without building a StaticModel: the same
+    files, byte for byte, as ``StaticModel(...).save_pretrained`` (its model card aside: isotropy writes its own)."""
+    from model2vec import StaticModel
+
+    from isotropy.calibration.static_export import save_model2vec
+    from isotropy.encoders.static.table import UNK, word_tokenizer
+
+    table = np.vstack([vectors, np.zeros((1, DIM), np.float32)])
+    make = word_tokenizer([*WORDS, UNK], UNK, True)
+    StaticModel(table, make(), normalize=normalize, max_length=max_length).save_pretrained(tmp_path / "theirs")
+    save_model2vec(tmp_path / "ours", table, make(), max_length, normalize)
+    ours = sorted(p.name for p in (tmp_path / "ours").iterdir())
+    assert ours == sorted(p.name for p in (tmp_path / "theirs").iterdir() if p.name != "README.md")
+    for name in ours:
+        assert (tmp_path / "ours" / name).read_bytes() == (tmp_path / "theirs" / name).read_bytes(), name
+
+
 def test_sentence_transformers_static_folder_matches_its_encode(tmp_path, vectors):
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import StaticEmbedding

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import warnings
 
 import numpy as np
@@ -438,8 +437,12 @@ def test_constant_data_is_singular():
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    code = "import sys; from isotropy.cli import main; main(sys.argv[1:])"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+    """The command in-process (:func:`helpers.run_cli`: main's error handling included), as a CompletedProcess: what
+    is checked here is the files and messages, not process behaviour (tests/test_reliability.py has that)."""
+    from helpers import run_cli
+
+    code, out, err = run_cli(args)
+    return subprocess.CompletedProcess(["isotropy", *args], code, out, err)
 
 
 def test_files_streaming_fit_and_transform(tmp_path):

