@@ -770,8 +770,8 @@ def render(data: dict) -> str:
         "`SIF-weighted start` scales every start row by a / (a + p_t) (a = 1e-3, p_t the token's corpus frequency, "
         "normalised to mean 1) before the map and the fit.",
         "- Spans (`tokens + spans`, `isotropy distill`'s default since they fitted held-out lines better): the two halves "
-        "of every fitting line of 8 words or more, each with the teacher's vector; held-out lines give none. Encoded "
-        "for the wiki corpus only (Cranfield's spans would be another ~30 minutes of the teacher on this shared machine).",
+        "of every fitting line of 8 words or more, each with the teacher's vector; held-out lines give none. In the "
+        "earlier run they were encoded for the wiki corpus only; round 3 encoded Cranfield's too (its product rows).",
         *whole_word_note(data),
         "- Memory: the token sums keep `A^T Y` for the tokens seen so far only (`TokenRegression.rows_`); the rows "
         "with a peak MiB were run again after that change (the last two runs). The prior, the grid's tables and the "
@@ -784,7 +784,8 @@ def render(data: dict) -> str:
     ]
     lines += [
         "",
-        "256-d static models from the default model (model2vec's distill, PCA 256, is the start of every row). "
+        "256-d static models from the default model (model2vec's distill, PCA 256, is the start of every row of the "
+        "'Every row' table; round 3's start is named in its rows). "
         "`map`: `isotropy distill --corpus C --fit map`; `tokens`: `--fit tokens --no-spans --strength-by mse` (the "
         "previous round's default); `tokens + spans`: `--spans`; `strength by cosine agreement`: `--strength-by cosine`; "
         "`tokens + spans, strength by cosine agreement` is `isotropy distill --corpus C` as it now runs by default (the "
