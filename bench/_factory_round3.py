@@ -20,7 +20,6 @@ import contextlib
 import os
 import re
 import sys
-import time
 
 import _factory_data as fd
 import numpy as np
@@ -120,20 +119,11 @@ TOKENLEARN = "tokenlearn, same run"  # tokenlearn 0.2.1 right after the product'
 
 
 def run_round3(
-    rows: dict,
-    tasks,
-    cran_task,
-    corpora: dict,
-    teacher_s: dict,
-    others: bool,
-    save,
-    names=None,
-    tokenlearn=False,
-    repeats=1,
+    rows: dict, tasks, cran_task, corpora: dict, teacher_s: dict, save, names=None, tokenlearn=False, repeats=1
 ) -> None:
-    """The wiki ladder (dev-scored), the product on cran and wiki+cran, and (``others``) under the others protocol;
-    ``names``: these corpora only; ``tokenlearn``: tokenlearn's training on each corpus's lines right after the
-    product's fit (the time target's ratio from one process)."""
+    """The wiki ladder and the STS-B one (dev-scored), the product on cran and wiki+cran (the others protocol is
+    static_factory's ``others_protocol``); ``names``: these corpora only; ``tokenlearn``: tokenlearn's training on
+    each corpus's lines right after the product's fit, ``repeats`` times in turn with ours (medians)."""
     from _factory_common import CachedTeacher, evaluate, stsb_train, tokenlearn_fit
 
     start = starts()
@@ -179,8 +169,6 @@ def run_round3(
             rows[key].update(evaluate(model, tasks, cran_task))  # the last run's model
             print(f"{key}: STS {rows[key]['avg']:.2f}, {secs:.0f} s", file=sys.stderr, flush=True)
             save()
-    if others:
-        others_round3(rows, start[384], tasks, teacher_s, save)
 
 
 def _rung(rows: dict, key: str, rung, start: dict, sents: list[str], teacher) -> tuple:
@@ -214,44 +202,6 @@ def ladder_dev2(rows: dict, ladder, start, lines: list[str], tasks, save) -> Non
 
 OTHERS3 = f"{PRODUCT} / others"
 INTERIM = "tokens + halves + thirds, targets x n^-0.5, full-width start (the product) / others"  # part r3b's label
-
-
-def others_round3(rows: dict, start, tasks, teacher_s: dict, save) -> None:
-    """The product's defaults under the others protocol (RESULTS `sts-static`): 7 fits, each scored on its task."""
-    from _factory_common import CachedTeacher, encode, fit
-    from static import score
-
-    corpora = fd.others_corpora(tasks)
-    texts, Y = fd.sts_teacher(tasks)
-    distinct = list(dict.fromkeys(s for c in corpora for s in c))
-    Ys = [Y]
-    for k in ("halves",):
-        spans = kinds_of(k)(distinct)
-        texts = texts + spans
-        Ys.append(fd.teacher(spans))
-        teacher_s[f"STS {k}"] = fd.teacher_seconds(spans)
-    teacher = CachedTeacher(texts, np.vstack(Ys))
-    per = {}
-    for task, corpus in zip(tasks, corpora):
-        load0, t0 = os.getloadavg()[0], time.perf_counter()
-        static, info, secs, _ = fit(start, corpus, teacher, "tokens", spans=True, criterion="cosine")
-        tok = info["tokens"]
-        per[task.name] = {
-            "sentences": len(corpus),
-            "spans": int(info["spans"].split()[0]),
-            "seconds": secs,
-            "lambda": tok["lambda"],
-            "held_out_agreement": tok["held_out_agreement"].get(f"{tok['lambda']:g}"),
-            "score": score(task, encode(static, task.sentences())),
-            "load": [load0, os.getloadavg()[0]],
-        }
-        print(f"{OTHERS3}, {task.name}: {per[task.name]['score']:.2f}, {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    s = [per[t.name]["score"] for t in tasks]
-    n = [p["sentences"] for p in per.values()]
-    rows[OTHERS3] = {"corpus": "others", "fit": "tokens", "sentences": f"{min(n)}-{max(n)} per fit", "sts": s, "round": 3}
-    rows[OTHERS3].update({"avg": float(np.mean(s)), "cranfield": None, "seconds": sum(p["seconds"] for p in per.values())})
-    rows[OTHERS3]["per_task"] = per
-    save()
 
 
 # --------------------------------------------------------------------------- render

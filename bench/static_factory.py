@@ -193,7 +193,7 @@ def others_tokenlearn(rows: dict, start, tasks, limit: int | None = None, save=N
 
 
 def others_protocol(
-    rows: dict, start, tasks, teacher_s: dict, limit: int | None = None, save=None, grid=None, variants=()
+    rows: dict, start, tasks, teacher_s: dict, limit: int | None = None, save=None, grid=None, variants=(), todo=None
 ) -> None:
     """The ``others`` protocol of RESULTS `sts-static`, leave one task out: for each of the 7 tasks one fit on the
     distinct sentences of the six other tasks (minus any the task holds; never its own, no label), scored on that
@@ -201,7 +201,8 @@ def others_protocol(
     --corpus`'s defaults (tokens + spans, strength by the held-out cosine agreement); the map beside it. The
     teacher's vectors of every sentence and half are read once (cached) and shared by the 14 fits. ``grid``: the
     token fit alone, its strength chosen the same way (held-out cosine agreement, no label) among these strengths
-    instead of the library's ``LAMBDAS`` (a bench measurement: the library is patched for this process only)."""
+    instead of the library's ``LAMBDAS`` (a bench measurement: the library is patched for this process only).
+    ``todo``: these ``(row name, fit, fit keywords)`` instead (round 3's product row)."""
     from static import score
 
     import isotropy.calibration.distill_fit as distill_fit
@@ -213,7 +214,7 @@ def others_protocol(
     teacher_s["STS halves"] = fd.teacher_seconds(sp)
     teacher = CachedTeacher(texts + sp, np.vstack([Y, Ysp]))
     per: dict[str, dict] = {}
-    todo = [(OTHERS, "tokens", {"spans": True, "criterion": "cosine"}), (OTHERS_MAP, "map", {})]
+    todo = todo or [(OTHERS, "tokens", {"spans": True, "criterion": "cosine"}), (OTHERS_MAP, "map", {})]
     if grid:
         distill_fit.LAMBDAS = tuple(grid)
         todo = [(OTHERS_GRID.format(f"{min(grid):g}"), "tokens", {"spans": True, "criterion": "cosine"})]
@@ -298,18 +299,12 @@ def run(args) -> dict:
         )
 
     if args.round3:  # this round's ladder on wiki (dev-scored), the product on every corpus, and --others
-        r3.run_round3(
-            rows,
-            tasks,
-            cran_task,
-            corpora,
-            teacher_s,
-            args.others,
-            save,
-            args.round3_corpora,
-            args.round3_tokenlearn,
-            args.repeats,
-        )
+        r3.run_round3(rows, tasks, cran_task, corpora, teacher_s, save, args.round3_corpora, args.round3_tokenlearn, args.repeats)
+        if args.others:  # the library's own defaults (halves, scaled targets) from the full-width start
+            todo = [(r3.OTHERS3, "tokens", {"spans": True, "criterion": "cosine"})]
+            others_protocol(rows, r3.starts()[384], tasks, teacher_s, args.limit, save, todo=todo)
+            rows[r3.OTHERS3]["round"] = 3
+            save()
         return snapshot()
     if args.others_teacher:
         teacher_row(rows, tasks)
