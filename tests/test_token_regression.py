@@ -99,3 +99,48 @@ def test_sentences_without_tokens_give_no_equation_and_bad_input_is_refused():
         TokenRegression(V, D).partial_fit(np.zeros(0, dtype=int), np.zeros(2, dtype=int), Y[:2]).solve(prior, 1.0)
     with pytest.raises(IsotropyError, match="merge"):
         tr.merge(TokenRegression(V, 2))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_threaded_sparse_product_is_scipys(dtype, monkeypatch):
+    import builtins
+
+    from scipy.sparse import random as sparse_random
+
+    from isotropy.transforms.token_regression import sparse_product
+
+    M = sparse_random(300, 300, density=0.05, random_state=0, format="csr")
+    M = (M + M.T).astype(dtype)
+    X = np.random.default_rng(0).standard_normal((300, 7)).astype(dtype)
+    want = M @ X
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(sparse_product(M, dtype)(X), want, rtol=tol, atol=tol * np.abs(want).max())
+    real_import = builtins.__import__
+
+    def no_torch(name, *args, **kwargs):
+        if name == "torch":
+            raise ImportError("no torch here")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_torch)  # the fallback: scipy's own product
+    np.testing.assert_allclose(sparse_product(M, dtype)(X), want, rtol=tol, atol=tol * np.abs(want).max())
+
+
+@settings(max_examples=20, deadline=None)
+@given(peak=st.integers(0, 4), values=st.lists(st.floats(0.0, 1.0), min_size=5, max_size=5, unique=True))
+def test_the_strength_grid_stops_past_its_peak_and_keeps_the_full_grids_choice(peak, values):
+    """A criterion that rises to one peak and falls after it: the grid stops at the first strength that scores worse
+    and keeps the strength the whole grid would have kept."""
+    from isotropy.calibration import distill_fit
+
+    s = sorted(values)
+    scores = s[:peak] + [s[4]] + sorted(s[peak:4], reverse=True)  # rises to index `peak`, then falls
+    calls = iter(scores)
+    flat, lengths, Y, prior = problem(2, n=50)
+    cut = int(lengths[:30].sum())
+    fit = TokenRegression(V, D).partial_fit(flat[:cut], lengths[:30], Y[:30])
+    held = TokenRegression(V, D).partial_fit(flat[cut:], lengths[30:], Y[30:])
+    _, info = distill_fit.solve_tokens(fit, held, prior, agreement=lambda E: next(calls), criterion="cosine")
+    tried = [float(k) for k in info["held_out_agreement"]]
+    assert info["lambda"] == distill_fit.LAMBDAS[peak]
+    assert tried == list(distill_fit.LAMBDAS[: min(peak + 2, len(distill_fit.LAMBDAS))])
