@@ -16,7 +16,7 @@ Statistics: the normal equations need only ``G = A^T A`` (sparse, vocabulary x v
 sentences), ``C = A^T Y`` (vocabulary x d), ``Y^T Y`` (d x d, for the objective's value) and the token counts,
 all sums over sentences: :meth:`TokenRegression.partial_fit` adds a chunk, :meth:`merge` adds another shard's
 sums, so the memory is bounded by the vocabulary (the pairs of tokens that co-occur), not by the corpus; ``C`` is
-kept for the tokens seen so far only (``rows_``).
+kept for the tokens seen so far only (``rows_``, grown by doubling).
 A linear map of the targets (``Y -> Y P``: a PCA to fewer dimensions) is applied to the sums afterwards
 (``C P``, ``P^T Y^T Y P``), so the teacher is encoded once whatever the output width.
 
@@ -73,9 +73,12 @@ class TokenRegression:
 
         self.vocab_size, self.dim = int(vocab_size), int(dim)
         self.gram_ = csr_matrix((self.vocab_size, self.vocab_size), dtype=np.float64)
-        # A^T Y kept for the seen tokens only (rows_, sorted): the V x d array would hold mostly zeros
-        self.rows_ = np.zeros(0, dtype=np.int64)
-        self._cross = np.zeros((0, self.dim), dtype=np.float64)
+        # A^T Y kept for the seen tokens only (the V x d array would hold mostly zeros): row _slot[t] of _buf is
+        # token t's (-1: unseen), rows in order of first appearance (_ids), _buf grown by doubling so that a chunk's
+        # new tokens cost no copy of the rows already kept
+        self._slot = np.full(self.vocab_size, -1, dtype=np.int64)
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._buf = np.zeros((0, self.dim), dtype=np.float64)
         self.yy_ = np.zeros((self.dim, self.dim), dtype=np.float64)
         self.counts_ = np.zeros(self.vocab_size, dtype=np.int64)
         self.n_ = 0
@@ -112,7 +115,7 @@ class TokenRegression:
         if not isinstance(other, TokenRegression) or (other.vocab_size, other.dim) != (self.vocab_size, self.dim):
             raise IsotropyError("can only merge a token regression of the same vocabulary and width")
         self.gram_ = (self.gram_ + other.gram_).tocsr()
-        self._add_cross(other.rows_, other._cross)
+        self._add_cross(other._ids, other._kept())
         self.yy_ += other.yy_
         self.counts_ += other.counts_
         self.n_ += other.n_
@@ -126,34 +129,51 @@ class TokenRegression:
             raise IsotropyError(f"a projection of {self.dim}-wide targets must have {self.dim} rows, got {P.shape}")
         out = TokenRegression(self.vocab_size, P.shape[1])
         out.gram_, out.counts_, out.n_, out.skipped_ = self.gram_.copy(), self.counts_.copy(), self.n_, self.skipped_
-        out.rows_, out._cross = self.rows_.copy(), self._cross @ P
+        out._slot, out._ids, out._buf = self._slot.copy(), self._ids.copy(), self._kept() @ P
         out.yy_ = P.T @ self.yy_ @ P
         return out
+
+    @property
+    def rows_(self) -> np.ndarray:
+        """Ids of the tokens whose rows of ``A^T Y`` are kept (the seen tokens), sorted."""
+        return np.sort(self._ids)
 
     @property
     def cross_(self) -> np.ndarray:
         """``A^T Y`` as a dense ``(V, d)`` array (rows of unseen tokens zero); built on demand."""
         out = np.zeros((self.vocab_size, self.dim), dtype=np.float64)
-        out[self.rows_] = self._cross
+        out[self._ids] = self._kept()
         return out
+
+    def _kept(self) -> np.ndarray:
+        """The kept rows of ``A^T Y``, in the order of ``_ids``."""
+        return self._buf[: len(self._ids)]
 
     def _cross_at(self, ids: np.ndarray) -> np.ndarray:
         """The rows of ``A^T Y`` for token ``ids`` (zero for a token no sentence held)."""
-        out = np.zeros((len(ids), self.dim), dtype=np.float64)
-        pos = np.minimum(np.searchsorted(self.rows_, ids), max(len(self.rows_) - 1, 0))
-        hit = (pos < len(self.rows_)) & (self.rows_[pos] == ids) if len(self.rows_) else np.zeros(len(ids), dtype=bool)
-        out[hit] = self._cross[pos[hit]]
+        slot = self._slot[np.asarray(ids, dtype=np.int64)]
+        out = np.zeros((len(slot), self.dim), dtype=np.float64)
+        out[slot >= 0] = self._buf[slot[slot >= 0]]
         return out
 
     def _add_cross(self, ids: np.ndarray, C: np.ndarray) -> None:
-        """Add the rows ``C`` of ``A^T Y`` for the sorted, distinct token ``ids``, growing the kept rows as needed."""
+        """Add the rows ``C`` of ``A^T Y`` for the distinct token ``ids``, keeping rows for the new ones."""
         ids = np.asarray(ids, dtype=np.int64)
-        grown = np.union1d(self.rows_, ids)
-        if grown.size != self.rows_.size:
-            buf = np.zeros((grown.size, self.dim), dtype=np.float64)
-            buf[np.searchsorted(grown, self.rows_)] = self._cross
-            self.rows_, self._cross = grown, buf
-        self._cross[np.searchsorted(self.rows_, ids)] += np.asarray(C, dtype=np.float64)
+        new = ids[self._slot[ids] < 0]
+        n = len(self._ids)
+        if new.size:
+            if n + new.size > len(self._buf):
+                buf = np.zeros((max(2 * len(self._buf), n + new.size), self.dim), dtype=np.float64)
+                buf[:n] = self._buf[:n]
+                self._buf = buf
+            self._slot[new] = np.arange(n, n + new.size)
+            self._ids = np.concatenate([self._ids, new])
+        self._buf[self._slot[ids]] += np.asarray(C, dtype=np.float64)
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_buf"] = self._kept().copy()  # no spare capacity in a pickle (a Dask part's sums)
+        return state
 
     @property
     def seen(self) -> np.ndarray:
@@ -163,7 +183,7 @@ class TokenRegression:
     def error(self, E: Any) -> float:
         """``sum_s ||mean-pool(E, s) - y_s||^2`` over the sentences added, from the sums alone."""
         E = np.asarray(E, dtype=np.float64)
-        return float(np.sum(E * (self.gram_ @ E)) - 2 * np.sum(E[self.rows_] * self._cross) + np.trace(self.yy_))
+        return float(np.sum(E * (self.gram_ @ E)) - 2 * np.sum(E[self._ids] * self._kept()) + np.trace(self.yy_))
 
     # ------------------------------------------------------------------ solving
 
@@ -176,8 +196,7 @@ class TokenRegression:
         seen = self.seen
         if seen.size == 0:
             raise IsotropyError("no sentence held a token of the vocabulary: nothing to fit")
-        cross = self._cross if np.array_equal(seen, self.rows_) else self._cross_at(seen)
-        return NormalEquations(self.gram_[seen][:, seen].tocsr(), cross, prior, seen, dtype)
+        return NormalEquations(self.gram_[seen][:, seen].tocsr(), self._cross_at(seen), prior, seen, dtype)
 
     def solve(
         self,
