@@ -52,6 +52,7 @@ not a common direction); RESULTS `static-factory` shows all three.
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,9 +129,7 @@ def span_texts(sentences: list[str]) -> list[str]:
 
 def _rows(flat: np.ndarray, lengths: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The flat ids and lengths of the sentences ``rows`` (a boolean mask) of a chunk."""
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-    take = np.concatenate([np.arange(s, s + n) for s, n in zip(starts[rows], lengths[rows])] or [np.zeros(0)])
-    return flat[take.astype(np.int64)], lengths[rows]
+    return flat[np.repeat(rows, lengths)], lengths[rows]
 
 
 def static_ids(static: Any, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -141,7 +140,7 @@ def static_ids(static: Any, sentences: list[str]) -> tuple[np.ndarray, np.ndarra
     if limit:
         ids = [row[:limit] for row in ids]
     lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-    flat = np.fromiter((t for row in ids for t in row), dtype=np.int64, count=int(lengths.sum()))
+    flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
     return flat, lengths
 
 
@@ -279,9 +278,12 @@ def _add_tokens(out: CorpusFit, V: int, flat, lengths, Y, held, ids_extra, Y_ext
     """One chunk's token sums: fitting lines (and their spans) into ``out.fit``, held-out lines into ``out.held``."""
     if out.fit is None:
         out.fit, out.held = TokenRegression(V, Y.shape[1]), TokenRegression(V, Y.shape[1])
-    for acc, rows in ((out.fit, ~held), (out.held, held)):
-        if rows.any():
-            acc.partial_fit(*_rows(flat, lengths, rows), Y[rows])
+    if held.any():
+        out.held.partial_fit(*_rows(flat, lengths, held), Y[held])
+    f, n = _rows(flat, lengths, ~held)  # the fitting lines and their spans in one call
+    if len(n) or len(Y_extra):
+        out.fit.partial_fit(np.concatenate([f, ids_extra[0]]), np.concatenate([n, ids_extra[1]]), np.vstack([Y[~held], Y_extra]))
+        out.spans += len(Y_extra)
     kept = sum(map(len, out.sample["lengths"]))
     if held.any() and kept < HELD_SAMPLE:
         rows = held & (np.cumsum(held) <= HELD_SAMPLE - kept)
@@ -289,9 +291,6 @@ def _add_tokens(out: CorpusFit, V: int, flat, lengths, Y, held, ids_extra, Y_ext
         out.sample["flat"].append(f)
         out.sample["lengths"].append(n)
         out.sample["Y"].append(Y[rows])
-    if len(Y_extra):
-        out.fit.partial_fit(*ids_extra, Y_extra)
-        out.spans += len(Y_extra)
 
 
 def principal_axes(tm: TeacherMap, k: int) -> np.ndarray:
