@@ -52,10 +52,12 @@ def clauses(sentences: list[str], min_words: int = 3) -> list[str]:
 
 
 def kinds_of(name: str):
-    from isotropy.calibration.distill_fit import halves, pieces
+    from isotropy.calibration.distill_fit import SPAN_KINDS, pieces, run_cut, word_drop
 
-    kinds = {"halves": halves, "thirds": lambda s: pieces(s, 3, 9), "clauses": clauses}
+    kinds = {**SPAN_KINDS, "thirds": lambda s: pieces(s, 3, 9), "clauses": clauses}
     kinds["quarters"] = lambda s: pieces(s, 4, 12)  # the four quarters of every line of 12 words or more
+    kinds["cut2"] = lambda s: run_cut(s, salt=7)  # round 4: a second cut of every line, at other places
+    kinds["drop50"] = lambda s: word_drop(s, rate=0.5)  # round 4: half the words dropped
     return kinds[name]
 
 
@@ -81,7 +83,7 @@ def recipe(power: float, kinds):
 
     saved = df.TARGET_POWER, df.span_texts
     df.TARGET_POWER = power
-    df.span_texts = lambda sentences: [s for k in kinds for s in kinds_of(k)(sentences)]
+    df.span_texts = lambda sentences, *_: [s for k in kinds for s in kinds_of(k)(sentences)]
     try:
         yield
     finally:
@@ -119,18 +121,20 @@ TOKENLEARN = "tokenlearn, same run"  # tokenlearn 0.2.1 right after the product'
 
 
 def run_round3(
-    rows: dict, tasks, cran_task, corpora: dict, teacher_s: dict, save, names=None, tokenlearn=False, repeats=1
+    rows: dict, tasks, cran_task, corpora: dict, teacher_s: dict, save, names=None, tokenlearn=False, repeats=1, rnd=None
 ) -> None:
     """The wiki ladder and the STS-B one (dev-scored), the product on cran and wiki+cran (the others protocol is
     static_factory's ``others_protocol``); ``names``: these corpora only; ``tokenlearn``: tokenlearn's training on
-    each corpus's lines right after the product's fit, ``repeats`` times in turn with ours (medians)."""
+    each corpus's lines right after the product's fit, ``repeats`` times in turn with ours (medians). ``rnd``: another
+    round's ``(number, ladder, product label, tokenlearn label)`` (default round 3's)."""
     from _factory_common import CachedTeacher, evaluate, stsb_train, tokenlearn_fit
 
+    number, full, product, tl_label = rnd or (3, LADDER, PRODUCT, TOKENLEARN)
     start = starts()
     for cname in names if names is not None else ("wiki", "stsb-train", "cran", "wiki+cran"):
-        ladder = LADDER if cname in ("wiki", "stsb-train") else [r for r in LADDER if r[0] == PRODUCT]
+        ladder = full if cname in ("wiki", "stsb-train") else [r for r in full if r[0] == product]
         if cname == "stsb-train":
-            ladder_dev2(rows, ladder, start, stsb_train_lines(tasks), tasks, save)
+            ladder_dev2(rows, ladder, start, stsb_train_lines(tasks), tasks, save, number)
             continue
         parts = [corpora[p] for p in cname.split("+")]
         sents = [s for p in parts for s in p]
@@ -140,7 +144,7 @@ def run_round3(
         teacher = CachedTeacher(texts, Y)
         for rung in ladder:
             key = f"{rung[0]} / {cname}"
-            static, info = _rung(rows, key, rung, start, sents, teacher)
+            static, info = _rung(rows, key, rung, start, sents, teacher, number)
             tok = info["tokens"]
             rows[key].update(evaluate(static, tasks, cran_task))
             rows[key]["stsb_train"] = stsb_train(static, tasks)
@@ -154,24 +158,24 @@ def run_round3(
             )
             save()
         if tokenlearn and cname != "wiki":  # repeats of both, in turn: tokenlearn's early stopping moves its time
-            ours, theirs, model = [rows[f"{PRODUCT} / {cname}"]["seconds"]], [], None
+            ours, theirs, model = [rows[f"{product} / {cname}"]["seconds"]], [], None
             for i in range(repeats):
                 model, secs = tokenlearn_fit(start[256], sents, teacher.encode(sents))
                 theirs.append(secs)
                 if i + 1 < repeats:
                     again: dict = {}
-                    _rung(again, cname, ladder[0], start, sents, teacher)
+                    _rung(again, cname, ladder[0], start, sents, teacher, number)
                     ours.append(again[cname]["seconds"])
-            rows[f"{PRODUCT} / {cname}"].update({"seconds": float(np.median(ours)), "seconds_runs": ours})
-            key = f"{TOKENLEARN} / {cname}"
-            rows[key] = {"corpus": cname, "fit": "tokenlearn", "sentences": len(sents), "round": 3}
+            rows[f"{product} / {cname}"].update({"seconds": float(np.median(ours)), "seconds_runs": ours})
+            key = f"{tl_label} / {cname}"
+            rows[key] = {"corpus": cname, "fit": "tokenlearn", "sentences": len(sents), "round": number}
             rows[key].update({"seconds": float(np.median(theirs)), "seconds_runs": theirs})
             rows[key].update(evaluate(model, tasks, cran_task))  # the last run's model
             print(f"{key}: STS {rows[key]['avg']:.2f}, {secs:.0f} s", file=sys.stderr, flush=True)
             save()
 
 
-def _rung(rows: dict, key: str, rung, start: dict, sents: list[str], teacher) -> tuple:
+def _rung(rows: dict, key: str, rung, start: dict, sents: list[str], teacher, number: int = 3) -> tuple:
     """One rung's fit (the library's token fit under that rung's recipe); its row started in ``rows[key]``."""
     from _factory_common import fit
 
@@ -180,12 +184,12 @@ def _rung(rows: dict, key: str, rung, start: dict, sents: list[str], teacher) ->
     with recipe(power, kinds):
         static, info, secs_fit, _ = fit(start[width], sents, teacher, "tokens", spans=True, criterion="cosine")
     corpus = key.split(" / ")[-1]
-    rows[key] = {"corpus": corpus, "fit": "tokens", "sentences": len(sents), "seconds": secs_fit, "round": 3}
+    rows[key] = {"corpus": corpus, "fit": "tokens", "sentences": len(sents), "seconds": secs_fit, "round": number}
     rows[key].update({"start": width, "power": power, "kinds": list(kinds), "load": [load0, os.getloadavg()[0]]})
     return static, info
 
 
-def ladder_dev2(rows: dict, ladder, start, lines: list[str], tasks, save) -> None:
+def ladder_dev2(rows: dict, ladder, start, lines: list[str], tasks, save, number: int = 3) -> None:
     """The second dev protocol: each rung fitted on STS-B's train sentences, scored on STS-B's dev pairs."""
     from _factory_common import CachedTeacher
 
@@ -193,7 +197,7 @@ def ladder_dev2(rows: dict, ladder, start, lines: list[str], tasks, save) -> Non
     teacher = CachedTeacher(texts, Y)
     for rung in ladder:
         key = f"{rung[0]} / stsb-train"
-        static, info = _rung(rows, key, rung, start, lines, teacher)
+        static, info = _rung(rows, key, rung, start, lines, teacher, number)
         rows[key].update({"stsb_dev": stsb_dev(static, tasks), "lambda": info["tokens"]["lambda"], "cranfield": None})
         rows[key]["spans"] = int(info["spans"].split()[0])
         print(f"{key}: STS-B dev {rows[key]['stsb_dev']:.2f}", file=sys.stderr, flush=True)
@@ -217,10 +221,11 @@ def _md(head: list, x: dict, tail: list) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
-def ladder_table(data: dict) -> list[str]:
+def ladder_table(data: dict, ladder=None, product: str = PRODUCT, base: str = PREVIOUS) -> list[str]:
+    """The ladder's rows (``ladder``: round 3's by default) with both dev scores, the product and the base marked."""
     r = data["rows"]
     tasks = data["tasks"]
-    keys = [f"{name} / wiki" for name, *_ in LADDER if f"{name} / wiki" in r]
+    keys = [f"{name} / wiki" for name, *_ in ladder or LADDER if f"{name} / wiki" in r]
     if not keys:
         return []
     lines = [
@@ -231,13 +236,15 @@ def ladder_table(data: dict) -> list[str]:
     for k in keys:
         x = r[k]
         d2 = r.get(k.replace(" / wiki", " / stsb-train"), {}).get("stsb_dev")
-        kept = "**the product**" if k.startswith(PRODUCT) else ("baseline" if k.startswith(PREVIOUS) else "")
+        kept = "**the product**" if k.startswith(product) else ("baseline" if k.startswith(base) else "")
         head = [k.split(" / ")[0], f"{x['stsb_train']:.2f}", _f(d2), f"{x['tokens']['lambda']:g}", x["tokens"]["spans"]]
         lines.append(_md(head, x, [_f(x["cranfield"]["ndcg@10"]), kept]))
     return lines
 
 
-def product_table(data: dict) -> list[str]:
+def product_table(data: dict, product: str = PRODUCT, tl_label: str = TOKENLEARN, prev=None, others=None) -> list[str]:
+    """The product's rows on every corpus (``product``: round 3's by default), the previous default's scores (``prev``:
+    corpus -> row name) and tokenlearn's beside them; ``others``: the others-protocol rows to add."""
     r = data["rows"]
     tasks = data["tasks"]
     lines = [
@@ -245,23 +252,27 @@ def product_table(data: dict) -> list[str]:
         "previous default's STS avg / nDCG@10 | tokenlearn's STS avg / nDCG@10 (train s) |",
         "|---|---|---|---|---|" + "---|" * len(tasks) + "---|---|---|---|---|",
     ]
-    prev = {"wiki": "tokens + spans, strength by cosine agreement / wiki", "cran": "tokens, strength by cosine agreement / cran"}
-    prev["wiki+cran"] = "tokens, strength by cosine agreement / wiki+cran"
+    if prev is None:
+        prev = {
+            "wiki": "tokens + spans, strength by cosine agreement / wiki",
+            "cran": "tokens, strength by cosine agreement / cran",
+        }
+        prev["wiki+cran"] = "tokens, strength by cosine agreement / wiki+cran"
     for cname in ("wiki", "cran", "wiki+cran"):
-        x = r.get(f"{PRODUCT} / {cname}")
+        x = r.get(f"{product} / {cname}")
         if x is None:
             continue
-        p, tl = r.get(prev[cname]), r.get(f"{TOKENLEARN} / {cname}") or r.get(f"tokenlearn / {cname}")
+        p, tl = r.get(prev[cname]), r.get(f"{tl_label} / {cname}") or r.get(f"tokenlearn / {cname}")
         pv = f"{_f(p['avg'])} / {_f(p['cranfield']['ndcg@10'])}" if p else "-"
         tv = f"{_f(tl['avg'])} / {_f(tl['cranfield']['ndcg@10'])} ({tl['seconds']:.0f})" if tl else "-"
         c = x["cranfield"]
         head = [cname, x["sentences"], x["tokens"]["spans"], f"{x['tokens']['lambda']:g}"]
         lines.append(_md(head, x, [_f(c["ndcg@10"]), _f(c.get("recall@100")), pv, tv]))
-    for key in (OTHERS3, INTERIM):
+    for key, old_key in others or ((OTHERS3, "tokens + spans, strength by cosine agreement / others"), (INTERIM, None)):
         o = r.get(key)
         if o is None:
             continue
-        old = r.get("tokens + spans, strength by cosine agreement / others")
+        old = r.get(old_key or "tokens + spans, strength by cosine agreement / others")
         tl = r.get("tokenlearn / others")
         strengths = "/".join(sorted({f"{p['lambda']:g}" for p in o["per_task"].values()}))
         tv = f"{_f(tl['avg'])} ({tl['seconds']:.0f})" if tl else "-"

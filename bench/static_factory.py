@@ -12,7 +12,7 @@ sentences; no query, no qrel), ``wiki+cran``. Rows, each a 256-d static model:
 
 * ``raw``: the start table;
 * ``map``: ``isotropy distill --fit map`` (least-squares map to the teacher's vectors on their 256 principal axes);
-* ``tokens``: ``--fit tokens --no-spans --strength-by mse`` (every token's row, the strength chosen by the held-out
+* ``tokens``: ``--fit tokens --spans none --strength-by mse`` (every token's row, the strength chosen by the held-out
   squared error, :mod:`isotropy.calibration.distill_fit`), and its variants: the strength by the held-out cosine
   agreement (now the default), centred on the teacher's mean, then whitening-shrunk, a SIF-weighted start, whole-word
   rows; ``tokens + spans``: the halves of every fitting line of 8 words or more added, each with the teacher's vector;
@@ -51,6 +51,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _factory_data as fd  # noqa: E402
 import _factory_round3 as r3  # noqa: E402
+import _factory_round4 as r4  # noqa: E402
 from _factory_common import CachedTeacher, cranfield, encode, evaluate, fit, sts, stsb_train, tokenlearn_fit  # noqa: E402, F401
 
 from _report import DATA, ROOT, machine, portable, update_section, write_json  # noqa: E402
@@ -193,7 +194,16 @@ def others_tokenlearn(rows: dict, start, tasks, limit: int | None = None, save=N
 
 
 def others_protocol(
-    rows: dict, start, tasks, teacher_s: dict, limit: int | None = None, save=None, grid=None, variants=(), todo=None
+    rows: dict,
+    start,
+    tasks,
+    teacher_s: dict,
+    limit: int | None = None,
+    save=None,
+    grid=None,
+    variants=(),
+    todo=None,
+    kinds=("halves",),
 ) -> None:
     """The ``others`` protocol of RESULTS `sts-static`, leave one task out: for each of the 7 tasks one fit on the
     distinct sentences of the six other tasks (minus any the task holds; never its own, no label), scored on that
@@ -202,17 +212,20 @@ def others_protocol(
     teacher's vectors of every sentence and half are read once (cached) and shared by the 14 fits. ``grid``: the
     token fit alone, its strength chosen the same way (held-out cosine agreement, no label) among these strengths
     instead of the library's ``LAMBDAS`` (a bench measurement: the library is patched for this process only).
-    ``todo``: these ``(row name, fit, fit keywords)`` instead (round 3's product row)."""
+    ``todo``: these ``(row name, fit, fit keywords)`` instead (a round's product row); ``kinds``: the span kinds whose
+    teacher vectors the fits may ask for."""
     from static import score
 
     import isotropy.calibration.distill_fit as distill_fit
 
     corpora = fd.others_corpora(tasks, limit)
     texts, Y = fd.sts_teacher(tasks)
-    sp = fd.spans(list(dict.fromkeys(s for c in corpora for s in c)))
-    Ysp = fd.teacher(sp)
-    teacher_s["STS halves"] = fd.teacher_seconds(sp)
-    teacher = CachedTeacher(texts + sp, np.vstack([Y, Ysp]))
+    distinct = list(dict.fromkeys(s for c in corpora for s in c))
+    for k in kinds:  # each kind's spans of every distinct line, cached apart
+        sp = r3.kinds_of(k)(distinct)
+        texts, Y = texts + sp, np.vstack([Y, fd.teacher(sp)])
+        teacher_s[f"STS {k}"] = fd.teacher_seconds(sp)
+    teacher = CachedTeacher(texts, Y)
     per: dict[str, dict] = {}
     todo = todo or [(OTHERS, "tokens", {"spans": True, "criterion": "cosine"}), (OTHERS_MAP, "map", {})]
     if grid:
@@ -298,6 +311,16 @@ def run(args) -> dict:
             flush=True,
         )
 
+    if args.round4:  # round 4's ladder (dev-scored), its product on every corpus, and --others
+        r4.run(rows, tasks, cran_task, corpora, teacher_s, save, args.round3_corpora, args.round3_tokenlearn, args.repeats)
+        if args.others:  # the library's own defaults (halves, drop, cut)
+            todo = [(r4.OTHERS, "tokens", {"spans": True, "criterion": "cosine"})]
+            others_protocol(
+                rows, r3.starts()[384], tasks, teacher_s, args.limit, save, todo=todo, kinds=("halves", "drop", "cut")
+            )
+            rows[r4.OTHERS]["round"] = 4
+            save()
+        return snapshot()
     if args.round3:  # this round's ladder on wiki (dev-scored), the product on every corpus, and --others
         r3.run_round3(rows, tasks, cran_task, corpora, teacher_s, save, args.round3_corpora, args.round3_tokenlearn, args.repeats)
         if args.others:  # the library's own defaults (halves, scaled targets) from the full-width start
@@ -417,15 +440,20 @@ def targets(data: dict) -> list[str]:
         return r[name]["cranfield"]["ndcg@10"] if name in r else None
 
     def product(cname):  # what `isotropy distill --corpus` writes by default (this round's rows when they ran)
-        for name in (r3.PRODUCT, "tokens + spans, strength by cosine agreement", "tokens, strength by cosine agreement"):
+        for name in (
+            r4.PRODUCT,
+            r3.PRODUCT,
+            "tokens + spans, strength by cosine agreement",
+            "tokens, strength by cosine agreement",
+        ):
             if f"{name} / {cname}" in r:
                 return f"{name} / {cname}"
         return f"tokens / {cname}"
 
     w, wc = product("wiki"), product("wiki+cran")
 
-    def tokenlearn(cname):  # the run beside this round's product fit where it ran, else the earlier one
-        return f"{r3.TOKENLEARN} / {cname}" if f"{r3.TOKENLEARN} / {cname}" in r else f"tokenlearn / {cname}"
+    def tokenlearn(cname):  # the run beside the newest round's product fit where it ran, else an earlier one
+        return next((f"{n} / {cname}" for n in (r4.TOKENLEARN, r3.TOKENLEARN) if f"{n} / {cname}" in r), f"tokenlearn / {cname}")
 
     tl = avg(tokenlearn("wiki+cran"))
     lines = ["| target | needed | measured | met |", "|---|---|---|---|"]
@@ -437,7 +465,7 @@ def targets(data: dict) -> list[str]:
         f"| ... and tokenlearn on the same corpus + 3.0 | >= {_f(None if tl is None else tl + 3)} | {_f(avg(wc))} | "
         f"{_met(avg(wc), tl + 3) if tl is not None and avg(wc) is not None else 'not run'} |"
     )
-    on = r3.OTHERS3 if r3.OTHERS3 in r else OTHERS
+    on = next((n for n in (r4.OTHERS, r3.OTHERS3) if n in r), OTHERS)
     o = avg(on)
     part = f", first {r[on]['limit']} lines a fit (a dry run)" if o is not None and r[on].get("limit") else ""
     lines.append(
@@ -465,7 +493,7 @@ def targets(data: dict) -> list[str]:
             f"at {n1} ({n1 / n0:.1f}x the sentences, {m1 / m0:.2f}x the memory) | {'**met**' if m1 / m0 < 0.5 * n1 / n0 else 'not met'} |"
         )
     for cname in ("wiki+cran", "cran", "wiki"):
-        a, b = r.get(product(cname)), r.get(f"{r3.TOKENLEARN} / {cname}") or r.get(f"tokenlearn / {cname}")
+        a, b = r.get(product(cname)), r.get(tokenlearn(cname))
         if a and b:
             ratio = b["seconds"] / a["seconds"]
             runs = b.get("seconds_runs") or []
@@ -744,6 +772,7 @@ def render(data: dict) -> str:
     lines = ["## A static model fitted on a corpus, and tokenlearn (issue #32)", "", "### Targets", ""] + targets(data)
     wiki_s = data["teacher_seconds"].get("wiki") or float("nan")
     rate = f"{data['corpus_sizes'].get('wiki', 0) / wiki_s:.1f} lines/s"
+    lines += r4.section(data)
     lines += r3.section(data)
     lines += ["", "### Every row", ""] + table(data)
     lines += ["", "### Score against corpus size (wiki), spans off and on", ""] + curve(data)
@@ -798,8 +827,8 @@ def render(data: dict) -> str:
         "",
         "256-d static models from the default model (model2vec's distill, PCA 256, is the start of every row of the "
         "'Every row' table; round 3's start is named in its rows). "
-        "`map`: `isotropy distill --corpus C --fit map`; `tokens`: `--fit tokens --no-spans --strength-by mse` (the "
-        "previous round's default); `tokens + spans`: `--spans`; `strength by cosine agreement`: `--strength-by cosine`; "
+        "`map`: `isotropy distill --corpus C --fit map`; `tokens`: `--fit tokens --spans none --strength-by mse` (the "
+        "previous round's default); `tokens + spans`: `--spans halves`; `strength by cosine agreement`: `--strength-by cosine`; "
         "`tokens + spans, strength by cosine agreement` is `isotropy distill --corpus C` as it now runs by default (the "
         "targets read the default where its spans were encoded, else `tokens, strength by cosine agreement`); `tokenlearn`: tokenlearn 0.2.1's `train_model` on the same sentences and teacher vectors "
         "from the same start table. `first N`: the corpus's first N lines. Fit s: statistics + solve (isotropy) or "
@@ -844,8 +873,9 @@ def main() -> None:
     ap.add_argument("--variants", nargs="*", default=["wiki"], help="corpora that also get the SIF-weighted start")
     ap.add_argument("--others", action="store_true", help="only the others protocol (leave one STS task out), 7 fits a row")
     ap.add_argument("--round3", action="store_true", help="only this round's rows (bench/_factory_round3.py; with --others too)")
-    ap.add_argument("--round3-corpora", nargs="*", help="with --round3: these corpora only (none: only --others)")
-    ap.add_argument("--round3-tokenlearn", action="store_true", help="with --round3: tokenlearn after each product fit")
+    ap.add_argument("--round4", action="store_true", help="only round 4's rows (bench/_factory_round4.py; with --others too)")
+    ap.add_argument("--round3-corpora", nargs="*", help="with --round3/4: these corpora only (none: only --others)")
+    ap.add_argument("--round3-tokenlearn", action="store_true", help="with --round3/4: tokenlearn after each product fit")
     ap.add_argument("--repeats", type=int, default=1, help="with --round3-tokenlearn: fits of each, in turn (medians)")
     ap.add_argument("--others-teacher", action="store_true", help="only the teacher's scores from the vectors the fits read")
     ap.add_argument("--others-tokenlearn", action="store_true", help="only tokenlearn under the others protocol")

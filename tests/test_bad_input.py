@@ -1328,7 +1328,16 @@ DISTILL_CASES = [  # issue #31 W9/U26-U28 and issue #32: each refused before the
     Case("distill --lam 0", (*DISTILL, "--corpus", "{w}/corpus.txt", "--lam", "0"), ("--lam", "> 0")),
     Case("distill --lam with --fit map", (*DISTILL, "--corpus", "{w}/corpus.txt", "--fit", "map", "--lam", "1"), ("--lam",)),
     Case("distill on an empty corpus", (*DISTILL, "--corpus", "{w}/blank.txt"), ("{w}/blank.txt", "0 sentence")),
-    Case("distill --spans with --fit map", (*DISTILL, "--corpus", "{w}/corpus.txt", "--fit", "map", "--spans"), ("--spans",)),
+    Case(
+        "distill --spans with --fit map",
+        (*DISTILL, "--corpus", "{w}/corpus.txt", "--fit", "map", "--spans", "halves"),
+        ("--spans",),
+    ),
+    Case(
+        "distill --spans of an unknown kind",
+        (*DISTILL, "--corpus", "{w}/corpus.txt", "--spans", "halves,thirds"),
+        ("'thirds'", "halves, drop, cut"),
+    ),
     Case("distill --engine without --corpus", (*DISTILL, "--engine", "dask"), ("--engine", "--corpus")),
     Case(
         "distill --strength-by with --lam",

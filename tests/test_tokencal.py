@@ -343,8 +343,11 @@ def test_distill_command_writes_a_guarded_model2vec_folder(tiny_static, tiny_mod
     info = json.loads((out / "isotropy.json").read_text())
     fitted = info["distill"]["corpus_fit"]
     assert info["kind"] == "static-model" and fitted["sentences"] == len(CORPUS) and fitted["fit"] == "tokens"
-    # spans on by default: two halves of every 8-word line but the held-out ones (every tenth)
-    assert fitted["spans"].startswith(f"{2 * (len(CORPUS) - len(CORPUS) // 10)} sentence halves")
+    # spans on by default: halves, a dropped-word copy and a cut copy of every 8-word line but the held-out ones
+    from isotropy.calibration.distill_fit import HELD_OUT, span_texts
+
+    fitting = [s for i, s in enumerate(CORPUS) if i % HELD_OUT != HELD_OUT - 1]
+    assert fitted["spans"].startswith(f"{len(span_texts(fitting))} spans") and "(halves, drop, cut)" in fitted["spans"]
     assert fitted["tokens"]["chosen"] == "held-out (cosine)" and set(fitted["tokens"]["held_out_agreement"]) == set(
         fitted["tokens"]["held_out_error"]
     )
@@ -430,7 +433,7 @@ class _HashTeacher:
         return np.stack([np.random.default_rng(zlib.crc32(s.encode())).standard_normal(8) for s in sentences])
 
 
-def test_spans_add_halves_of_fitting_lines_and_the_dask_pass_equals_one_process(tiny_static, monkeypatch):
+def test_spans_add_pieces_of_fitting_lines_and_the_dask_pass_equals_one_process(tiny_static, monkeypatch):
     distributed = pytest.importorskip("distributed")
     import isotropy.calibration.distill_fit as fit_mod
 
@@ -440,7 +443,8 @@ def test_spans_add_halves_of_fitting_lines_and_the_dask_pass_equals_one_process(
     corpus = [f"{s} and then it slept" if i % 2 else s for i, s in enumerate(CORPUS)]  # lines of 7 and 11 words
     one = fit_mod.fit_corpus(tiny_static, _HashTeacher(), corpus, spans=True, show_progress=False)
     fitting = [s for i, s in enumerate(corpus) if i % fit_mod.HELD_OUT != fit_mod.HELD_OUT - 1]
-    assert one.spans == 2 * sum(len(s.split()) >= fit_mod.SPAN_MIN_WORDS for s in fitting) > 0
+    long = sum(len(s.split()) >= fit_mod.SPAN_MIN_WORDS for s in fitting)
+    assert one.spans == len(fit_mod.span_texts(fitting)) and 3 * long <= one.spans <= 4 * long and long > 0
     # each target is a unit vector times n ** -TARGET_POWER, so the fitting sums' trace of Y^T Y is sum(n ** -2p)
     n = np.concatenate([fit_mod.static_ids(tiny_static, t)[1] for t in (fitting, fit_mod.span_texts(fitting))])
     assert one.fit.yy_.trace() == pytest.approx(np.sum(np.maximum(n, 1) ** (-2 * fit_mod.TARGET_POWER)), rel=1e-9)
@@ -488,3 +492,37 @@ def test_pieces_cut_a_sentence_into_even_runs_of_its_words(words, parts):
     runs = [p.split() for p in out]
     assert len(runs) == parts and [w for r in runs for w in r] == words
     assert max(map(len, runs)) - min(map(len, runs)) <= 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(words=st.lists(st.text("abc", min_size=1, max_size=3), min_size=1, max_size=30))
+def test_drop_and_cut_spans_keep_the_sentences_words_in_order_and_depend_on_the_line_alone(words):
+    from isotropy.calibration.distill_fit import SPAN_MIN_WORDS, run_cut, word_drop
+
+    line = " ".join(words)
+    dropped, cut = word_drop([line]), run_cut([line])
+    if len(words) < SPAN_MIN_WORDS:
+        assert dropped == [] and cut == []
+        return
+    # drop: a proper, non-empty subsequence of the words (or nothing when the draw kept all or none)
+    for d in dropped:
+        it = iter(words)
+        kept = d.split()
+        assert 0 < len(kept) < len(words) and all(w in it for w in kept)
+    # cut: the words with one run of max(1, n // 4) of them taken out
+    n = max(1, len(words) // 4)
+    (c,) = cut
+    assert any(c.split() == words[:a] + words[a + n :] for a in range(len(words) - n + 1))
+    # the draws are seeded by the line: the same spans alone, again, or among other lines
+    assert word_drop(["x y", line, "u v"]) == dropped and run_cut([line, "x y", line]) == cut * 2
+
+
+def test_span_kinds_are_parsed_and_an_unknown_one_is_named():
+    from isotropy.calibration.distill_fit import DEFAULT_SPANS, span_kinds
+    from isotropy.errors import IsotropyError
+
+    assert span_kinds(True) == DEFAULT_SPANS == ("halves", "drop", "cut")
+    assert span_kinds(" cut, Halves,cut") == ("cut", "halves") and span_kinds(["drop"]) == ("drop",)
+    assert span_kinds("none") == span_kinds(False) == span_kinds(None) == ()
+    with pytest.raises(IsotropyError, match="'thirds'"):
+        span_kinds("halves,thirds")

@@ -200,7 +200,7 @@ def fit_on_corpus(
     lam,
     show,
     *,
-    spans: bool = False,
+    spans: Any = False,
     criterion: str = "cosine",
     centre: bool = False,
     engine: str | None = None,
@@ -209,7 +209,7 @@ def fit_on_corpus(
     """The corpus pass and the map or token fit, written into ``static`` (a model2vec ``StaticModel``);
     ``teacher``: what ``encode(sentences)`` gives the teacher's vectors (with ``engine``, an ``EncoderSpec``);
     ``spans``, ``criterion``, ``centre``, ``engine``, ``address``: :mod:`.distill_fit`. Returns what the card and marker record."""
-    from .distill_fit import TARGET_POWER, cosine_agreement, fit_corpus, principal_axes, solve_tokens
+    from .distill_fit import TARGET_POWER, cosine_agreement, fit_corpus, principal_axes, solve_tokens, span_kinds
 
     if getattr(static, "weights", None) is not None or getattr(static, "token_mapping", None) is not None:
         raise IsotropyError("this static model uses vocabulary quantization (per-token weights): a fit does not fold into it")
@@ -242,8 +242,10 @@ def fit_on_corpus(
         agree = None if sample is None or sample[0].shape[0] < 3 else cosine_agreement(*sample, mean, mean @ P)
         table, solved = solve_tokens(cf.fit, cf.held, table, lam, show, agreement=agree, criterion=criterion)
         info["tokens"] = solved
-        if spans:
-            info["spans"] = f"{cf.spans} sentence halves added, each with the teacher's vector"
+        if span_kinds(spans):
+            info["spans"] = (
+                f"{cf.spans} spans of the fitting lines added ({', '.join(span_kinds(spans))}), each with the teacher's vector"
+            )
         info["target_scale"] = f"the teacher's unit vectors times n ** -{TARGET_POWER:g} (n: the text's tokens)"
     if centre:
         table -= mean @ P
@@ -263,7 +265,7 @@ def distill(
     fit: str | None = None,
     alpha: float | None = None,
     lam: float | None = None,
-    spans: bool | None = None,
+    spans: Any = None,
     strength_by: str | None = None,
     engine: str | None = None,
     address: Any = None,
@@ -272,12 +274,16 @@ def distill(
 ) -> Path:
     """Distill ``model`` into a static model2vec folder at ``output``, ``dims`` wide (None or 0: the model's
     width). With ``corpus``: ``fit="tokens"`` (the default) fits every token's row to the teacher's sentence
-    vectors (:mod:`.distill_fit`; ``spans``, on by default with it: sentence halves add equations), ``"map"`` folds the sentence-level
+    vectors (:mod:`.distill_fit`; ``spans``: span kinds, a comma-separated string or a sequence, True or None for the
+    default kinds with it, False or "none" for none; they add equations), ``"map"`` folds the sentence-level
     teacher map alone. Returns the folder."""
     pca, alpha, fit = _check_before_work(model, dims, corpus, alpha, fit, lam)
-    if spans and fit != "tokens":
+    from .distill_fit import span_kinds
+
+    kinds = span_kinds(True if spans is None else spans)  # an unknown kind is refused before any model loads
+    if spans is not None and kinds and fit != "tokens":
         raise IsotropyError("--spans adds equations to the token fit: use it with --corpus and --fit tokens")
-    spans = fit == "tokens" if spans is None else bool(spans)  # on by default: it won on held-out lines
+    spans = kinds if fit == "tokens" else ()
     if strength_by is not None and (fit != "tokens" or lam is not None):
         raise IsotropyError("--strength-by chooses the token fit's strength: use it with --fit tokens and without --lam")
     strength_by = "cosine" if strength_by is None else strength_by

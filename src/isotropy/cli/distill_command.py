@@ -12,12 +12,13 @@ from .options import Address, Device, Engine, Force, Model, Output, Progress, ch
 __all__ = ["register_distill_command"]
 
 Spans = Annotated[
-    bool | None,
+    str | None,
     typer.Option(
-        "--spans/--no-spans",
-        help="With --fit tokens (default on): also fit the two halves of every sentence of 8 words or more, each "
-        "with the teacher's own vector (more equations from the same corpus, at the cost of the teacher encoding "
-        "about twice the text).",
+        "--spans",
+        help="With --fit tokens: more equations from the same corpus, each with the teacher's own vector, for every "
+        "sentence of 8 words or more: halves (its two halves), drop (a copy with a quarter of its words left out at "
+        "random), cut (a copy with a run of a quarter of its words cut out); comma-separated, or none. Default: "
+        "halves,drop,cut (the teacher then encodes about 3.5 times the corpus's text).",
     ),
 ]
 StrengthBy = Annotated[
