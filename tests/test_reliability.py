@@ -385,19 +385,9 @@ def test_dask_bad_shard_is_one_line_and_a_failed_connection_leaves_nothing(tmp_p
     model = tiny_model2vec(tmp_path / "m2v")
     (tmp_path / "a.txt").write_text("good line\n")
     (tmp_path / "b.txt").write_bytes(b"ok\ncaf\xe9\n")
+    args = ["encode", "--engine", "dask", "--input", tmp_path / "*.txt", "-o", tmp_path / "out", "--model", model]
     done = subprocess.run(
-        [
-            *ISOTROPY,
-            "encode",
-            "--engine",
-            "dask",
-            "--input",
-            str(tmp_path / "*.txt"),
-            "-o",
-            str(tmp_path / "out"),
-            "--model",
-            str(model),
-        ],  # fmt: skip
+        [*ISOTROPY, *map(str, args)],
         env=_env(),
         capture_output=True,
         text=True,
