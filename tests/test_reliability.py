@@ -264,13 +264,14 @@ def test_sigkill_leftovers_are_swept_by_the_next_run(tmp_path, vectors_and_white
     assert np.load(out, mmap_mode="r").shape == (3000, 16)
 
 
-def test_sigterm_while_encoding_writes_nothing(tmp_path):
+def test_sigterm_while_encoding_writes_nothing(tmp_path, tiny_model_dir):
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n".join(f"sentence {i} about the weather" for i in range(2_000)) + "\n")
     marker = tmp_path.parent / f"{tmp_path.name}-paused"  # outside the snapshot
     before = snapshot(tmp_path)
     proc = subprocess.Popen(
-        [*PAUSE_CHILD, str(marker), "encode", "encode", str(corpus), "-o", str(tmp_path / "v.npy")],
+        # a tiny transformer (the same torch backend and batch loop): the signal, not the model, is under test
+        [*PAUSE_CHILD, str(marker), "encode", *map(str, ("encode", corpus, "-o", tmp_path / "v.npy", "--model", tiny_model_dir))],
         env=_env(),
         stderr=subprocess.PIPE,
         text=True,
