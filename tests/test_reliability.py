@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import ROOT, run_cli, snapshot
+from helpers import ROOT, run_cli, snapshot, tiny_model2vec
 from isotropy.errors import IsotropyError, Terminated
 from isotropy.storage.atomic import MARKER, atomic_dir, sweep_stale_temporaries, terminate_as_interrupt
 from isotropy.storage.locks import artefact_lock
@@ -264,13 +264,14 @@ def test_sigkill_leftovers_are_swept_by_the_next_run(tmp_path, vectors_and_white
     assert np.load(out, mmap_mode="r").shape == (3000, 16)
 
 
-def test_sigterm_while_encoding_writes_nothing(tmp_path):
+def test_sigterm_while_encoding_writes_nothing(tmp_path, tiny_model_dir):
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n".join(f"sentence {i} about the weather" for i in range(2_000)) + "\n")
     marker = tmp_path.parent / f"{tmp_path.name}-paused"  # outside the snapshot
     before = snapshot(tmp_path)
     proc = subprocess.Popen(
-        [*PAUSE_CHILD, str(marker), "encode", "encode", str(corpus), "-o", str(tmp_path / "v.npy")],
+        # a tiny transformer (the same torch backend and batch loop): the signal, not the model, is under test
+        [*PAUSE_CHILD, str(marker), "encode", *map(str, ("encode", corpus, "-o", tmp_path / "v.npy", "--model", tiny_model_dir))],
         env=_env(),
         stderr=subprocess.PIPE,
         text=True,
@@ -380,10 +381,14 @@ def test_index_build_on_a_tiny_corpus_falls_back_to_raw_vectors_with_a_warning(t
 
 def test_dask_bad_shard_is_one_line_and_a_failed_connection_leaves_nothing(tmp_path):
     pytest.importorskip("distributed")
+    # the message and the cleanup are under test, not the encoder: a tiny static model loads in a blink in the
+    # client and each worker, where the default transformer took ~10 s of the test
+    model = tiny_model2vec(tmp_path / "m2v")
     (tmp_path / "a.txt").write_text("good line\n")
     (tmp_path / "b.txt").write_bytes(b"ok\ncaf\xe9\n")
+    args = ["encode", "--engine", "dask", "--input", tmp_path / "*.txt", "-o", tmp_path / "out", "--model", model]
     done = subprocess.run(
-        [*ISOTROPY, "encode", "--engine", "dask", "--input", str(tmp_path / "*.txt"), "-o", str(tmp_path / "out")],
+        [*ISOTROPY, *map(str, args)],
         env=_env(),
         capture_output=True,
         text=True,
@@ -392,7 +397,8 @@ def test_dask_bad_shard_is_one_line_and_a_failed_connection_leaves_nothing(tmp_p
     assert done.returncode == 2
     assert done.stderr.strip() == f"error: {tmp_path / 'b.txt'} line 2 is not valid UTF-8 (byte 4 of the line)"
     code, _, err = run_cli(
-        ["encode", "--engine", "dask", "--input", tmp_path / "a.txt", "-o", tmp_path / "out2", "--address", "tcp://127.0.0.1:9"]
-    )
+        ["encode", "--engine", "dask", "--input", tmp_path / "a.txt", "-o", tmp_path / "out2", "--address", "tcp://127.0.0.1:9",
+         "--model", model]
+    )  # fmt: skip
     assert code == 2 and "127.0.0.1:9" in err
     assert not (tmp_path / "out2").exists()
