@@ -812,7 +812,8 @@ def render(data: dict) -> str:
         "normalised to mean 1) before the map and the fit.",
         "- Spans (`tokens + spans`, `isotropy distill`'s default since they fitted held-out lines better): the two halves "
         "of every fitting line of 8 words or more, each with the teacher's vector; held-out lines give none. In the "
-        "earlier run they were encoded for the wiki corpus only; round 3 encoded Cranfield's too (its product rows).",
+        "earlier run they were encoded for the wiki corpus only; round 3 encoded Cranfield's too (its product rows). "
+        "Round 4 added two kinds beside the halves (`drop`, `cut`: the round-4 table), now the default spans.",
         *whole_word_note(data),
         "- Memory: the token sums keep `A^T Y` for the tokens seen so far only (`TokenRegression.rows_`); the rows "
         "with a peak MiB were run again after that change (the last two runs). The prior, the grid's tables and the "
