@@ -288,7 +288,7 @@ def section(data: dict) -> list[str]:
         return []
     return [
         "",
-        "### Round 3: length-scaled targets and the full-width start (the product's defaults now)",
+        "### Round 3: length-scaled targets and the full-width start (kept by round 4, which added spans)",
         "",
         "Each rung is one change; it is kept when the mean of two dev scores rises over the rung it builds on: dev 1, "
         "fitted on wiki and scored on the STS-B train split; dev 2, fitted on the distinct sentences of STS-B's train "

@@ -525,7 +525,7 @@ def table(data: dict) -> list[str]:
         "|---|---|---|" + "---|" * (len(tasks) + 8),
     ]
     for name, r in data["rows"].items():
-        if r.get("dev") or r.get("round") == 3:  # round 3 has tables of its own
+        if r.get("dev") or r.get("round") in (3, 4):  # rounds 3 and 4 have tables of their own
             continue
         tok = r.get("tokens") or {}
         spans = f" + {tok['spans']} spans" if tok.get("spans") else ""
