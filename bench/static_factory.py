@@ -34,7 +34,11 @@ on the distinct sentences of the six other tasks, minus any the task holds, scor
 with the product's defaults and the map; ``--limit N`` for a dry run), ``--part others-teacher --others-teacher`` (the
 teacher's scores from the vectors the fits read), ``--part others-grid --others --grid 0.03 0.1 0.3 1 3 10 30``,
 ``--part others-var --others --others-variants nospans centred`` and ``--part others-tl --others-tokenlearn``
-(tokenlearn on the same protocol), each added to the JSON by ``--add PART ...``.
+(tokenlearn on the same protocol), each added to the JSON by ``--add PART ...``. Rounds 3 and 4 (bench/_factory_round3.py,
+bench/_factory_round4.py): ``--round3`` / ``--round4`` with ``--round3-corpora`` (``wiki stsb-train``: the dev ladders;
+``cran wiki+cran``: the product rows), ``--round3-tokenlearn --repeats 3`` (tokenlearn in turn with the product's fit,
+medians) and ``--others`` (the product under the others protocol); round 4 ran as parts ``r4a`` (the ladders), ``r4b``
+(the product rows, tokenlearn and others, beside a test run) and ``r4c`` (the product rows and tokenlearn again, quieter).
 """
 
 from __future__ import annotations
