@@ -262,6 +262,7 @@ def _add_chunk(out: CorpusFit, static: Any, teacher: Any, chunk: list[str], toke
     out.first = chunk[0] if out.first is None else out.first
     out.varied = out.varied or any(s != out.first for s in chunk)
     held = (np.arange(out.sentences, out.sentences + len(chunk)) % HELD_OUT) == HELD_OUT - 1
+    t_spans = time.perf_counter()
     extra = span_texts([s for s, h in zip(chunk, held) if not h], spans) if tokens and spans else []
     t0 = time.perf_counter()
     Y = np.asarray(teacher.encode(chunk + extra, show_progress=False), dtype=np.float64)
@@ -278,7 +279,7 @@ def _add_chunk(out: CorpusFit, static: Any, teacher: Any, chunk: list[str], toke
     out.empty += int((lengths == 0).sum())
     out.sentences += len(chunk)
     out.seconds["teacher"] = out.seconds.get("teacher", 0.0) + t1 - t0
-    out.seconds["statistics"] = out.seconds.get("statistics", 0.0) + time.perf_counter() - t1
+    out.seconds["statistics"] = out.seconds.get("statistics", 0.0) + time.perf_counter() - t1 + t0 - t_spans  # spans made
 
 
 def _pooled(table: Any, flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
