@@ -57,7 +57,8 @@ def corpora() -> dict[str, list[str]]:
 
 
 def spans(sentences: list[str]) -> list[str]:
-    """The spans the product adds (``isotropy.calibration.distill_fit.halves``): the two halves of every long sentence."""
+    """The two halves of every long sentence (``isotropy.calibration.distill_fit.halves``): the spans of rounds 1-3's
+    rows (``spans="halves"``); round 4's product adds dropped-word and cut copies (bench/_factory_round4.py)."""
     from isotropy.calibration.distill_fit import halves
 
     return halves(sentences)

@@ -134,7 +134,7 @@ def dev_check(rows: dict, cname: str, corpora: dict, start, tasks) -> None:
         part = sents if n is None else sents[:n]
         for spans in (False, True) if sp else (False,):
             for crit in ("mse", "cosine"):
-                static, info, _, _ = fit(start, part, teacher, "tokens", criterion=crit, spans=spans)
+                static, info, _, _ = fit(start, part, teacher, "tokens", criterion=crit, spans="halves" if spans else False)
                 name = f"dev / {cname}{'' if n is None else f', first {n}'}{', spans' if spans else ''}, {crit}"
                 rows[name] = {"dev": True, "corpus": cname, "sentences": len(part), "spans": spans, "criterion": crit}
                 rows[name]["stsb_train"] = stsb_train(static, tasks)
@@ -148,7 +148,7 @@ OTHERS_VARIANTS = {  # --others-variants: the token fit's variants of the wiki r
     "nospans": ("tokens, strength by cosine agreement / others", {"spans": False, "criterion": "cosine"}),
     "centred": (
         "tokens + spans, centred, strength by cosine agreement / others",
-        {"spans": True, "criterion": "cosine", "centre": True},
+        {"spans": "halves", "criterion": "cosine", "centre": True},
     ),
 }
 OTHERS_GRID = "tokens + spans, strength by cosine agreement, grid from {} / others"
@@ -231,10 +231,10 @@ def others_protocol(
         teacher_s[f"STS {k}"] = fd.teacher_seconds(sp)
     teacher = CachedTeacher(texts, Y)
     per: dict[str, dict] = {}
-    todo = todo or [(OTHERS, "tokens", {"spans": True, "criterion": "cosine"}), (OTHERS_MAP, "map", {})]
+    todo = todo or [(OTHERS, "tokens", {"spans": "halves", "criterion": "cosine"}), (OTHERS_MAP, "map", {})]
     if grid:
         distill_fit.LAMBDAS = tuple(grid)
-        todo = [(OTHERS_GRID.format(f"{min(grid):g}"), "tokens", {"spans": True, "criterion": "cosine"})]
+        todo = [(OTHERS_GRID.format(f"{min(grid):g}"), "tokens", {"spans": "halves", "criterion": "cosine"})]
     if variants:
         todo = [(OTHERS_VARIANTS[v][0], "tokens", OTHERS_VARIANTS[v][1]) for v in variants]
     for name, how, kw in todo:
@@ -328,7 +328,7 @@ def run(args) -> dict:
     if args.round3:  # this round's ladder on wiki (dev-scored), the product on every corpus, and --others
         r3.run_round3(rows, tasks, cran_task, corpora, teacher_s, save, args.round3_corpora, args.round3_tokenlearn, args.repeats)
         if args.others:  # the library's own defaults (halves, scaled targets) from the full-width start
-            todo = [(r3.OTHERS3, "tokens", {"spans": True, "criterion": "cosine"})]
+            todo = [(r3.OTHERS3, "tokens", {"spans": "halves", "criterion": "cosine"})]
             others_protocol(rows, r3.starts()[384], tasks, teacher_s, args.limit, save, todo=todo)
             rows[r3.OTHERS3]["round"] = 3
             save()
@@ -371,7 +371,7 @@ def run(args) -> dict:
                 for spans in (False, True):
                     name = f"tokens{' + spans' if spans else ''}, strength by cosine agreement / {cname}{tail}"
                     if n is not None or spans:
-                        add(name, cname, "tokens", part, teacher, criterion="cosine", spans=spans)
+                        add(name, cname, "tokens", part, teacher, criterion="cosine", spans="halves" if spans else False)
             save()
             continue
         Y, teacher_s[cname] = fd.corpus_teacher(cname, corpora)
@@ -406,12 +406,20 @@ def run(args) -> dict:
                 criterion="mse",
             )
         if cname in args.spans:
-            add(f"tokens + spans / {cname}", cname, "tokens", sents, teacher, spans=True, criterion="mse")
+            add(f"tokens + spans / {cname}", cname, "tokens", sents, teacher, spans="halves", criterion="mse")
         if cname in args.curve:
             for n in (1000, 3000):
                 add(f"tokens / {cname}, first {n}", cname, "tokens", sents[:n], teacher, memory=True, criterion="mse")
                 if cname in args.spans:
-                    add(f"tokens + spans / {cname}, first {n}", cname, "tokens", sents[:n], teacher, spans=True, criterion="mse")
+                    add(
+                        f"tokens + spans / {cname}, first {n}",
+                        cname,
+                        "tokens",
+                        sents[:n],
+                        teacher,
+                        spans="halves",
+                        criterion="mse",
+                    )
         if cname in args.tokenlearn:
             model, secs = tokenlearn_fit(start, sents, Y)
             rows[f"tokenlearn / {cname}"] = {"corpus": cname, "fit": "tokenlearn", "sentences": len(sents), "seconds": secs}

@@ -242,10 +242,9 @@ def fit_on_corpus(
         agree = None if sample is None or sample[0].shape[0] < 3 else cosine_agreement(*sample, mean, mean @ P)
         table, solved = solve_tokens(cf.fit, cf.held, table, lam, show, agreement=agree, criterion=criterion)
         info["tokens"] = solved
-        if span_kinds(spans):
-            info["spans"] = (
-                f"{cf.spans} spans of the fitting lines added ({', '.join(span_kinds(spans))}), each with the teacher's vector"
-            )
+        kinds = span_kinds(spans)
+        if kinds:
+            info["spans"] = f"{cf.spans} spans of the fitting lines added ({', '.join(kinds)}), each with the teacher's vector"
         info["target_scale"] = f"the teacher's unit vectors times n ** -{TARGET_POWER:g} (n: the text's tokens)"
     if centre:
         table -= mean @ P

@@ -256,7 +256,8 @@ class NormalEquations:
 
 def sparse_product(matrix: Any, dtype: Any = np.float32):
     """``X -> matrix @ X`` for dense ``X`` (the CG's one costly step): torch's CSR product, which runs on every
-    intra-op thread (scipy.sparse's is single-threaded; 1.5x faster on this 2-core machine, equal to rounding), or scipy's where torch's sparse CSR is unavailable."""
+    intra-op thread (scipy.sparse's is single-threaded; 1.5x faster on this 2-core machine, BENCHMARKS
+    `token-solve`, equal to rounding), or scipy's where torch's sparse CSR is unavailable."""
     from scipy.sparse import csr_matrix
 
     M = csr_matrix(matrix, dtype=dtype)
