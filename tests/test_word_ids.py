@@ -112,3 +112,24 @@ def test_other_tokenizers_take_the_tokenizer_path(name):
     texts = ["the cat sat on a mat", "New York talks!", "", "dogs  run\tabout", "the " * 20]
     for got, want in zip(ids(texts), tokenized(model, texts)):
         np.testing.assert_array_equal(got, want)
+
+
+def test_the_default_models_tokenizer_takes_the_word_path_with_the_same_ids():
+    """The real distilled model's tokenizer (the default model's WordPiece): split here, model2vec's ids."""
+    from tokenizers import Tokenizer
+
+    from isotropy.encoders import default_model_path
+
+    model = static_model(Tokenizer.from_file(str(default_model_path() / "tokenizer.json")), max_length=16)
+    ids = WordIds(model)
+    assert ids.exact and ids.truncation == 16
+    texts = [
+        "The Cranfield tests (1960s) measured 3.5% recall; it's [CLS]-like x[SEP]y.",
+        "Supercalifragilisticexpialidocious " + "b" * 120 + " ##ing [UNK] [unk] don't",
+        "caf\u00e9 \u65e5\u672c\ttab",
+        "word " * 40,
+        "",
+    ]
+    for _ in range(2):  # the second call from the cache
+        for got, want in zip(ids(texts), tokenized(model, texts)):
+            np.testing.assert_array_equal(got, want)
