@@ -1,7 +1,7 @@
 """``isotropy distill --corpus``: the one pass over the corpus, the teacher map and the token fit (layer 6).
 
 One streamed pass: each chunk of sentences is tokenised by the static model (the ids its ``encode``
-averages, unknown tokens dropped, ``max_length`` kept), pooled from the distilled table, and encoded once
+averages, unknown tokens dropped, ``max_length`` kept; through the pass's word cache, :mod:`.word_ids`), pooled from the distilled table, and encoded once
 by the teacher (L2-normalised, as the sentence-transformers pipeline returns it). The chunk updates
 
 * a :class:`~isotropy.transforms.teacher_map.TeacherMap` (the sentence-level least-squares map, ``--fit map``),
@@ -58,7 +58,6 @@ not a common direction); RESULTS `static-factory` shows all three.
 
 from __future__ import annotations
 
-import itertools
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -71,6 +70,7 @@ from ..errors import IsotropyError
 from ..transforms.teacher_map import TeacherMap
 from ..transforms.token_regression import TokenRegression, pooling_matrix
 from .corpus import Corpus
+from .word_ids import WordIds, static_ids
 
 __all__ = [
     "CorpusFit",
@@ -205,18 +205,6 @@ def _rows(flat: np.ndarray, lengths: np.ndarray, rows: np.ndarray) -> tuple[np.n
     return flat[np.repeat(rows, lengths)], lengths[rows]
 
 
-def static_ids(static: Any, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """``(flat ids, tokens per sentence)`` as the static model's ``encode`` averages them (unknown tokens dropped,
-    at most ``max_length`` each)."""
-    ids = static.tokenize(sentences)
-    limit = getattr(static, "max_length", None)
-    if limit:
-        ids = [row[:limit] for row in ids]
-    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-    flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
-    return flat, lengths
-
-
 def fit_corpus(
     static: Any,
     teacher: Any,
@@ -241,10 +229,10 @@ def fit_corpus(
     source = Corpus(corpus)
     spans = span_kinds(spans) if tokens else ()
     if engine is None:
-        out = CorpusFit(TeacherMap(alpha=alpha))
+        out, ids = CorpusFit(TeacherMap(alpha=alpha)), WordIds(static)
         with ProgressBar(source.count() or 0, show_progress, "encoding the corpus with the teacher", unit="sentences") as bar:
             for chunk in source.chunks(CHUNK):
-                _add_chunk(out, static, teacher, list(chunk), tokens, spans)
+                _add_chunk(out, static, ids, teacher, list(chunk), tokens, spans)
                 bar.advance(len(chunk))
     else:
         out = _fit_parts(source, static, teacher, alpha, tokens, spans, show_progress, address, n_workers)
@@ -257,8 +245,9 @@ def fit_corpus(
     return out
 
 
-def _add_chunk(out: CorpusFit, static: Any, teacher: Any, chunk: list[str], tokens: bool, spans: tuple) -> None:
-    """One chunk of sentences (the next ``len(chunk)`` of the corpus) into ``out``'s sums."""
+def _add_chunk(out: CorpusFit, static: Any, ids: WordIds, teacher: Any, chunk: list[str], tokens: bool, spans: tuple) -> None:
+    """One chunk of sentences (the next ``len(chunk)`` of the corpus) into ``out``'s sums (``ids``: the pass's
+    tokenisation by the static model, :mod:`.word_ids`)."""
     out.first = chunk[0] if out.first is None else out.first
     out.varied = out.varied or any(s != out.first for s in chunk)
     held = (np.arange(out.sentences, out.sentences + len(chunk)) % HELD_OUT) == HELD_OUT - 1
@@ -268,8 +257,8 @@ def _add_chunk(out: CorpusFit, static: Any, teacher: Any, chunk: list[str], toke
     Y = np.asarray(teacher.encode(chunk + extra, show_progress=False), dtype=np.float64)
     Y /= np.maximum(np.linalg.norm(Y, axis=1, keepdims=True), 1e-12)
     t1 = time.perf_counter()
-    flat, lengths = static_ids(static, chunk)
-    ids_extra = static_ids(static, extra)
+    flat, lengths = ids(chunk)
+    ids_extra = ids(extra)
     if tokens:  # the token fit's targets are scaled by length (module docs); an empty text gives no equation
         Y *= np.maximum(np.concatenate([lengths, ids_extra[1]]), 1)[:, None] ** -TARGET_POWER
     Y, Y_extra = Y[: len(chunk)], Y[len(chunk) :]
@@ -298,9 +287,9 @@ def _part(static: Any, teacher: Any, sentences: list[str], offset: int, alpha: f
         from ..distributed.workers import worker_encoder
 
         teacher = worker_encoder(teacher)
-    out = CorpusFit(TeacherMap(alpha=alpha), sentences=offset)
+    out, ids = CorpusFit(TeacherMap(alpha=alpha), sentences=offset), WordIds(static)
     for i in range(0, len(sentences), CHUNK):
-        _add_chunk(out, static, teacher, sentences[i : i + CHUNK], tokens, spans)
+        _add_chunk(out, static, ids, teacher, sentences[i : i + CHUNK], tokens, spans)
     out.sentences -= offset
     return out
 

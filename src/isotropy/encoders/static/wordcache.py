@@ -40,7 +40,7 @@ import numpy as np
 
 from .table import WORD_PATTERN, StaticTable
 
-__all__ = ["WordCache", "tokenizer_family"]
+__all__ = ["WordCache", "assemble", "tokenizer_family", "tokenizer_spec", "truncate"]
 
 MAX_WORDS = 1 << 19  # words cached in each of the two caches (~100 MB at most in all): a full cache is emptied
 
@@ -66,7 +66,7 @@ def tokenizer_family(spec: dict[str, Any]) -> tuple[str, bool] | None:
     return None
 
 
-def _spec(tok: Any) -> dict[str, Any]:
+def tokenizer_spec(tok: Any) -> dict[str, Any]:
     """The parts of a tokenizer's ``tokenizer.json`` that :func:`tokenizer_family` reads, without serialising its
     vocabulary (seconds for GloVe's 400k words)."""
     parts = {}
@@ -97,7 +97,7 @@ class WordCache:
         self.table = table
         self.max_words = int(max_words)
         tok = table.tokenizer
-        found = tokenizer_family(_spec(tok))
+        found = tokenizer_family(tokenizer_spec(tok))
         self.family, self.lowercase = found if found is not None else (None, False)
         self.added = [t.content for t in tok.get_added_tokens_decoder().values() if t.content]
         self._model = tok.model
@@ -160,7 +160,7 @@ class WordCache:
         pieces = [(fast, lambda: self._split(codes, begins, fast)), (regex, lambda: self._regex([sentences[i] for i in regex]))]
         for rows, split in pieces:
             if rows.size:
-                flat, lengths = _truncate(*split(), limit)  # (a word start without its end would raise)
+                flat, lengths = truncate(*split(), limit)  # (a word start without its end would raise)
                 flat, lengths, seen, unk = self._drop_unknown(flat, lengths)
                 parts.append((rows, flat, lengths))
                 total, unknown = total + seen, unknown + unk
@@ -169,7 +169,7 @@ class WordCache:
                 flat, lengths, seen, unk = table.token_array([sentences[i] for i in slow.tolist()], limit)
             parts.append((slow, flat, lengths))
             total, unknown = total + seen, unknown + unk
-        flat, lengths = _assemble(len(sentences), parts)
+        flat, lengths = assemble(len(sentences), parts)
         return flat, lengths, total, unknown
 
     def _drop_unknown(self, flat: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, int]:
@@ -378,7 +378,7 @@ def _bounds(b: np.ndarray, word: np.ndarray, mark: np.ndarray, clitics: bool) ->
     return np.flatnonzero(first), np.flatnonzero(last) + 1
 
 
-def _assemble(n: int, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+def assemble(n: int, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     """Flat ids and lengths of ``n`` sentences from parts ``(sentence indices, flat ids, lengths)`` (in order)."""
     lengths = np.zeros(n, dtype=np.int64)
     for rows, _, part_lengths in parts:
@@ -393,7 +393,7 @@ def _assemble(n: int, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) ->
     return flat, lengths
 
 
-def _truncate(flat: np.ndarray, lengths: np.ndarray, limit: int | None) -> tuple[np.ndarray, np.ndarray]:
+def truncate(flat: np.ndarray, lengths: np.ndarray, limit: int | None) -> tuple[np.ndarray, np.ndarray]:
     """The first ``limit`` ids of each sentence (the tokenizer's truncation, unknown tokens counted)."""
     if limit is None or not lengths.size or int(lengths.max()) <= limit:
         return flat, lengths
