@@ -1,5 +1,6 @@
-"""The token fit's solve (issue #32): torch's threaded sparse product against scipy's, and the strength grid that
-stops past its peak against the whole grid, on the sums of a real corpus.
+"""The token fit's solve (issue #32): the sparse product by column blocks against all columns at once and against
+scipy's, the solve against round 4's, and the strength grid that stops past its peak against the whole grid, on the
+sums of a real corpus.
 
     nice -n 5 .venv/bin/python bench/token_solve.py             # writes docs/BENCHMARKS.md (token-solve) + results
     .venv/bin/python bench/token_solve.py --no-write --repeats 1
@@ -10,11 +11,13 @@ cached teacher vectors, the product's spans: halves, drop, cut), from the full-w
 in turns within a round (load from other users hits all alike), median of ``--repeats`` rounds:
 
 * one product of the seen tokens' Gram with a 256-column block: ``sparse_product`` (torch's CSR product on every
-  intra-op thread) against scipy.sparse's ``@`` (single-threaded), the same float32 matrix;
+  intra-op thread, ``PRODUCT_COLUMNS`` columns at a time) against the same product on all columns at once (round 4)
+  and scipy.sparse's ``@`` (single-threaded), the same float32 matrix;
 * the whole solve (``solve_tokens``: the strength chosen on held-out lines, then all lines at that strength) with
-  each product; and with the grid run to its end (every strength of ``LAMBDAS``, as before this change) against the
-  grid that stops at the first strength scoring worse than the best, both with torch's product. The tables of the
-  two products are compared (relative Frobenius difference) and the strengths of the two grids must agree.
+  each product; round 4's solve (all columns at once, the CG's updates each a new array: ``_cg_before``, kept here);
+  and the grid run to its end (every strength of ``LAMBDAS``, as before round 4) against the grid that stops at the
+  first strength scoring worse than the best. The tables are compared (relative Frobenius difference) and the
+  strengths chosen must agree.
 """
 
 from __future__ import annotations
@@ -80,25 +83,53 @@ def run(repeats: int) -> dict:
         M = csr_matrix(matrix, dtype=dtype)
         return lambda P: M @ P
 
-    def solve(product, whole_grid=False):
+    def solve(product, whole_grid=False, before=False):
+        """``solve_tokens`` with ``product``; ``before``: round 4's solve (whole-width products, a new array per CG
+        update)."""
         tr.sparse_product = product  # this process only: what NormalEquations multiplies with
+        if before:
+            tr.PRODUCT_COLUMNS, tr._block_cg = 1 << 30, _cg_before
         try:
             if whole_grid:
                 return _whole_grid(df, fit, held, prior, agree)
             return df.solve_tokens(fit, held, prior, None, False, agreement=agree)
         finally:
-            tr.sparse_product = threaded
+            tr.sparse_product, tr.PRODUCT_COLUMNS, tr._block_cg = threaded, columns, cg
+
+    columns, cg = tr.PRODUCT_COLUMNS, tr._block_cg
+
+    def at_once(P):
+        tr.PRODUCT_COLUMNS = 1 << 30
+        try:
+            return torch_product(P)
+        finally:
+            tr.PRODUCT_COLUMNS = columns
 
     times: dict[str, list[float]] = {
-        k: [] for k in ("product_torch", "product_scipy", "solve_torch", "solve_scipy", "solve_whole_grid")
+        k: []
+        for k in (
+            "product_torch",
+            "product_torch_at_once",
+            "product_scipy",
+            "solve_torch",
+            "solve_before",
+            "solve_scipy",
+            "solve_whole_grid",
+        )
     }
+    solve(threaded)  # warm-up, untimed: the first solve of a process pays for torch's threads and the pages it touches
     load = [os.getloadavg()[0]]
     tables = {}
     for _ in range(repeats):
-        times["product_torch"].append(statistics.median(timed(lambda: torch_product(X))[0] for _ in range(5)))
-        times["product_scipy"].append(statistics.median(timed(lambda: G @ X)[0] for _ in range(5)))
+        for key, fn in (
+            ("product_torch", lambda: torch_product(X)),
+            ("product_torch_at_once", lambda: at_once(X)),
+            ("product_scipy", lambda: G @ X),
+        ):
+            times[key].append(statistics.median(timed(fn)[0] for _ in range(5)))
         for key, fn in (
             ("solve_torch", lambda: solve(threaded)),
+            ("solve_before", lambda: solve(threaded, before=True)),
             ("solve_scipy", lambda: solve(scipy_product)),
             ("solve_whole_grid", lambda: solve(threaded, whole_grid=True)),
         ):
@@ -106,19 +137,49 @@ def run(repeats: int) -> dict:
             times[key].append(seconds)
             tables[key] = (E, info["lambda"])
         load.append(os.getloadavg()[0])
-    diff = float(np.linalg.norm(tables["solve_torch"][0] - tables["solve_scipy"][0]) / np.linalg.norm(tables["solve_scipy"][0]))
+
+    def rel(a, b):
+        return float(np.linalg.norm(tables[a][0] - tables[b][0]) / np.linalg.norm(tables[b][0]))
+
     return {
         "seen": int(seen.size),
         "nnz": int(G.nnz),
         "columns": int(X.shape[1]),
+        "block_columns": int(columns),
         "median_s": {k: float(np.median(v)) for k, v in times.items()},
         "runs_s": times,
-        "torch_vs_scipy_table_rel_diff": diff,
+        "torch_vs_scipy_table_rel_diff": rel("solve_torch", "solve_scipy"),
+        "now_vs_before_table_rel_diff": rel("solve_torch", "solve_before"),
         "strengths": {k: float(v[1]) for k, v in tables.items()},
         "machine": machine(),
         "load": load,
         "repeats": repeats,
     }
+
+
+def _cg_before(apply, B, X, inv, rtol, maxiter, progress):
+    """Round 4's conjugate gradients, kept here to time against: a new ``(V, d)`` array for every update."""
+    bnorm = np.maximum(np.linalg.norm(B.astype(np.float64), axis=0), 1e-300)
+    R = B - apply(X)
+    Z = inv * R
+    P = Z.copy()
+    rz = np.einsum("ij,ij->j", R, Z, dtype=np.float64)
+    worst = float(np.max(np.linalg.norm(R, axis=0) / bnorm))
+    it = 0
+    while worst > rtol and it < maxiter:
+        Q = apply(P)
+        pq = np.einsum("ij,ij->j", P, Q, dtype=np.float64)
+        alpha = np.divide(rz, pq, out=np.zeros_like(rz), where=pq > 0)
+        X += P * alpha.astype(X.dtype)
+        R -= Q * alpha.astype(X.dtype)
+        Z = inv * R
+        rz_new = np.einsum("ij,ij->j", R, Z, dtype=np.float64)
+        beta = np.divide(rz_new, rz, out=np.zeros_like(rz), where=rz > 0)
+        P = Z + P * beta.astype(X.dtype)
+        rz = rz_new
+        it += 1
+        worst = float(np.max(np.linalg.norm(R, axis=0) / bnorm))
+    return it, worst
 
 
 def _whole_grid(df, fit, held, prior, agree):
@@ -149,19 +210,30 @@ def render(r: dict) -> str:
             f"{r['seen']:,} seen tokens, a Gram of {r['nnz']:,} nonzeros, {r['columns']} columns. Median of "
             f"{r['repeats']} rounds, the variants in turns within a round, one process.",
             "",
-            "| what | torch's threaded CSR product (the product) | scipy.sparse's product | ratio |",
-            "|---|---|---|---|",
-            f"| one Gram x block product | {m['product_torch'] * 1000:.0f} ms | {m['product_scipy'] * 1000:.0f} ms | "
+            "| one Gram x block product | ms | time against the product's |",
+            "|---|---|---|",
+            f"| torch's threaded CSR product, {r['block_columns']} columns at a time (the product) | "
+            f"{m['product_torch'] * 1000:.0f} | 1.00x |",
+            f"| torch's threaded CSR product, all {r['columns']} columns at once (round 4) | "
+            f"{m['product_torch_at_once'] * 1000:.0f} | {m['product_torch_at_once'] / m['product_torch']:.2f}x |",
+            f"| scipy.sparse's product, all at once (single-threaded) | {m['product_scipy'] * 1000:.0f} | "
             f"{m['product_scipy'] / m['product_torch']:.2f}x |",
-            f"| the whole solve (strength chosen, then all lines) | {m['solve_torch']:.2f} s | {m['solve_scipy']:.2f} s | "
-            f"{m['solve_scipy'] / m['solve_torch']:.2f}x |",
             "",
-            f"The grid that stops at the first strength scoring worse than the best: {m['solve_torch']:.2f} s; the whole "
-            f"grid of five strengths (as before): {m['solve_whole_grid']:.2f} s "
-            f"({m['solve_whole_grid'] / m['solve_torch']:.2f}x); strengths chosen: "
+            "| the whole solve (strength chosen on held-out lines, then all lines) | s | time against the product's |",
+            "|---|---|---|",
+            f"| the product: torch by blocks, CG updates in place, the grid stopped past its peak | {m['solve_torch']:.2f} | "
+            f"1.00x |",
+            f"| round 4's: torch all at once, a new array per CG update | {m['solve_before']:.2f} | "
+            f"{m['solve_before'] / m['solve_torch']:.2f}x |",
+            f"| scipy.sparse's product (by blocks) | {m['solve_scipy']:.2f} | {m['solve_scipy'] / m['solve_torch']:.2f}x |",
+            f"| the whole grid of five strengths (before round 4) | {m['solve_whole_grid']:.2f} | "
+            f"{m['solve_whole_grid'] / m['solve_torch']:.2f}x |",
+            "",
+            "Strengths chosen: "
             + ", ".join(f"{k} {v:g}" for k, v in r["strengths"].items())
             + (" (the same)" if same else " (NOT the same)")
-            + f". The tables of the two products differ by {r['torch_vs_scipy_table_rel_diff']:.1e} (relative Frobenius).",
+            + f". The tables differ from the product's by {r['torch_vs_scipy_table_rel_diff']:.1e} (scipy's product) and "
+            f"{r['now_vs_before_table_rel_diff']:.1e} (round 4's solve), relative Frobenius.",
             "",
             f"Ran on {r['machine']}, load average {min(r['load']):.1f} to {max(r['load']):.1f} (a shared machine). "
             f"Regenerate with `{COMMAND}`.",
