@@ -186,6 +186,7 @@ def _rung(rows: dict, key: str, rung, start: dict, sents: list[str], teacher, nu
     corpus = key.split(" / ")[-1]
     rows[key] = {"corpus": corpus, "fit": "tokens", "sentences": len(sents), "seconds": secs_fit, "round": number}
     rows[key].update({"start": width, "power": power, "kinds": list(kinds), "load": [load0, os.getloadavg()[0]]})
+    rows[key]["split_s"] = {"statistics": info["seconds"].get("statistics"), "solve": info["tokens"]["seconds"]}
     return static, info
 
 

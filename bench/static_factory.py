@@ -39,6 +39,8 @@ bench/_factory_round4.py): ``--round3`` / ``--round4`` with ``--round3-corpora``
 ``cran wiki+cran``: the product rows), ``--round3-tokenlearn --repeats 3`` (tokenlearn in turn with the product's fit,
 medians) and ``--others`` (the product under the others protocol); round 4 ran as parts ``r4a`` (the ladders), ``r4b``
 (the product rows, tokenlearn and others, beside a test run) and ``r4c`` (the product rows and tokenlearn again, quieter).
+Round 5 (bench/_factory_round5.py, the same product fitted by faster code): ``--round5 --round3-corpora wiki cran
+wiki+cran --round3-tokenlearn --repeats 3``, run as part ``r5a``.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _factory_data as fd  # noqa: E402
 import _factory_round3 as r3  # noqa: E402
 import _factory_round4 as r4  # noqa: E402
+import _factory_round5 as r5  # noqa: E402
 from _factory_common import CachedTeacher, cranfield, encode, evaluate, fit, sts, stsb_train, tokenlearn_fit  # noqa: E402, F401
 
 from _report import DATA, ROOT, machine, portable, update_section, write_json  # noqa: E402
@@ -315,6 +318,9 @@ def run(args) -> dict:
             flush=True,
         )
 
+    if args.round5:  # round 4's product again with round 5's faster code, tokenlearn in turn
+        r5.run(rows, tasks, cran_task, corpora, teacher_s, save, args.round3_corpora, args.round3_tokenlearn, args.repeats)
+        return snapshot()
     if args.round4:  # round 4's ladder (dev-scored), its product on every corpus, and --others
         r4.run(rows, tasks, cran_task, corpora, teacher_s, save, args.round3_corpora, args.round3_tokenlearn, args.repeats)
         if args.others:  # the library's own defaults (halves, drop, cut)
@@ -453,6 +459,7 @@ def targets(data: dict) -> list[str]:
 
     def product(cname):  # what `isotropy distill --corpus` writes by default (this round's rows when they ran)
         for name in (
+            r5.PRODUCT,
             r4.PRODUCT,
             r3.PRODUCT,
             "tokens + spans, strength by cosine agreement",
@@ -465,7 +472,10 @@ def targets(data: dict) -> list[str]:
     w, wc = product("wiki"), product("wiki+cran")
 
     def tokenlearn(cname):  # the run beside the newest round's product fit where it ran, else an earlier one
-        return next((f"{n} / {cname}" for n in (r4.TOKENLEARN, r3.TOKENLEARN) if f"{n} / {cname}" in r), f"tokenlearn / {cname}")
+        return next(
+            (f"{n} / {cname}" for n in (r5.TOKENLEARN, r4.TOKENLEARN, r3.TOKENLEARN) if f"{n} / {cname}" in r),
+            f"tokenlearn / {cname}",
+        )
 
     tl = avg(tokenlearn("wiki+cran"))
     lines = ["| target | needed | measured | met |", "|---|---|---|---|"]
@@ -784,6 +794,7 @@ def render(data: dict) -> str:
     lines = ["## A static model fitted on a corpus, and tokenlearn (issue #32)", "", "### Targets", ""] + targets(data)
     wiki_s = data["teacher_seconds"].get("wiki") or float("nan")
     rate = f"{data['corpus_sizes'].get('wiki', 0) / wiki_s:.1f} lines/s"
+    lines += r5.section(data)
     lines += r4.section(data)
     lines += r3.section(data)
     lines += ["", "### Every row", ""] + table(data)
@@ -887,7 +898,8 @@ def main() -> None:
     ap.add_argument("--others", action="store_true", help="only the others protocol (leave one STS task out), 7 fits a row")
     ap.add_argument("--round3", action="store_true", help="only this round's rows (bench/_factory_round3.py; with --others too)")
     ap.add_argument("--round4", action="store_true", help="only round 4's rows (bench/_factory_round4.py; with --others too)")
-    ap.add_argument("--round3-corpora", nargs="*", help="with --round3/4: these corpora only (none: only --others)")
+    ap.add_argument("--round5", action="store_true", help="only round 5's rows (bench/_factory_round5.py)")
+    ap.add_argument("--round3-corpora", nargs="*", help="with --round3/4/5: these corpora only (none: only --others)")
     ap.add_argument("--round3-tokenlearn", action="store_true", help="with --round3/4: tokenlearn after each product fit")
     ap.add_argument("--repeats", type=int, default=1, help="with --round3-tokenlearn: fits of each, in turn (medians)")
     ap.add_argument("--others-teacher", action="store_true", help="only the teacher's scores from the vectors the fits read")
