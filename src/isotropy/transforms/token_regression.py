@@ -24,7 +24,8 @@ Solver: conjugate gradients on ``(G + lam g I) E = C + lam g E0`` (symmetric pos
 tokens), all columns at once (one sparse-times-dense product per iteration for every column), Jacobi
 preconditioned, warm-started at the prior rows. Written here rather than calling ``scipy.sparse.linalg.cg``
 once per column, which would run ``d`` separate loops of sparse matrix-vector products; the products are
-torch's sparse CSR product (multi-threaded; scipy.sparse's where torch lacks it, :func:`sparse_product`).
+torch's sparse CSR product (multi-threaded; scipy.sparse's where torch lacks it, :func:`sparse_product`), 32 columns
+at a time so that the block of the dense factor stays in cache, and the CG's updates run in place.
 :meth:`solver` builds the seen tokens' system once for a grid of strengths. :meth:`error` gives ``||A E - Y||^2`` from the sums alone, so a held-out shard's statistics
 score a fit (what ``isotropy distill --fit tokens`` uses to choose ``lam`` without labels).
 """
