@@ -203,11 +203,12 @@ def encode(
     spec = EncoderSpec.coerce(encoder).resolve()
     tpath, tdigest = _transform_for(transform, spec)
     run = uuid.uuid4().hex[:12]
-    with client_for(address, n_workers) as client:
-        # Made only once a cluster answers: a failed connection leaves nothing behind.
-        created = not out.exists()
-        out.mkdir(exist_ok=True)
-        try:
+    created = False
+    try:
+        with client_for(address, n_workers) as client:
+            # Made only once a cluster answers: a failed connection leaves nothing behind.
+            created = not out.exists()
+            out.mkdir(exist_ok=True)
             for f in files:  # temporaries of workers killed mid-write in an earlier run, on any host
                 for path in shard_outputs(f, out):
                     sweep_stale_temporaries(path, any_process=True)
@@ -225,11 +226,14 @@ def encode(
                 for i, f in enumerate(files)
             ]
             results = gather(client, futs, "encoding shards", files, show_progress)
-        except BaseException:
-            if created:  # a run that failed before any shard was written leaves no empty folder
-                with contextlib.suppress(OSError):
-                    out.rmdir()
-            raise
+    except BaseException:
+        # A run that failed before any shard was written leaves no empty folder. Tried once the cluster is closed:
+        # a shard still being written when another failed holds a temporary until its worker stops and removes it,
+        # so an rmdir inside the block could find the folder busy and leave it empty afterwards.
+        if created:
+            with contextlib.suppress(OSError):
+                out.rmdir()
+        raise
     shards = [
         ShardResult(str(f), str(shard_outputs(f, out)[0]), r["rows"], r["status"], r["reason"]) for f, r in zip(files, results)
     ]
