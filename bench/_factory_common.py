@@ -25,7 +25,7 @@ def fit(start, sentences: list[str], teacher: CachedTeacher, how: str, memory: b
     """(the fitted StaticModel, what was recorded, seconds of statistics + solve, peak traced MiB or None)."""
     import torch  # noqa: F401  the product's teacher is a torch model, loaded before its fit; the cached one is not
 
-    from isotropy.calibration.distill import fit_on_corpus
+    from isotropy.distill.run import fit_on_corpus
 
     static = copy.deepcopy(start)
     if memory:

@@ -57,9 +57,9 @@ def corpora() -> dict[str, list[str]]:
 
 
 def spans(sentences: list[str]) -> list[str]:
-    """The two halves of every long sentence (``isotropy.calibration.distill_fit.halves``): the spans of rounds 1-3's
+    """The two halves of every long sentence (``isotropy.distill.corpus_fit.halves``): the spans of rounds 1-3's
     rows (``spans="halves"``); round 4's product adds dropped-word and cut copies (bench/_factory_round4.py)."""
-    from isotropy.calibration.distill_fit import halves
+    from isotropy.distill.corpus_fit import halves
 
     return halves(sentences)
 

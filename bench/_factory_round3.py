@@ -52,7 +52,7 @@ def clauses(sentences: list[str], min_words: int = 3) -> list[str]:
 
 
 def kinds_of(name: str):
-    from isotropy.calibration.distill_fit import SPAN_KINDS, pieces, run_cut, word_drop
+    from isotropy.distill.corpus_fit import SPAN_KINDS, pieces, run_cut, word_drop
 
     kinds = {**SPAN_KINDS, "thirds": lambda s: pieces(s, 3, 9), "clauses": clauses}
     kinds["quarters"] = lambda s: pieces(s, 4, 12)  # the four quarters of every line of 12 words or more
@@ -79,7 +79,7 @@ def teacher_for(parts: list[list[str]], kinds) -> tuple[list[str], np.ndarray, d
 @contextlib.contextmanager
 def recipe(power: float, kinds):
     """The library's token fit with targets x n^-power and these span kinds (this process only)."""
-    import isotropy.calibration.distill_fit as df
+    import isotropy.distill.corpus_fit as df
 
     saved = df.TARGET_POWER, df.span_texts
     df.TARGET_POWER = power

@@ -53,7 +53,7 @@ TARGETS = {"distilled": 72.5, "teacher-map": 75.0, "glove-token": 65.0}
 
 def distilled_folder(dims: int) -> Path:
     """The default model distilled at ``dims`` (384: no PCA), from the bench's cache folder or made now."""
-    from isotropy.calibration.distill import distill
+    from isotropy.distill.run import distill
     from isotropy.encoders.cache import default_cache_dir
 
     folder = Path(default_cache_dir()) / "bench-distill" / f"all-MiniLM-L6-v2-{dims}"

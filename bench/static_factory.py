@@ -13,14 +13,14 @@ sentences; no query, no qrel), ``wiki+cran``. Rows, each a 256-d static model:
 * ``raw``: the start table;
 * ``map``: ``isotropy distill --fit map`` (least-squares map to the teacher's vectors on their 256 principal axes);
 * ``tokens``: ``--fit tokens --spans none --strength-by mse`` (every token's row, the strength chosen by the held-out
-  squared error, :mod:`isotropy.calibration.distill_fit`), and its variants: the strength by the held-out cosine
+  squared error, :mod:`isotropy.distill.corpus_fit`), and its variants: the strength by the held-out cosine
   agreement (now the default), centred on the teacher's mean, then whitening-shrunk, a SIF-weighted start, whole-word
   rows; ``tokens + spans``: the halves of every fitting line of 8 words or more added, each with the teacher's vector;
 * ``tokenlearn``: tokenlearn 0.2.1's ``train_model`` (PCA 256 of the same teacher vectors, per-token vectors and
   weights trained by AdamW through a linear head, its own early stopping on its last 10% of the texts) from a
   copy of the same start table.
 
-The fits call the library's own code (``isotropy.calibration.distill.fit_on_corpus``) with the teacher's cached
+The fits call the library's own code (``isotropy.distill.run.fit_on_corpus``) with the teacher's cached
 vectors looked up by text (lines and their halves), so a row is what `isotropy distill --corpus` writes, less the
 teacher's encoding, which is timed apart. Scores: Spearman x 100 over all pairs of each of the 7 STS tasks pooled
 (as the sts-static section), their average; Cranfield nDCG@10 and recall@100 (exact cosine search, trec_eval).
@@ -78,7 +78,7 @@ def start_model():
 def sif_start(start, sentences: list[str], a: float = 1e-3):
     """The start table with every row scaled by a SIF weight ``a / (a + p_t)`` from the corpus's token counts
     (normalised to mean 1 over the tokens the corpus holds): a per-token weight read off the corpus, no label."""
-    from isotropy.calibration.distill_fit import static_ids
+    from isotropy.distill.corpus_fit import static_ids
 
     flat, _ = static_ids(start, sentences)
     counts = np.bincount(flat, minlength=len(start.embedding)).astype(np.float64)
@@ -121,7 +121,7 @@ def whole_word_start(start, sentences: list[str], min_count: int = 5):
 def whiten(static, sentences: list[str]):
     """The product's label-free rule for static tables (whitening-shrunk: Ledoit-Wolf shrunk whitening fitted on
     the model's own vectors of the corpus), folded into the table."""
-    from isotropy.calibration.distill import fold_static_model
+    from isotropy.distill.run import fold_static_model
     from isotropy.transforms.whitening import Whitening
 
     w = Whitening(shrinkage="auto").fit(encode(static, sentences))
@@ -223,7 +223,7 @@ def others_protocol(
     teacher vectors the fits may ask for."""
     from static import score
 
-    import isotropy.calibration.distill_fit as distill_fit
+    import isotropy.distill.corpus_fit as distill_fit
 
     corpora = fd.others_corpora(tasks, limit)
     texts, Y = fd.sts_teacher(tasks)
@@ -646,7 +646,7 @@ def others_note(data: dict, rate: str) -> list[str]:
     per = r[OTHERS]["per_task"]
     lines = sum(p["sentences"] for p in per.values())
     o, chosen = r[OTHERS]["avg"], sorted({p["lambda"] for p in per.values()})
-    from isotropy.calibration.distill_fit import LAMBDAS
+    from isotropy.distill.corpus_fit import LAMBDAS
 
     grid = r[OTHERS].get("strengths") or list(LAMBDAS)  # the library's grid (the run recorded no other)
     out = [

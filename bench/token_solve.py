@@ -46,7 +46,7 @@ def sums():
     import _factory_round3 as r3
     from _factory_common import CachedTeacher
 
-    from isotropy.calibration.distill_fit import DEFAULT_SPANS, cosine_agreement, fit_corpus, principal_axes
+    from isotropy.distill.corpus_fit import DEFAULT_SPANS, cosine_agreement, fit_corpus, principal_axes
 
     corpora = fd.corpora()
     parts = [corpora["wiki"], corpora["cran"]]
@@ -67,7 +67,7 @@ def timed(fn):
 
 
 def run(repeats: int) -> dict:
-    import isotropy.calibration.distill_fit as df
+    import isotropy.distill.corpus_fit as df
     from isotropy.transforms import token_regression as tr
 
     fit, held, prior, agree = sums()

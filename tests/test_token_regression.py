@@ -131,7 +131,7 @@ def test_the_threaded_sparse_product_is_scipys(dtype, monkeypatch):
 def test_the_strength_grid_stops_past_its_peak_and_keeps_the_full_grids_choice(peak, values):
     """A criterion that rises to one peak and falls after it: the grid stops at the first strength that scores worse
     and keeps the strength the whole grid would have kept."""
-    from isotropy.calibration import distill_fit
+    from isotropy.distill import corpus_fit as distill_fit
 
     s = sorted(values)
     scores = s[:peak] + [s[4]] + sorted(s[peak:4], reverse=True)  # rises to index `peak`, then falls

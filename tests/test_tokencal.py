@@ -309,8 +309,8 @@ def test_distilled_model_with_a_folded_teacher_map_encodes_as_the_map_of_the_raw
 
     from model2vec import StaticModel
 
-    from isotropy.calibration.distill import fold_static_model
-    from isotropy.calibration.distill_fit import fit_corpus
+    from isotropy.distill.corpus_fit import fit_corpus
+    from isotropy.distill.run import fold_static_model
     from isotropy.encoders import Encoder
 
     static = copy.deepcopy(tiny_static)
@@ -332,7 +332,7 @@ def test_distill_command_writes_a_guarded_model2vec_folder(tiny_static, tiny_mod
 
     from model2vec import StaticModel
 
-    import isotropy.calibration.distill as mod
+    import isotropy.distill.run as mod
     from helpers import run_cli
 
     monkeypatch.setattr(mod, "distill_static", lambda model, dims, show: __import__("copy").deepcopy(tiny_static))
@@ -344,7 +344,7 @@ def test_distill_command_writes_a_guarded_model2vec_folder(tiny_static, tiny_mod
     fitted = info["distill"]["corpus_fit"]
     assert info["kind"] == "static-model" and fitted["sentences"] == len(CORPUS) and fitted["fit"] == "tokens"
     # spans on by default: halves, a dropped-word copy and a cut copy of every 8-word line but the held-out ones
-    from isotropy.calibration.distill_fit import HELD_OUT, span_texts
+    from isotropy.distill.corpus_fit import HELD_OUT, span_texts
 
     fitting = [s for i, s in enumerate(CORPUS) if i % HELD_OUT != HELD_OUT - 1]
     assert fitted["spans"].startswith(f"{len(span_texts(fitting))} spans") and "(halves, drop, cut)" in fitted["spans"]
@@ -387,8 +387,8 @@ def test_distill_command_writes_a_guarded_model2vec_folder(tiny_static, tiny_mod
 def test_distill_fit_map_and_an_interrupted_fit_leave_nothing(tiny_static, tiny_model_dir, tmp_path, monkeypatch):
     import json
 
-    import isotropy.calibration.distill as mod
-    import isotropy.calibration.distill_fit as fit_mod
+    import isotropy.distill.corpus_fit as fit_mod
+    import isotropy.distill.run as mod
     from helpers import run_cli
 
     monkeypatch.setattr(mod, "distill_static", lambda model, dims, show: __import__("copy").deepcopy(tiny_static))
@@ -416,7 +416,7 @@ def test_distill_fit_map_and_an_interrupted_fit_leave_nothing(tiny_static, tiny_
 def test_a_quantized_static_model_is_refused_for_folding(tiny_static):
     import copy
 
-    from isotropy.calibration.distill import fold_static_model
+    from isotropy.distill.run import fold_static_model
 
     static = copy.deepcopy(tiny_static)
     static.weights = np.ones(len(static.embedding), dtype=np.float32)
@@ -435,7 +435,7 @@ class _HashTeacher:
 
 def test_spans_add_pieces_of_fitting_lines_and_the_dask_pass_equals_one_process(tiny_static, monkeypatch):
     distributed = pytest.importorskip("distributed")
-    import isotropy.calibration.distill_fit as fit_mod
+    import isotropy.distill.corpus_fit as fit_mod
 
     monkeypatch.setattr(fit_mod, "CHUNK", 5)
     monkeypatch.setattr(fit_mod, "PART", 10)
@@ -471,7 +471,7 @@ def test_spans_add_pieces_of_fitting_lines_and_the_dask_pass_equals_one_process(
 def test_cosine_agreement_is_one_for_a_student_that_reproduces_the_teacher():
     from scipy.sparse import identity
 
-    from isotropy.calibration.distill_fit import cosine_agreement
+    from isotropy.distill.corpus_fit import cosine_agreement
 
     rng = np.random.default_rng(1)
     Y = rng.standard_normal((6, 4))
@@ -483,7 +483,7 @@ def test_cosine_agreement_is_one_for_a_student_that_reproduces_the_teacher():
 @settings(max_examples=60, deadline=None)
 @given(words=st.lists(st.text("abc", min_size=1, max_size=3), min_size=1, max_size=30), parts=st.integers(2, 4))
 def test_pieces_cut_a_sentence_into_even_runs_of_its_words(words, parts):
-    from isotropy.calibration.distill_fit import pieces
+    from isotropy.distill.corpus_fit import pieces
 
     out = pieces([" ".join(words)], parts, parts)
     if len(words) < parts:
@@ -497,7 +497,7 @@ def test_pieces_cut_a_sentence_into_even_runs_of_its_words(words, parts):
 @settings(max_examples=60, deadline=None)
 @given(words=st.lists(st.text("abc", min_size=1, max_size=3), min_size=1, max_size=30))
 def test_drop_and_cut_spans_keep_the_sentences_words_in_order_and_depend_on_the_line_alone(words):
-    from isotropy.calibration.distill_fit import SPAN_MIN_WORDS, run_cut, word_drop
+    from isotropy.distill.corpus_fit import SPAN_MIN_WORDS, run_cut, word_drop
 
     line = " ".join(words)
     dropped, cut = word_drop([line]), run_cut([line])
@@ -518,7 +518,7 @@ def test_drop_and_cut_spans_keep_the_sentences_words_in_order_and_depend_on_the_
 
 
 def test_span_kinds_are_parsed_and_an_unknown_one_is_named():
-    from isotropy.calibration.distill_fit import DEFAULT_SPANS, span_kinds
+    from isotropy.distill.corpus_fit import DEFAULT_SPANS, span_kinds
     from isotropy.errors import IsotropyError
 
     assert span_kinds(True) == DEFAULT_SPANS == ("halves", "drop", "cut")

@@ -1,4 +1,4 @@
-"""The corpus pass's word-cached tokenisation (calibration/word_ids.py) gives model2vec's own ids, cut as before."""
+"""The corpus pass's word-cached tokenisation (distill/word_ids.py) gives model2vec's own ids, cut as before."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("model2vec")
 
-from isotropy.calibration.word_ids import WordIds, static_ids, tokenized  # noqa: E402
+from isotropy.distill.word_ids import WordIds, static_ids, tokenized  # noqa: E402
 
 WORDS = "the cat sat on a mat run runs running dog talk talks about and sentence number new york".split()
 PIECES = ["##s", "##ing", "##ed", "##er", "un", "##a", "##t", "c", "d", "m", "r", "1", "2", "##3", "##0"]

@@ -1,5 +1,5 @@
 """``isotropy distill``: a static model2vec folder from a transformer (the command line; the work is
-:func:`isotropy.calibration.distill.distill`)."""
+:func:`isotropy.distill.distill`)."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def register_distill_command(app: typer.Typer) -> None:
         force: Force = False,
     ) -> None:
         """Distill a static model (a token table averaged per sentence; model2vec) from a transformer."""
-        from ..calibration.distill import distill as run
+        from ..distill import distill as run
         from ..encoders import default_device
 
         with default_device(check_device(device)):

@@ -1,4 +1,4 @@
-"""The static model's token ids of the corpus pass's texts, each distinct word tokenised once (layer 6).
+"""The static model's token ids of the corpus pass's texts, each distinct word tokenised once (the distill package, above calibration).
 
 ``isotropy distill --corpus`` tokenises every line of the corpus and every span made from it (halves, word-dropped
 and run-cut copies: words of the line joined by one space), so almost every word it tokenises it has tokenised

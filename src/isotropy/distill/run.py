@@ -1,4 +1,4 @@
-"""``isotropy distill``: a static model from a transformer, optionally mapped onto it on a corpus (layer 6).
+"""``isotropy distill``: a static model from a transformer, optionally mapped onto it on a corpus (the distill package, above calibration).
 
 1. **Distill** through model2vec's ``distill`` (the ``model2vec[distill]`` extra): one forward
    pass per token of the transformer's vocabulary, PCA to ``dims``, SIF-weighted rows. The table
@@ -6,7 +6,7 @@
    token fit (``fit="tokens"``) the table is distilled at the model's full width: the teacher map,
    which goes to the teacher's ``dims`` principal axes anyway, then reads all of it (the mean of the
    two dev scores of RESULTS `static-factory`, round 3, rose: 75.23 -> 75.39 and 84.07 -> 84.06).
-2. With a corpus (:mod:`.distill_fit`), one streamed pass encodes each chunk with the teacher
+2. With a corpus (:mod:`.corpus_fit`), one streamed pass encodes each chunk with the teacher
    (:class:`~isotropy.encoders.Encoder`, L2-normalised, as the sentence-transformers pipeline of the
    teacher returns it) and feeds a :class:`~isotropy.transforms.teacher_map.TeacherMap` from the
    static model's sentence vectors (a plain mean of token rows, as model2vec's ``encode``) and, with
@@ -34,12 +34,12 @@ from typing import Any
 
 import numpy as np
 
+from ..calibration.corpus import Corpus
 from ..encoders.models import resolve_model
 from ..errors import IsotropyError
 from ..storage.artifacts import check_output, header, output_dir
 from ..transforms.token_whitening import fold_into_table
-from .corpus import Corpus
-from .distill_fit import FITS
+from .corpus_fit import FITS
 
 __all__ = [
     "distill",
@@ -208,8 +208,8 @@ def fit_on_corpus(
 ) -> dict:
     """The corpus pass and the map or token fit, written into ``static`` (a model2vec ``StaticModel``);
     ``teacher``: what ``encode(sentences)`` gives the teacher's vectors (with ``engine``, an ``EncoderSpec``);
-    ``spans``, ``criterion``, ``centre``, ``engine``, ``address``: :mod:`.distill_fit`. Returns what the card and marker record."""
-    from .distill_fit import TARGET_POWER, cosine_agreement, fit_corpus, principal_axes, solve_tokens, span_kinds
+    ``spans``, ``criterion``, ``centre``, ``engine``, ``address``: :mod:`.corpus_fit`. Returns what the card and marker record."""
+    from .corpus_fit import TARGET_POWER, cosine_agreement, fit_corpus, principal_axes, solve_tokens, span_kinds
 
     if getattr(static, "weights", None) is not None or getattr(static, "token_mapping", None) is not None:
         raise IsotropyError("this static model uses vocabulary quantization (per-token weights): a fit does not fold into it")
@@ -273,11 +273,11 @@ def distill(
 ) -> Path:
     """Distill ``model`` into a static model2vec folder at ``output``, ``dims`` wide (None or 0: the model's
     width). With ``corpus``: ``fit="tokens"`` (the default) fits every token's row to the teacher's sentence
-    vectors (:mod:`.distill_fit`; ``spans``: span kinds, a comma-separated string or a sequence, True or None for the
+    vectors (:mod:`.corpus_fit`; ``spans``: span kinds, a comma-separated string or a sequence, True or None for the
     default kinds with it, False or "none" for none; they add equations), ``"map"`` folds the sentence-level
     teacher map alone. Returns the folder."""
     pca, alpha, fit = _check_before_work(model, dims, corpus, alpha, fit, lam)
-    from .distill_fit import span_kinds
+    from .corpus_fit import span_kinds
 
     kinds = span_kinds(True if spans is None else spans)  # an unknown kind is refused before any model loads
     if spans is not None and kinds and fit != "tokens":
@@ -330,7 +330,7 @@ def write_distilled(out: Path, static: Any, info: dict[str, Any], force: bool) -
     from sentence_transformers.sentence_transformer.modules import StaticEmbedding
     from tokenizers import Tokenizer
 
-    from .static_export import ST_SUBFOLDER
+    from ..calibration.static_export import ST_SUBFOLDER
 
     vectors = np.ascontiguousarray(static.embedding, dtype=np.float32)
     with output_dir(out, KIND, force=force) as tmp:

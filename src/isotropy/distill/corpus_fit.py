@@ -1,4 +1,4 @@
-"""``isotropy distill --corpus``: the one pass over the corpus, the teacher map and the token fit (layer 6).
+"""``isotropy distill --corpus``: the one pass over the corpus, the teacher map and the token fit (the distill package, above calibration).
 
 One streamed pass: each chunk of sentences is tokenised by the static model (the ids its ``encode``
 averages, unknown tokens dropped, ``max_length`` kept; through the pass's word cache, :mod:`.word_ids`), pooled from the distilled table, and encoded once
@@ -66,10 +66,10 @@ from typing import Any
 import numpy as np
 
 from .._progress import ProgressBar
+from ..calibration.corpus import Corpus
 from ..errors import IsotropyError
 from ..transforms.teacher_map import TeacherMap
 from ..transforms.token_regression import TokenRegression, pooling_matrix
-from .corpus import Corpus
 from .word_ids import WordIds, static_ids
 
 __all__ = [
