@@ -15,9 +15,13 @@ def run(args, input=None):
 
 
 def _command_paths(group, prefix=()):
-    for name, cmd in group.commands.items():
+    import click
+
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):  # the lazy fit commands too (built by get_command)
+        cmd = group.get_command(ctx, name)
         yield (*prefix, name)
-        if hasattr(cmd, "commands"):
+        if hasattr(cmd, "list_commands"):
             yield from _command_paths(cmd, (*prefix, name))
 
 

@@ -178,10 +178,12 @@ def test_fit_whitening_and_flow_keep_their_options():
 
     from isotropy.cli import app
 
+    import click
+
     fit = get_command(app).commands["fit"]
 
-    def opts(name):
-        return sorted(o for p in fit.commands[name].params for o in p.opts)
+    def opts(name):  # get_command: the lazily built fit commands too
+        return sorted(o for p in fit.get_command(click.Context(fit), name).params for o in p.opts)
 
     assert opts("whitening") == sorted(
         ["vectors", "--output", "-o", "--n-components", "-k", "--power", "--shrinkage", "--method", "--progress"]

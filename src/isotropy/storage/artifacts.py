@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .._params import spell
+from .._spelling import spell
 from ..errors import IsotropyError
 from .atomic import atomic_dir, atomic_file, check_free_space, parent_of, temp_prefix
 from .integrity import foreign_entries, seal, verify_folder

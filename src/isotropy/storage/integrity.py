@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .._params import spell
+from .._spelling import spell
 from ..errors import IsotropyError
 from .atomic import MARKER
 
