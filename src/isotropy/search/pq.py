@@ -178,8 +178,13 @@ _FAISS_NOISE = re.compile(r"^WARNING clustering \d+ points to \d+ centroids: ple
 def _quiet_stderr(noise: re.Pattern) -> Iterator[None]:
     """Run a faiss call with C's stderr (fd 2) caught: the lines matching ``noise`` are dropped, any other is
     passed on. By hand because faiss's C++ writes with fprintf, which no Python stream redirect reaches."""
-    sys.stderr.flush()
-    with tempfile.TemporaryFile() as caught:
+    try:
+        sys.stderr.flush()
+        caught = tempfile.TemporaryFile()
+    except (OSError, ValueError, AttributeError):  # no stderr (closed), or no temporary file: faiss speaks as it will
+        yield
+        return
+    with caught:
         saved = os.dup(2)
         try:
             os.dup2(caught.fileno(), 2)
