@@ -140,6 +140,26 @@ def test_u22_u15_trailing_slash_and_no_work_folder_left_after_success(cluster, r
     assert len(Index.load(tmp_path / "j8")) == N
 
 
+def test_u15_an_interrupted_build_keeps_its_work_folder_and_the_rerun_resumes(cluster, raw, tmp_path, monkeypatch):
+    from isotropy.distributed import index_build
+    from isotropy.files.index_scale import build_index_dask
+
+    _shards(tmp_path / "vecs", raw)
+    corpus = _corpus(tmp_path)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # Ctrl-C once every shard was added, before the merge
+
+    with monkeypatch.context() as m:
+        m.setattr(index_build, "merge_shards", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            build_index_dask(corpus, tmp_path / "vecs", tmp_path / "ix", address=cluster[1], **API)
+    assert not (tmp_path / "ix").exists() and (tmp_path / "ix.parts" / "trained.faiss").is_file()
+    index, report = build_index_dask(corpus, tmp_path / "vecs", tmp_path / "ix", address=cluster[1], **API)
+    assert [r["status"] for r in report] == ["skipped"] * PARTS and _ids(index) == list(range(N))
+    assert not (tmp_path / "ix.parts").exists()
+
+
 def test_u20_unreachable_address_leaves_nothing(raw, tmp_path):
     _shards(tmp_path / "vecs", raw)
     corpus = _corpus(tmp_path)
