@@ -221,8 +221,7 @@ def build_index_dask(
     if widths != {encoder.dim}:
         raise IsotropyError(f"the vector shards are {sorted(widths)} wide but {encoder.model_name} gives {encoder.dim} dims")
     t, warning = _index_transform(corpus, len(sentences), encoder, transform, whiten, power, no_whiten)
-    if kind in PQ_KINDS:
-        params.setdefault("bytes_per_vector", None)  # None: 32, or what fits the dimension (pq.default_bytes)
+    params.setdefault("bytes_per_vector", None)  # None: 32, or what fits the dimension (pq.default_bytes)
     index = Index(encoder, t, kind, allow_other_encoder=allow_other_encoder, **params)
     if warning:
         index.warnings.append(warning)
