@@ -153,7 +153,7 @@ def default_bytes_note(kind: str, d: int) -> str | None:
     m = default_bytes(kind, d)
     if m == DEFAULT_BYTES:
         return None
-    how = "one a dimension" if kind == "opq" else f"the largest byte count below it that divides {d}"
+    how = "one byte a dimension" if kind == "opq" else f"the largest byte count below it that divides {d}"
     return f"--bytes-per-vector {m}: the default {DEFAULT_BYTES} does not fit the {d} dimensions, so {how}"
 
 
