@@ -24,6 +24,7 @@ import numpy as np
 from ..encoders import Encoder
 from ..errors import IsotropyError
 from ..search import Index
+from ..search.pq import PQ_KINDS
 from ..storage.artifacts import check_output, read_config
 from ..storage.locks import artefact_lock
 from ..storage.text import read_sentences
@@ -127,6 +128,8 @@ def build_index(
         model, pooling=pooling, max_length=max_length, batch_size=batch_size, backend=backend, pooling_stats=pooling_stats
     )
     t, warning = _index_transform(corpus, len(sentences), encoder, transform, whiten, power, no_whiten)
+    if kind in PQ_KINDS:
+        params.setdefault("bytes_per_vector", None)  # None: 32, or what fits the dimension (pq.default_bytes)
     index = Index(encoder, t, kind, allow_other_encoder=allow_other_encoder, **params)
     if warning:
         index.warnings.append(warning)
@@ -179,6 +182,8 @@ def build_auto_index(
         task=task,
         evidence=evidence,
     )
+    if kind in PQ_KINDS:
+        params.setdefault("bytes_per_vector", None)
     index = Index(encoder, sel.transform, kind, **params)
     index.selection = sel.to_dict()
     return _fill_and_save(index, corpus, output, force, lambda: index.add_encoded(sentences, raw, show_progress=show_progress))

@@ -43,7 +43,7 @@ def check_params(
     ef_search: int,
     nlist: int | None,
     nprobe: int,
-    bytes_per_vector: int = 32,
+    bytes_per_vector: int | None = 32,
     keep_vectors: bool = False,
     rerank: int = 0,
 ) -> dict[str, Any]:
@@ -68,13 +68,14 @@ def check_params(
         "nprobe": int(nprobe),
     }
     if kind in pq.PQ_KINDS:
-        if not _is_int(bytes_per_vector, 1):
+        if bytes_per_vector is not None and not _is_int(bytes_per_vector, 1):  # None: pq.default_bytes at training
             raise IsotropyError(f"bytes_per_vector must be an integer >= 1, got {bytes_per_vector!r}")
         if not _is_int(rerank, 0):
             raise IsotropyError(f"rerank must be an integer >= 0, got {rerank!r}")
         if rerank and not keep_vectors:
             raise IsotropyError("rerank needs the exact vectors: build the index with keep_vectors (--keep-vectors)")
-        params.update(bytes_per_vector=int(bytes_per_vector), keep_vectors=bool(keep_vectors), rerank=int(rerank))
+        bytes_per_vector = None if bytes_per_vector is None else int(bytes_per_vector)
+        params.update(bytes_per_vector=bytes_per_vector, keep_vectors=bool(keep_vectors), rerank=int(rerank))
     elif keep_vectors or rerank:
         raise IsotropyError(f"keep_vectors and rerank apply to the compressed kinds ({', '.join(pq.PQ_KINDS)}), not {kind!r}")
     return params
