@@ -266,14 +266,16 @@ def _child(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_t5_t6_a_served_mapped_file_cut_short_is_a_503_not_a_crash(pq_folder, tmp_path):
-    """S3-044 (the kept vectors.npy) and S3-043 (a Dask-built index's index.ivfdata) cut short in place under serve:
+    """S3-044 (the kept vectors.npy), S3-043 (a Dask-built index's index.ivfdata) and a compressed index's own
+    index.faiss (memory-mapped too) cut short in place under serve:
     a 503 with one line (the server lives), /health says why, and the file put back is served again. In a child
     process: the old code died there of SIGBUS, which would take the test runner with it."""
-    cases = [("pq", "vectors.npy"), ("ondisk", "index.ivfdata")]
-    for kind, _ in cases:
-        shutil.copytree(pq_folder / kind, tmp_path / kind)
-    done = _child("-c", CHILD, *(str(a) for kind, name in cases for a in (tmp_path / kind, name)))
+    cases = [("pq", "vectors.npy"), ("ondisk", "index.ivfdata"), ("pq", "index.faiss")]  # index.faiss: faiss's IO_FLAG_MMAP
+    for kind, name in cases:
+        shutil.copytree(pq_folder / kind, tmp_path / name / kind)
+    done = _child("-c", CHILD, *(str(a) for kind, name in cases for a in (tmp_path / name / kind, name)))
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])  # the old code: -7 (SIGBUS)
+    assert len(done.stdout.strip().splitlines()) == len(cases)
     for (kind, name), line in zip(cases, done.stdout.strip().splitlines()):
         out = json.loads(line)
         assert out["before"] and out["status"] == 503, out
