@@ -210,7 +210,7 @@ def create_app(
             served.refresh()
             damaged = served.damaged()
             if damaged:  # reading it would kill the server (SIGBUS): refused until a good version is loaded
-                raise RequestError(" ".join([damaged, *(n for n in served.notes() if n != damaged)]), 503)
+                raise RequestError("; ".join([damaged, *(n for n in served.notes() if n != damaged)]), 503)
             saved = dict(served.index.params)
             try:  # this request's re-ranking depth, the served one's restored after
                 if rerank is not None:
