@@ -1,7 +1,8 @@
 """The index ``isotropy serve`` answers from: watched on disk, reloaded whole, and said without absolute paths (layer 5).
 
 * The version of the folder is the ``stat`` of each file that makes the index (``config.json``, the faiss
-  index, its on-disk lists, the kept vectors, the sentences, the state) and the folder's own inode: any
+  index, its on-disk lists, the kept vectors, the sentences, the state, the transform and token-frequency
+  folders) and the folder's own inode: any
   change (``isotropy index add``, a rebuild, a folder replaced in two steps) makes the next request try a
   load, and a load that fails is tried again at the next change, while the old index keeps serving and
   every response's ``warnings`` says so. A deleted folder is said too.
@@ -23,11 +24,12 @@ from typing import Any
 from ..errors import IsotropyError
 from ..storage.artifacts import CONFIG_NAME, STATE_NAME
 from .index import Index
-from .store import INDEX_FILE, LISTS_FILE, SENTENCES_FILE, VECTORS_FILE
+from .store import INDEX_FILE, LISTS_FILE, SENTENCES_FILE, STATS_DIR, TRANSFORM_DIR, VECTORS_FILE
 
 __all__ = ["Served", "health", "public_model", "scrub"]
 
-WATCHED = (CONFIG_NAME, INDEX_FILE, LISTS_FILE, VECTORS_FILE, SENTENCES_FILE, STATE_NAME)
+# the files of an index, and its two sub-folders (a folder's modification time moves when an entry is added)
+WATCHED = (CONFIG_NAME, INDEX_FILE, LISTS_FILE, VECTORS_FILE, SENTENCES_FILE, STATE_NAME, TRANSFORM_DIR, STATS_DIR)
 # an absolute path in a message: a "/" that starts a word (not "a/b", not "http://"), up to a space, a quote,
 # a bracket, a comma, a semicolon or a colon; replaced by its last component
 _ABSOLUTE = re.compile(r"(?<![^\s'\"(\[=])/(?:[^\s/'\"()\[\],;:]+/)*([^\s/'\"()\[\],;:]+)/?")
