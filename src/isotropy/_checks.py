@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,6 +11,8 @@ import numpy as np
 from .errors import IsotropyError
 
 __all__ = ["check_matrix", "check_sentences", "check_weights"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")  # half of a UTF-16 pair, alone: valid in JSON and Python, not text
 
 
 def check_matrix(
@@ -68,6 +71,8 @@ def check_sentences(sentences: Sequence[str] | str, what: str = "sentence") -> l
     for i, s in enumerate(out):
         if not isinstance(s, str):
             raise IsotropyError(f"{what} {i} is a {type(s).__name__}, not a string")
+        if not s.isascii() and _SURROGATE.search(s):  # no tokenizer takes it (a TypeError deep inside), nor UTF-8
+            raise IsotropyError(f"{what} {i + 1} of {len(out)} is not valid text (a lone surrogate)")
     return out
 
 

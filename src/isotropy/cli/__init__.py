@@ -27,7 +27,9 @@ def _command():
 
 
 def _err(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
+    from .._terminal import printable  # a file name or a line quoted in the message may hold escape sequences
+
+    typer.echo(f"error: {printable(message)}", err=True)
 
 
 def _usage_line(exc) -> str:

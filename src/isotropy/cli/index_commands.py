@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from .._terminal import printable
 from ..errors import IsotropyError
 from . import retrieval_command as rcli
 from .options import (
@@ -261,6 +262,8 @@ def index_add(
 
     with default_device(check_device(device)):
         index, added = add_to_index(index_dir, more, show_progress=progress)
+    for warning in index.warnings:
+        typer.echo(f"warning: {warning}", err=True)
     typer.echo(f"added {added} sentences; {index_dir} now holds {len(index)}", err=True)
 
 
@@ -272,9 +275,12 @@ def search(
     ] = None,
     top_k: Annotated[int, typer.Option("--top-k", "-n", help="Hits per query (k nearest neighbours).")] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
-    ef_search: Annotated[int | None, typer.Option(EfSearch, help="hnsw: query-time beam width (default: the index's).")] = None,
+    ef_search: Annotated[
+        int | None, typer.Option(EfSearch, help="hnsw: query-time beam width (default: the index's; refused on other kinds).")
+    ] = None,
     nprobe: Annotated[
-        int | None, typer.Option(NProbe, help="ivf, ivfpq, opq: lists visited per query (default: the index's).")
+        int | None,
+        typer.Option(NProbe, help="ivf, ivfpq, opq: lists visited per query (default: the index's; refused on other kinds)."),
     ] = None,
     rerank: Rerank = None,
     device: Device = None,
@@ -290,7 +296,7 @@ def search(
     with default_device(check_device(device)):
         results = search_index(index_dir, query, queries, k=k, ef_search=ef_search, nprobe=nprobe, rerank=rerank)
     if results.warning:
-        typer.echo(f"warning: {results.warning}", err=True)
+        typer.echo(f"warning: {printable(results.warning)}", err=True)
     t = results.timings or {}
     typer.echo(f"loaded the index and model in {t.get('load_s', 0):.2f} s, searched in {t.get('search_s', 0):.3f} s", err=True)
     typer.echo(results.to_json() if as_json else format_results(results))

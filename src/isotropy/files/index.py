@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .._checks import check_sentences
 from ..encoders import Encoder
 from ..errors import IsotropyError
 from ..search import Index
@@ -133,7 +134,12 @@ def build_index(
     index = Index(encoder, t, kind, allow_other_encoder=allow_other_encoder, **params)
     if warning:
         index.warnings.append(warning)
-    return _fill_and_save(index, corpus, output, force, lambda: index.add(sentences, show_progress=show_progress))
+
+    def add() -> None:
+        index.add(sentences, show_progress=show_progress)
+        _say_unknown_rows(index, corpus)
+
+    return _fill_and_save(index, corpus, output, force, add)
 
 
 def build_auto_index(
@@ -172,6 +178,7 @@ def build_auto_index(
         model, pooling=pooling, max_length=max_length, batch_size=batch_size, backend=backend, pooling_stats=pooling_stats
     )
     raw = np.asarray(encoder.encode(sentences, show_progress=show_progress), dtype=np.float32)
+    unknown = _unknown_rows(encoder, corpus)  # now: the candidates' criteria encode more after this
     sel = choose(
         encoder,
         [sentences[i] for i in rows],
@@ -186,7 +193,20 @@ def build_auto_index(
         params.setdefault("bytes_per_vector", None)
     index = Index(encoder, sel.transform, kind, **params)
     index.selection = sel.to_dict()
+    index.warnings.extend(unknown)
     return _fill_and_save(index, corpus, output, force, lambda: index.add_encoded(sentences, raw, show_progress=show_progress))
+
+
+def _unknown_rows(encoder: Encoder, source: str | os.PathLike) -> list[str]:
+    """The warning of a static model's last encode when some rows hold no word it knows (their vectors are
+    zero and match nothing), as ``encode`` and ``search`` say it; [] otherwise."""
+    coverage = encoder.coverage
+    note = coverage.warning("sentences") if coverage is not None else None
+    return [f"{source}: {note}"] if note else []
+
+
+def _say_unknown_rows(index: Index, source: str | os.PathLike) -> None:
+    index.warnings.extend(_unknown_rows(index.encoder, source))
 
 
 def _read_corpus(corpus: str | os.PathLike) -> list[str]:
@@ -221,13 +241,14 @@ def add_to_index(index_dir: str | os.PathLike, more: str | os.PathLike, show_pro
     with artefact_lock(index_dir):
         index = Index.load(index_dir, mmap=False)
         index.add(sentences, show_progress=show_progress)
+        _say_unknown_rows(index, more)
         index.save(index_dir)
     return index, len(sentences)
 
 
 def search_index(
     index_dir: str | os.PathLike,
-    queries: Sequence[str] | None = None,
+    queries: Sequence[str] | str | None = None,
     queries_file: str | os.PathLike | None = None,
     k: int = 10,
     ef_search: int | None = None,
@@ -237,7 +258,7 @@ def search_index(
 ):
     """``isotropy search``: queries given directly or read from a UTF-8 file (one a line); ``rerank``:
     candidates re-scored with the kept exact vectors (ivfpq/opq)."""
-    queries = list(queries or [])
+    queries = [] if queries is None else check_sentences(queries, "query")  # a bare string is one query, as Index.search
     if queries and queries_file is not None:
         raise IsotropyError("give either a query or --queries FILE, not both")
     if queries_file is not None:

@@ -120,9 +120,14 @@ def set_query_params(
 ) -> None:
     """Check and set the query-time knobs (``ef_search`` of hnsw, ``nprobe`` of ivf and the compressed kinds,
     ``rerank`` of a compressed index that keeps its vectors) in ``params`` and on ``fidx``."""
-    for name, value in (("ef_search", ef_search), ("nprobe", nprobe)):
+    for name, value, kinds in (("ef_search", ef_search, ("hnsw",)), ("nprobe", nprobe, ("ivf", *pq.PQ_KINDS))):
         if value is None:
             continue
+        if kind not in kinds:  # it would be ignored without a word (as --rerank on a flat index is refused)
+            raise IsotropyError(
+                f"--{name.replace('_', '-')} applies to {', '.join(kinds[:-1]) + ' or ' if kinds[1:] else ''}{kinds[-1]} "
+                f"indexes; this index is {kind} (drop the option)"
+            )
         if not _is_int(value, 1):
             raise IsotropyError(f"{name} must be a positive integer, got {value!r}")
         params[name] = int(value)
