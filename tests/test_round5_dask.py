@@ -384,3 +384,20 @@ def test_ivfpq_on_glove_with_the_default_bytes(tmp_path):
     ]
     code, _, err = run_cli(args)
     assert code == 2 and "--bytes-per-vector 32 needs" in _one_line(err)
+
+
+def test_index_defaults_the_code_size_to_what_fits_the_dimension():
+    """The Python ``Index`` takes the command line's default too: GloVe's 50 dims get 25 bytes, not a refusal of 32."""
+    from isotropy.encoders import Encoder
+
+    enc = Encoder("glove-6b-50d")
+    words = ["cat", "dog", "river", "music", "bread", "train", "city", "rain", "gold", "chess"]
+    rng = np.random.default_rng(0)
+    sentences = [" ".join(rng.choice(words, size=5)) + f" {i}" for i in range(300)]
+    idx = Index(enc, None, "ivfpq", nlist=4)
+    idx.add(sentences)
+    assert pqmod.default_bytes("ivfpq", 50) == 25 and pqmod.default_bytes("ivfpq", 384) == 32
+    import faiss
+
+    assert faiss.extract_index_ivf(idx._index).code_size == 25  # 25 sub-quantisers of one byte
+    assert idx.search(sentences[:1], k=1).ids.shape == (1, 1)

@@ -174,11 +174,10 @@ def test_fit_has_a_command_for_every_registered_transform_and_preset(tmp_path):
 
 
 def test_fit_whitening_and_flow_keep_their_options():
+    import click
     from typer.main import get_command
 
     from isotropy.cli import app
-
-    import click
 
     fit = get_command(app).commands["fit"]
 

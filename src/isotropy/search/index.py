@@ -55,7 +55,8 @@ class Index:
         IVF lists (``None``: chosen from the first batch, see the module docs) and
         lists visited per query.
     bytes_per_vector, keep_vectors, rerank : int, bool, int
-        ``ivfpq``/``opq``: the code size (one 8-bit sub-quantiser per byte), whether the exact
+        ``ivfpq``/``opq``: the code size (one 8-bit sub-quantiser per byte; ``None``: 32, or what fits the
+        dimension, :func:`isotropy.search.pq.default_bytes`), whether the exact
         (calibrated, normalised) vectors are kept beside the codes, and how many candidates a
         search re-scores with them (0: none).
 
@@ -74,7 +75,7 @@ class Index:
         ef_search: int = 64,
         nlist: int | None = None,
         nprobe: int = 16,
-        bytes_per_vector: int = 32,
+        bytes_per_vector: int | None = None,
         keep_vectors: bool = False,
         rerank: int = 0,
         allow_other_encoder: bool = False,

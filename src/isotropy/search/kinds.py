@@ -43,7 +43,7 @@ def check_params(
     ef_search: int,
     nlist: int | None,
     nprobe: int,
-    bytes_per_vector: int | None = 32,
+    bytes_per_vector: int | None = None,
     keep_vectors: bool = False,
     rerank: int = 0,
 ) -> dict[str, Any]:
