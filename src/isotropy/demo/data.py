@@ -17,6 +17,7 @@ the scores of the test split are what it is judged on.
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import random
 import re
@@ -156,6 +157,11 @@ _SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 _PLAIN = re.compile(r"^[A-Z][A-Za-z ,;:'()-]+[.!?]$")  # prose, not code: letters and punctuation only
 
 
+@functools.lru_cache(maxsize=4)  # a parse of ~170 files: once per process
+def _stdlib_sentences(limit: int, seed: int) -> tuple[str, ...]:
+    return tuple(stdlib_sentences(limit, seed))
+
+
 def stdlib_sentences(limit: int = 3000, seed: int = 0) -> list[str]:
     """Up to ``limit`` distinct English sentences (6-30 words, no code) from the docstrings of Python's
     standard library (its top-level modules): real text that every Python installation ships."""
@@ -180,7 +186,7 @@ def stdlib_sentences(limit: int = 3000, seed: int = 0) -> list[str]:
 
 
 def _unscored(why: str, seed: int) -> DemoData:
-    sentences = stdlib_sentences(seed=seed)
+    sentences = list(_stdlib_sentences(3000, seed))
     cut = (2 * len(sentences)) // 3
     return DemoData(
         sentences[:cut],
