@@ -14,7 +14,8 @@ activations (those are bounded by one chunk and are the same at every size): eac
 from a generator seeded by the text. The sums then have exactly the shape and sparsity the real teacher gives them
 (the Gram of token co-occurrences depends only on the text; ``A^T Y`` is one dense row per token seen); only the
 values differ, so the solve's iteration count can differ from a real run's. The peak is the process's maximum
-resident set (``ru_maxrss``); "baseline" is the resident set after loading the start table, before the pass.
+resident set (``ru_maxrss``); "baseline" is the resident set after loading the start table and the libraries the
+fit uses (torch, scipy), before the pass.
 """
 
 from __future__ import annotations
@@ -83,6 +84,9 @@ def child(lines: int, out: Path) -> None:
                     dst.write(line)
                     n += 1
         static = copy.deepcopy(StaticModel.from_pretrained(str(POTION)))
+        import scipy.sparse  # noqa: F401  the libraries the fit loads, loaded before the baseline is read
+        import torch  # noqa: F401
+
         baseline = _rss_mb()
         t0 = time.perf_counter()
         info = fit_on_corpus(static, SeededTeacher(), str(sample), 256, 0.0, "tokens", None, False, spans=True)

@@ -85,7 +85,7 @@ def _index_transform(corpus, n: int, encoder: Encoder, transform, whiten, power,
 
 
 def build_index(
-    corpus: str | os.PathLike,
+    corpus: str | os.PathLike | Sequence[str],
     output: str | os.PathLike,
     *,
     model: str | None = None,
@@ -104,7 +104,8 @@ def build_index(
     allow_other_encoder: bool = False,
     **params: Any,
 ) -> Index:
-    """``isotropy index build``: index a sentence file (one a line; id = line number - 1) into ``output``.
+    """``isotropy index build``: index a sentence file (one a line; id = line number - 1) into ``output``; from
+    Python ``corpus`` may also be a list of sentences (id = position).
 
     Transform: ``transform`` (a fitted folder), else raw with ``no_whiten``, else a
     whitening fitted on the corpus itself with ``whiten`` components (default 128) and
@@ -123,8 +124,10 @@ def build_index(
     ]
     if len(chosen) > 1:
         raise IsotropyError(f"choose one of {', '.join(chosen)}")
-    check_output(output, "index", force=force, inputs=[corpus, transform, pooling_stats, model])
+    corpus, corpus_path = _as_corpus(corpus)
+    check_output(output, "index", force=force, inputs=[corpus_path, transform, pooling_stats, model])
     sentences = _read_corpus(corpus)
+    corpus = corpus_path if corpus_path is not None else LIST_NAME  # how messages name it from here on
     encoder = Encoder(
         model, pooling=pooling, max_length=max_length, batch_size=batch_size, backend=backend, pooling_stats=pooling_stats
     )
@@ -143,7 +146,7 @@ def build_index(
 
 
 def build_auto_index(
-    corpus: str | os.PathLike,
+    corpus: str | os.PathLike | Sequence[str],
     output: str | os.PathLike,
     *,
     model: str | os.PathLike | None = None,
@@ -171,8 +174,10 @@ def build_auto_index(
     rule_for(task)  # an unknown --for is said before the model loads
     if candidates is not None:
         parse_candidates(candidates, 10**6)  # an unknown name is said before the model loads
-    check_output(output, "index", force=force, inputs=[corpus, pooling_stats, model])
+    corpus, corpus_path = _as_corpus(corpus)
+    check_output(output, "index", force=force, inputs=[corpus_path, pooling_stats, model])
     sentences = _read_corpus(corpus)
+    corpus = corpus_path if corpus_path is not None else LIST_NAME  # how messages name it from here on
     rows = [i for i, s in enumerate(sentences) if s.strip()]
     encoder = Encoder(
         model, pooling=pooling, max_length=max_length, batch_size=batch_size, backend=backend, pooling_stats=pooling_stats
@@ -209,10 +214,27 @@ def _say_unknown_rows(index: Index, source: str | os.PathLike) -> None:
     index.warnings.extend(_unknown_rows(index.encoder, source))
 
 
-def _read_corpus(corpus: str | os.PathLike) -> list[str]:
-    sentences = read_sentences(corpus)
+LIST_NAME = "the list of sentences"  # how messages name a corpus given as a Python list (as calibrate's do)
+
+
+def _as_corpus(corpus: Any) -> tuple[Any, str | os.PathLike | None]:
+    """``corpus`` as build_index reads it: ``(what to read, the input path or None)``. A sentence file (a path), or,
+    from Python, a list of sentences as calibrate and distill take (U45, S7-030); anything else is one line."""
+    if isinstance(corpus, (str, os.PathLike)):
+        return corpus, corpus
+    if isinstance(corpus, (list, tuple)):
+        bad = next((i for i, s in enumerate(corpus) if not isinstance(s, str)), None)
+        if bad is not None:
+            raise IsotropyError(f"corpus: item {bad} of {LIST_NAME} is a {type(corpus[bad]).__name__}, not a sentence (str)")
+        return list(corpus), None
+    raise IsotropyError(f"corpus must be a sentence file (a path) or a list of sentences, not a {type(corpus).__name__}")
+
+
+def _read_corpus(corpus: Any) -> list[str]:
+    name = corpus if isinstance(corpus, (str, os.PathLike)) else LIST_NAME
+    sentences = read_sentences(corpus) if isinstance(corpus, (str, os.PathLike)) else corpus
     if not any(s.strip() for s in sentences):
-        raise IsotropyError(f"{corpus} holds no sentence (every line is empty): there is nothing to index")
+        raise IsotropyError(f"{name} holds no sentence (every line is empty): there is nothing to index")
     return sentences
 
 

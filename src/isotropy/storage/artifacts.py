@@ -134,7 +134,8 @@ FILE_KINDS = {
     "results": "results file",
     "results-table": "results table (.md)",
 }
-DEMO_ENTRIES = frozenset({"whitening-cls", "analysis", "index", "calibrated", "demo.json"})
+# what `isotropy demo` writes (static-model/, demo.json) and what its earlier versions did: a folder holding only these
+DEMO_ENTRIES = frozenset({"whitening-cls", "analysis", "index", "calibrated", "static-model", "demo.json"})
 
 
 def _read_json(path: Path) -> Any:

@@ -169,8 +169,14 @@ def _marked_temporary(path: Path, suffix: str) -> Path:
     between the ``mkdtemp`` and the marker, an empty folder is left behind (kept, never lost).
     """
     tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(path), suffix=suffix, dir=parent_of(path)))
-    with open(tmp / MARKER, "x", encoding="ascii") as fh:
-        fh.write(f"isotropy temporary of {path.name} (pid {os.getpid()})\n")
+    try:
+        # the content never names the output: a name may hold any character (non-ASCII, or bytes that are not
+        # UTF-8), and the marker's proof is its presence in a folder of our name pattern, not what it says
+        with open(tmp / MARKER, "x", encoding="ascii") as fh:
+            fh.write(f"isotropy temporary (pid {os.getpid()})\n")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # never leave an unmarked temporary behind (nothing could sweep it)
+        raise
     return tmp
 
 
