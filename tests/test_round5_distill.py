@@ -20,7 +20,8 @@ from helpers import run_cli
 from isotropy.errors import IsotropyError
 from isotropy.transforms.token_regression import TokenRegression
 
-LONG = "zzqqxx " * 600 + "man " * 5  # past max_length 512: 'man' is cut off (S5-010)
+LONG = "zzqqxx " * 600 + "man " * 5  # past max_length 512 tokens: 'man' is cut off (S5-010)
+LONG_WORDS = "international " * 230 + "man dog cat " * 20  # past 512 x 6 characters (model2vec's first cut) first
 ORDINARY = ["a man plays the guitar", "the cat sat on the mat .", "Two dogs run through a field near the river."]
 UNKNOWN_ONLY = ["ab" * 60, "\U0001f600 \U0001f389", "\u2603 \u2744"]  # a 120-character word, emoji: [UNK] only
 MIXED = ["man \U0001f600 dog", "[UNK] man"]  # known and unknown tokens
@@ -141,6 +142,7 @@ def _three(folder, sentences):
     ours = Encoder(str(folder)).encode(sentences).astype(np.float64)
     m2v = StaticModel.from_pretrained(str(folder)).encode(sentences).astype(np.float64)
     st = SentenceTransformer(str(folder / "sentence-transformers"), device="cpu").encode(sentences).astype(np.float64)
+    _agree(Encoder(str(folder / "sentence-transformers")).encode(sentences), st, np.arange(len(sentences)))  # the twin's
     return ours, m2v, st
 
 
@@ -152,15 +154,22 @@ def _agree(a, b, rows):
 def _check_three_loaders(folder):
     from tokenizers import Tokenizer
 
-    probe = ORDINARY + UNKNOWN_ONLY + [LONG] + MIXED
+    tok = Tokenizer.from_file(str(folder / "sentence-transformers" / "tokenizer.json"))
+    chars = 512 * int(np.median([len(t) for t in tok.get_vocab()]))  # model2vec's first cut
+    assert chars < len(LONG_WORDS) and len(LONG_WORDS.split()) < 512  # one token a word: only the cut binds
+    probe = ORDINARY + UNKNOWN_ONLY + [LONG_WORDS, LONG, LONG_WORDS[:chars]] + MIXED
     ours, m2v, st = _three(folder, probe)
     rows = np.arange(len(probe) - len(MIXED))
     _agree(ours, m2v, np.arange(len(probe)))  # model2vec: the same vectors, norms included, on every sentence
     _agree(ours, st, rows)  # the twin: the same on every sentence without unknown tokens, or with nothing else
     assert np.all(np.linalg.norm(ours[len(ORDINARY) : len(ORDINARY) + len(UNKNOWN_ONLY)], axis=1) == 0)
-    assert np.linalg.norm(ours[-len(MIXED) - 1]) > 0  # the long line's first 512 tokens are known
+    at = len(ORDINARY) + len(UNKNOWN_ONLY)
+    assert np.linalg.norm(ours[at + 1]) > 0  # the long line's first 512 tokens are known
+    _agree(ours[[at]], ours[[at + 2]], [0])  # the character cut binds first, in all three
+    man = tok.token_to_id("man")  # (and it matters: without the cut, 'man' is among the first 512 tokens)
+    assert man not in tok.encode(LONG_WORDS, add_special_tokens=False).ids
+    assert man in Tokenizer.from_file(str(folder / "tokenizer.json")).encode(LONG_WORDS, add_special_tokens=False).ids
     # a sentence of n known and k unknown tokens: the twin averages the zero [UNK] row too, n/(n+k) of the vector
-    tok = Tokenizer.from_file(str(folder / "sentence-transformers" / "tokenizer.json"))
     unk = tok.token_to_id("[UNK]")
     for i, s in enumerate(MIXED, start=len(probe) - len(MIXED)):
         ids = tok.encode(s, add_special_tokens=False).ids

@@ -12,10 +12,11 @@ so the calibrated model is the same size and speed as the raw one. The folder wr
   ``StaticEmbedding`` it averages unknown tokens' row where isotropy and model2vec leave them out, so that row is
   written as zeros (:func:`st_rows`): a sentence with out-of-vocabulary words then gets a positive multiple of
   isotropy's and model2vec's vector, the same in every cosine (the folded bias in that row made them differ, U21;
-  a sentence of unknown tokens only is the zero vector in all three); its tokenizer truncates at the folder's
-  ``max_length`` as model2vec's and isotropy's do (``StaticEmbedding`` has no length limit of its own, but loads
-  its ``tokenizer.json`` with the truncation saved in it, S5-010). :func:`write_st_twin` writes it, for
-  ``isotropy distill``'s folders too;
+  a sentence of unknown tokens only is the zero vector in all three); its tokenizer cuts a sentence as model2vec's
+  ``encode`` and isotropy do (S5-010): first at ``max_length`` x the median token length in characters (a
+  ``Replace`` normalizer ahead of the tokenizer's own), then at ``max_length`` tokens (its truncation).
+  ``StaticEmbedding`` has no length limit of its own, but loads its ``tokenizer.json`` with both saved in it.
+  :func:`write_st_twin` writes it, for ``isotropy distill``'s folders too;
 * ``isotropy.json``: the marker and what was fitted (coverage of the fit corpus included);
 * ``README.md``: isotropy's model card (:func:`.card.model_card`: the calibration, the corpus and its
   out-of-vocabulary rate, the ``--eval`` scores), in place of model2vec's default one.
@@ -90,6 +91,19 @@ def _unknown_row_zeroed(vectors: np.ndarray, unk_id: int | None) -> np.ndarray:
     return out
 
 
+def _cut_characters(tok: Any, max_length: int) -> None:
+    """Put model2vec's first cut into ``tok``: a sentence is cut at ``max_length`` x the median length of the
+    vocabulary's tokens, in characters, before it is tokenised (model2vec's ``encode``; isotropy's static encoder
+    does the same). A ``Replace`` normalizer that drops everything past that many characters runs first. One
+    difference is left: the tokenizer matches added tokens' text (``[UNK]``, ``[SEP]``) before normalising, so in a
+    sentence holding one, each stretch between them is cut on its own rather than the sentence as a whole."""
+    from ..encoders.static.table import add_character_cut
+
+    chars = max_length * int(np.median([len(t) for t in tok.get_vocab()]))  # model2vec's median_token_length
+    if chars >= 1:
+        add_character_cut(tok, chars)
+
+
 def write_st_twin(
     folder: Path, tokenizer: Any, vectors: np.ndarray, *, unk_id: int | None, max_length: int | None, normalize: bool
 ) -> None:
@@ -107,6 +121,7 @@ def write_st_twin(
         tok.no_truncation()
     else:
         tok.enable_truncation(int(max_length))  # saved in tokenizer.json: StaticEmbedding.load reads it back
+        _cut_characters(tok, int(max_length))
     rows = _unknown_row_zeroed(np.ascontiguousarray(vectors, dtype=np.float32), unk_id)
     modules = [StaticEmbedding(tok, embedding_weights=rows)] + ([Normalize()] if normalize else [])
     SentenceTransformer(modules=modules, device="cpu").save(str(folder), create_model_card=False)
