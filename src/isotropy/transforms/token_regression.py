@@ -235,6 +235,7 @@ class NormalEquations:
         self.scale = float(self.diag.mean())
         self.cross = cross
         self.product = sparse_product(gram, self.dtype)
+        self._gap: float | None = None  # ||C - G E0||, for :meth:`_at_prior`
 
     def solve(
         self, lam: float, *, x0: Any = None, rtol: float = 1e-3, maxiter: int = 200, progress: Any = None
@@ -276,7 +277,9 @@ class NormalEquations:
         is at most ``||C - G E0|| / reg`` (G is positive semi-definite), checked before ``reg`` overflows the solve."""
         if not np.isfinite(reg):
             return True
-        gap = float(np.linalg.norm(self.cross - self.product(rows.astype(self.dtype)).astype(np.float64)))
+        if self._gap is None:  # the same for every strength: one sparse product per system
+            self._gap = float(np.linalg.norm(self.cross - self.product(rows.astype(self.dtype)).astype(np.float64)))
+        gap = self._gap
         resolution = np.finfo(self.dtype).eps * max(float(np.linalg.norm(rows)), float(np.finfo(self.dtype).tiny))
         if gap / reg <= resolution:
             return True
