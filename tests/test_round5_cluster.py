@@ -121,3 +121,20 @@ def test_an_interrupt_while_the_local_cluster_starts_prints_no_traceback_at_exit
     )
     assert proc.stdout.strip() == "interrupted", proc.stderr
     assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
+
+
+def test_distill_on_a_silent_address_is_one_line_before_the_vocabulary_pass(tmp_path, monkeypatch, tiny_model_dir):
+    import isotropy.distill.run as run
+    import isotropy.distributed.cluster as cluster
+
+    monkeypatch.setattr(cluster, "CONNECT_TIMEOUT", 0.5)
+    monkeypatch.setattr(run, "distill_static", lambda *a, **k: pytest.fail("the vocabulary pass ran"))
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a cat sleeps on the mat\na dog barks at the moon\n", encoding="utf-8")
+    with _Listener(None) as silent:
+        code, _, err = run_cli(
+            ["distill", "-o", str(tmp_path / "d"), "--model", str(tiny_model_dir), "--dims", "16", "--corpus", str(corpus)]
+            + ["--engine", "dask", "--address", silent.address]
+        )
+    assert code == 2 and err.count("\n") == 1 and "did not answer as a Dask scheduler" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.txt"]
