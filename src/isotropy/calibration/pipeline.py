@@ -186,9 +186,7 @@ def _common_info(out: Path, encoder: Any, fitted: Fitted, method: str, src: Corp
     info: dict[str, Any] = {}
     if fitted.selection is not None:
         info["selection"] = fitted.selection.to_dict()
-        method = f"auto -> {fitted.selection.choice}"
-        if fitted.selection.settings.get("candidates_compared") is False:  # U34: the list named was not compared
-            method += " (by the encoder's kind; the --candidates list was not compared: see the note)"
+        method = f"auto -> {fitted.selection.choice}"  # the record's one form; U34's remark is in the notes
     return {
         "name": out.name,
         "method": method,

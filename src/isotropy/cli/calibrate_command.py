@@ -81,6 +81,8 @@ def _report(output: str, info: dict[str, Any]) -> None:
         typer.echo(f"warning: {note}", err=True)
     fit = info["fit"]
     how = "fitted" if info["kind"] != "raw" else "(the base model's vectors as they are; signals read)"
+    if (info.get("selection") or {}).get("settings", {}).get("candidates_compared") is False:  # U34
+        how += " (by the encoder's kind; the --candidates list was not compared: see the note)"
     typer.echo(
         f"wrote {output} ({' -> '.join(info['modules'])}): {info['method']} {how} on {fit['n_fit']:,} sentences "
         f"of {info['corpus']}, {info['dim_in']} -> {info['dim_out']} dims",
