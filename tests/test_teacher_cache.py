@@ -178,6 +178,7 @@ def test_teacher_cache_options_are_checked_before_any_work(tiny_model_dir, tmp_p
     for args, says in (
         (["--corpus", tmp_path / "c.txt", "--teacher-cache", tmp_path / "x", "--no-teacher-cache"], "contradict"),
         (["--corpus", tmp_path / "c.txt", "--teacher-cache", tmp_path / "a-file"], "is not a folder"),
+        (["--corpus", tmp_path / "c.txt", "--teacher-cache", " "], "must be a folder"),
         (["--teacher-cache", tmp_path / "x"], "give --corpus"),
     ):
         code, _, err = run_cli(["distill", "-m", tiny_model_dir, "-o", tmp_path / "out", "--dims", "16", *args])

@@ -31,13 +31,13 @@ StrengthBy = Annotated[
 ]
 
 TeacherCache = Annotated[
-    str | None,
+    str | None,  # not Path: typer would turn an empty value into "." (the working folder)
     typer.Option(
         "--teacher-cache",
         metavar="DIR",
         help="With --corpus: the folder that keeps the teacher's vectors of the corpus, chunk by chunk, so a rerun with "
-        "other settings (--dims, --lam, --fit, --alpha, --spans) encodes nothing again and a killed run resumes where it "
-        "stopped. Default: $ISOTROPY_CACHE/teacher (~/.cache/isotropy/teacher).",
+        "other --dims, --lam, --fit, --alpha or --strength-by encodes nothing again (other --spans: only the spans) and a "
+        "killed run resumes where it stopped. Default: $ISOTROPY_CACHE/teacher (~/.cache/isotropy/teacher).",
     ),
 ]
 NoTeacherCache = Annotated[
