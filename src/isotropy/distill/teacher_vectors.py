@@ -16,8 +16,8 @@ fails (a full disk, a read-only folder) gives one warning line and the run goes 
 
 The cache lives in ``$ISOTROPY_CACHE/teacher`` (default ``~/.cache/isotropy/teacher``), or the folder given
 (``isotropy distill --teacher-cache DIR``; ``--no-teacher-cache`` turns it off). On a Dask cluster every worker
-reads and writes the same folder with the same keys (one shared by the workers' machines makes a rerun from any
-worker read it). A teacher without a fingerprint (an object with ``encode`` alone) is never cached.
+reads and writes the client's folder (its absolute path, on the worker's machine) with the same keys as one process
+(a folder shared by the workers' machines makes a rerun from any worker read it). A teacher without a fingerprint (an object with ``encode`` alone) is never cached.
 """
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ TEACHER_FOLDER = "teacher"  # the teacher cache's folder under $ISOTROPY_CACHE
 
 
 def teacher_cache(option: Any = True) -> VectorCache | None:
-    """The cache ``option`` asks for: True or None (``$ISOTROPY_CACHE/teacher``), False (none), or a folder."""
+    """The cache ``option`` asks for: True or None (``$ISOTROPY_CACHE/teacher``), False (none), or a folder; its
+    path made absolute here, so Dask workers started in another folder use the same one."""
     if option is None or option is True:
-        return VectorCache(default_cache_dir() / TEACHER_FOLDER)
+        return VectorCache((default_cache_dir() / TEACHER_FOLDER).absolute())
     if option is False:
         return None
     if not isinstance(option, str | os.PathLike) or not str(option).strip():
@@ -48,7 +49,7 @@ def teacher_cache(option: Any = True) -> VectorCache | None:
     folder = Path(option).expanduser()
     if folder.exists() and not folder.is_dir():
         raise IsotropyError(f"--teacher-cache {folder} is not a folder")
-    return VectorCache(folder)
+    return VectorCache(folder.absolute())
 
 
 class _Bar:
