@@ -396,7 +396,7 @@ def _card_section(info: dict[str, Any]) -> str:
         if "target_scale" in fit:
             lines.append(f"Token-fit targets: {fit['target_scale']}; cosines, which ignore the norm, are unchanged by it.")
         if fit.get("teacher_cache", "off") != "off":
-            lines.append(f"Teacher vectors: {fit['teacher_cache']} (the fit is the same as from freshly encoded ones).")
+            lines.append(f"Teacher vectors: {fit['teacher_cache']} (read back verified: the exact vectors the teacher gave).")
         lines.append("Sentence vectors are the plain mean of token rows (not normalised).")
     lines.append(
         "It loads with `model2vec.StaticModel.from_pretrained(folder)` and, in `sentence-transformers/`, with `SentenceTransformer`."
