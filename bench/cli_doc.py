@@ -28,8 +28,12 @@ def commands(group=None, path: tuple[str, ...] = ()):
 
         group = typer.main.get_command(app)
     yield path, group
-    for name, cmd in getattr(group, "commands", {}).items():
-        yield from commands(cmd, (*path, name))
+    if hasattr(group, "list_commands"):  # a group: list_commands and get_command build its lazy commands too
+        import click
+
+        ctx = click.Context(group)
+        for name in group.list_commands(ctx):
+            yield from commands(group.get_command(ctx, name), (*path, name))
 
 
 def _long(param) -> str:

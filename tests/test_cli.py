@@ -15,9 +15,13 @@ def run(args, input=None):
 
 
 def _command_paths(group, prefix=()):
-    for name, cmd in group.commands.items():
+    import click
+
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):  # the lazy fit commands too (built by get_command)
+        cmd = group.get_command(ctx, name)
         yield (*prefix, name)
-        if hasattr(cmd, "commands"):
+        if hasattr(cmd, "list_commands"):
             yield from _command_paths(cmd, (*prefix, name))
 
 
@@ -105,11 +109,16 @@ def test_demo_shows_a_gain_on_the_static_model_and_auto_on_the_transformer(tmp_p
     assert loaded["modules"].startswith("StaticEmbedding") and -1.0 <= loaded["cosine"] <= 1.0
 
 
-def test_demo_without_data_uses_generated_pairs(tmp_path, monkeypatch):
+def test_demo_without_data_has_no_scored_pairs_and_no_templates(tmp_path, monkeypatch):
+    """Issue #42: without STS-B on disk or a hub, the demo no longer judges on generated template pairs (their
+    figures misled: calibration looked harmful there); it has real sentences and no scores (tests/test_round5_storage.py)."""
     from isotropy import demo
 
     monkeypatch.setenv("ISOTROPY_DATA", str(tmp_path / "none"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(tmp_path)  # no ../shared/data from here
     data = demo.demo_data(None)
-    assert data.source.startswith("a generated corpus") and len(data.pairs) == 400
-    assert {g for _, _, g in data.pairs} == {0.0, 1.0, 2.0, 3.0}
+    assert data.pairs == [] and "no scored pairs were found" in data.missing and "generated" not in data.source
+    assert len(data.corpus) > 500 and not set(data.corpus) & set(data.held_out)
+    templates = demo.make_demo_data()  # still there, for tests and examples
+    assert len(templates.pairs) == 400 and {g for _, _, g in templates.pairs} == {0.0, 1.0, 2.0, 3.0}

@@ -124,6 +124,7 @@ def test_dask_build_equals_one_process_and_resumes_per_shard(glove, raw, tmp_pat
     one = _one_process(glove, raw)
     ref = _lists(one._index)
     kw = dict(model="glove-6b-50d", whiten=40, power=0.5, kind="ivfpq", bytes_per_vector=8, nlist=8, nprobe=8, keep_vectors=True)
+    kw["keep_work"] = True  # the work folder (a cache) stays after a success too, to be damaged below
     with distributed.Client(processes=False, n_workers=2, threads_per_worker=1, dashboard_address=":0") as client:
         index, report = build_index_dask(corpus, vdir, tmp_path / "ix", address=client, **kw)
         assert [r["status"] for r in report] == ["added"] * 3
@@ -132,15 +133,15 @@ def test_dask_build_equals_one_process_and_resumes_per_shard(glove, raw, tmp_pat
         np.testing.assert_allclose(index.transform.moments_.scatter, one.transform.moments_.scatter, rtol=1e-10)
         assert _lists(index._index) == ref  # same lists, ids and codes as one process
         work = tmp_path / "ix.parts"
-        kept = (work / "shard-part0.faiss").stat().st_mtime_ns
-        with open(work / "shard-part1.faiss", "r+b") as fh:  # damage one shard, remove another's vectors
+        kept = (work / "shard-00000-part0.faiss").stat().st_mtime_ns
+        with open(work / "shard-00001-part1.faiss", "r+b") as fh:  # damage one shard, remove another's vectors
             fh.seek(100)
             fh.write(b"\xff\xfe")
-        (work / "shard-part2.vectors.npy").unlink()
+        (work / "shard-00002-part2.vectors.npy").unlink()
         index, report = build_index_dask(corpus, vdir, tmp_path / "ix", address=client, force=True, **kw)
     assert [r["status"] for r in report] == ["skipped", "added", "added"]
     assert "damaged" in report[1]["reason"] and report[2]["reason"] == "shard vectors missing"
-    assert (work / "shard-part0.faiss").stat().st_mtime_ns == kept  # the finished shard was not redone
+    assert (work / "shard-00000-part0.faiss").stat().st_mtime_ns == kept  # the finished shard was not redone
     loaded = Index.load(tmp_path / "ix", rerank=40)  # on-disk lists beside the index, memory-mapped
     assert _lists(loaded._index) == ref
     # --keep-vectors: the workers' exact vectors, joined in row order, are one process's

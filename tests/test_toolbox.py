@@ -174,14 +174,15 @@ def test_fit_has_a_command_for_every_registered_transform_and_preset(tmp_path):
 
 
 def test_fit_whitening_and_flow_keep_their_options():
+    import click
     from typer.main import get_command
 
     from isotropy.cli import app
 
     fit = get_command(app).commands["fit"]
 
-    def opts(name):
-        return sorted(o for p in fit.commands[name].params for o in p.opts)
+    def opts(name):  # get_command: the lazily built fit commands too
+        return sorted(o for p in fit.get_command(click.Context(fit), name).params for o in p.opts)
 
     assert opts("whitening") == sorted(
         ["vectors", "--output", "-o", "--n-components", "-k", "--power", "--shrinkage", "--method", "--progress"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -9,7 +10,9 @@ import numpy as np
 
 from .errors import IsotropyError
 
-__all__ = ["check_matrix", "check_sentences", "check_weights"]
+__all__ = ["check_matrix", "check_sentences", "check_weights", "check_int", "check_number"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")  # half of a UTF-16 pair, alone: valid in JSON and Python, not text
 
 
 def check_matrix(
@@ -31,6 +34,8 @@ def check_matrix(
         if arr.dtype.kind == "c":  # numpy would drop the imaginary part with only a warning
             raise IsotropyError(f"{name} has complex values; sentence vectors must be real")
         arr = np.asarray(arr, dtype=dtype)
+    except IsotropyError:
+        raise
     except (TypeError, ValueError) as exc:
         raise IsotropyError(f"{name} must be a numeric matrix: {exc}") from None
     if arr.ndim == 1 and expected_dim is not None and arr.shape[0] == expected_dim:
@@ -68,6 +73,8 @@ def check_sentences(sentences: Sequence[str] | str, what: str = "sentence") -> l
     for i, s in enumerate(out):
         if not isinstance(s, str):
             raise IsotropyError(f"{what} {i} is a {type(s).__name__}, not a string")
+        if not s.isascii() and _SURROGATE.search(s):  # no tokenizer takes it (a TypeError deep inside), nor UTF-8
+            raise IsotropyError(f"{what} {i + 1} of {len(out)} is not valid text (a lone surrogate)")
     return out
 
 
@@ -85,3 +92,24 @@ def check_weights(weights: Any, n: int, what: str, row_offset: int = 0) -> np.nd
         i = int(np.flatnonzero(bad)[0])
         raise IsotropyError(f"{what}: row {row_offset + i} (0-based) is {w[i]}; weights must be finite and >= 0")
     return w
+
+
+def check_int(value: Any, name: str, *, minimum: int | None = None) -> int:
+    """``value`` as an int when it is one (a Python or numpy integer, not a bool: ``"5"``, ``5.7`` and ``True``
+    are refused rather than converted), at least ``minimum``; else one IsotropyError line naming ``name``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise IsotropyError(f"{name} must be an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise IsotropyError(f"{name} must be at least {minimum}, got {value}")
+    return int(value)
+
+
+def check_number(value: Any, name: str, *, positive: bool = False) -> float:
+    """``value`` as a finite float when it is a real number (not a bool or a string: ``"1"`` and ``True`` are
+    refused rather than converted), > 0 with ``positive``; else one IsotropyError line naming ``name``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise IsotropyError(f"{name} must be a number, got {value!r}")
+    number = float(value)
+    if not np.isfinite(number) or (positive and number <= 0):
+        raise IsotropyError(f"{name} must be a finite number{' > 0' if positive else ''}, got {value!r}")
+    return number

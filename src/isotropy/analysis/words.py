@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from .._params import spell
 from .._progress import ProgressBar
+from .._spelling import spell
 from ..errors import IsotropyError
 from .metrics import (
     DEFAULT_PAIRS,

@@ -4,7 +4,8 @@ A corpus is a UTF-8 text file (one sentence a line), a glob of such shards (read
 order), ``-`` (standard input), or, from Python, a list of sentences. Blank lines are left
 out (they would all encode to the same vector). Files are read one line at a time, twice:
 once to count the sentences and find any bad line before the model runs (a corpus too small
-for the method is said before an hour of encoding), once to encode; standard input once.
+for the method is said before an hour of encoding), once to encode; standard input once: what
+:meth:`Corpus.head` reads of it ahead (a check before the work) is kept and streamed first.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ class Corpus:
         self.sentences: list[str] | None = None
         self.files: list[Path] = []
         self.stdin = False
+        self._lines: Iterator[str] | None = None  # standard input's sentences, one stream for every reader
+        self._head: list[str] = []  # read ahead of :meth:`chunks` by :meth:`head`, streamed first
         if isinstance(source, (str, os.PathLike)):
             text = str(source)
             if not text.strip():
@@ -93,20 +96,43 @@ class Corpus:
             return len(self.sentences)
         return sum(1 for f in self.files for _, text in iter_sentences(f) if text.strip())
 
+    def _stdin(self) -> Iterator[str]:
+        if self._lines is None:
+            self._lines = (text for _, text in iter_sentences("-") if text.strip())
+        return self._lines
+
+    def head(self, n: int) -> list[str]:
+        """The first ``n`` sentences (fewer when the corpus holds fewer). Standard input can be read only once,
+        so what this reads of it is kept, and :meth:`chunks` streams it first: a check before the work takes
+        no line from the pass (S1-011)."""
+        if self.stdin:
+            stream = self._stdin()
+            while len(self._head) < n:
+                text = next(stream, None)
+                if text is None:
+                    break
+                self._head.append(text)
+            return self._head[:n]
+        return next(iter(self.chunks(n)), [])
+
     def chunks(self, size: int) -> Iterator[list[str]]:
-        """The sentences, ``size`` at a time (the last chunk may be shorter), in corpus order."""
+        """The sentences, ``size`` at a time (the last chunk may be shorter), in corpus order (standard input:
+        what :meth:`head` read ahead, then the rest, once)."""
         if self.sentences is not None:
             for start in range(0, len(self.sentences), size):
                 yield self.sentences[start : start + size]
             return
         chunk: list[str] = []
-        for source in ["-"] if self.stdin else self.files:
-            for _, text in iter_sentences(source):
-                if text.strip():
-                    chunk.append(text)
-                    if len(chunk) == size:
-                        yield chunk
-                        chunk = []
+        if self.stdin:
+            ahead, self._head = self._head, []
+            texts: Iterator[str] = (t for part in (ahead, self._stdin()) for t in part)
+        else:
+            texts = (text for source in self.files for _, text in iter_sentences(source) if text.strip())
+        for text in texts:
+            chunk.append(text)
+            if len(chunk) == size:
+                yield chunk
+                chunk = []
         if chunk:
             yield chunk
 

@@ -91,6 +91,17 @@ class AutoMethod:
     evidence: bool = False  # --evidence: the label-free criteria too (encodes word-deleted copies: slow)
 
 
+def _dev_name(dev: Any) -> str:
+    """How messages name ``dev``: its path, or briefly what Python gave (never the whole list: U45, S7-033)."""
+    if dev is None or isinstance(dev, (str, os.PathLike)):
+        return f"--dev {dev}"
+    try:
+        size = f" of {len(dev)} items"
+    except TypeError:
+        size = ""
+    return f"dev (a {type(dev).__name__}{size})"
+
+
 def read_dev_pairs(path: Any) -> list[tuple[str, str, float]]:
     """``--dev pairs.tsv`` (any pairs file ``isotropy eval --data`` reads) as ``(s1, s2, score)`` triples."""
     from ..evaluation import load_tasks
@@ -144,7 +155,7 @@ def resolve_method(method: str, **options: Any):
         if cands is not None:
             parse_candidates(cands, 10**6)  # an unknown name is said before the model loads
         dev = given.get("dev")
-        src = f"--dev {dev}"
+        src = _dev_name(dev)
         from ..selection.signals import rule_for
 
         rule_for(given.get("task"))  # an unknown --for is said before the model loads

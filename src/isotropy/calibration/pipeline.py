@@ -187,6 +187,8 @@ def _common_info(out: Path, encoder: Any, fitted: Fitted, method: str, src: Corp
     if fitted.selection is not None:
         info["selection"] = fitted.selection.to_dict()
         method = f"auto -> {fitted.selection.choice}"
+        if fitted.selection.settings.get("candidates_compared") is False:  # U34: the list named was not compared
+            method += " (by the encoder's kind; the --candidates list was not compared: see the note)"
     return {
         "name": out.name,
         "method": method,
@@ -232,6 +234,22 @@ def _write(out: Path, model: Any, info: dict[str, Any], encoder: Any, transform:
             if info["onnx"]["st"]:
                 export_token_states(encoder, tmp, quantize=quantize)
             export_onnx(tmp / SUBFOLDER, encoder=encoder, transform=transform, quantize=quantize, show_progress=False)
+
+
+NORMALIZE_LEFT = (
+    "the base model ends in Normalize (unit-length vectors); this folder does not: the calibration is fitted "
+    "on the vectors before it, so its output is not unit-length (cosine similarity is the same either way; "
+    "for dot products, normalize the vectors, or calibrate from Python with normalize=True to end in Normalize)"
+)
+
+
+def _ends_normalized(encoder: Any, fitted: Fitted, normalize: bool) -> bool:
+    """Whether a transformer's folder ends in ``Normalize``: asked (``normalize``), or raw kept on a base model that
+    normalizes (its vectors exactly); a calibration written without the base's ``Normalize`` says so (U35)."""
+    base = base_normalizes(encoder)
+    if base and fitted.transform is not None and not normalize:
+        fitted.warnings.append(NORMALIZE_LEFT)
+    return normalize or (fitted.transform is None and base)
 
 
 def base_normalizes(encoder: Any) -> bool:
@@ -380,9 +398,8 @@ def run_calibration(
     encoder, fitted = _fit(encoder, src, est, method, total, engine, address, show_progress, auto_pool)
     if encoder.backend == "static":
         return _static_calibration(out, encoder, fitted, method, src, eval_data, show_progress, force, t0, min_gain)
-    keep_norm = fitted.transform is None and base_normalizes(encoder)  # raw kept: the base model's vectors exactly
     st_model = build_sentence_transformer(
-        encoder, fitted.transform, normalize=normalize or keep_norm, stock=True if stock_only else None
+        encoder, fitted.transform, normalize=_ends_normalized(encoder, fitted, normalize), stock=True if stock_only else None
     )
     written = fitted.transform  # None: auto kept the base model (the folder has no Dense modules)
     if written is None:

@@ -11,7 +11,12 @@ so the calibrated model is the same size and speed as the raw one. The folder wr
   sentence-transformers' own ``save`` (``SentenceTransformer(folder + "/sentence-transformers")``); like every
   ``StaticEmbedding`` it averages unknown tokens' row where isotropy and model2vec leave them out, so that row is
   written as zeros (:func:`st_rows`): a sentence with out-of-vocabulary words then gets a positive multiple of
-  isotropy's and model2vec's vector, the same in every cosine (the folded bias in that row made them differ, U21);
+  isotropy's and model2vec's vector, the same in every cosine (the folded bias in that row made them differ, U21;
+  a sentence of unknown tokens only is the zero vector in all three); its tokenizer cuts a sentence as model2vec's
+  ``encode`` and isotropy do (S5-010): first at ``max_length`` x the median token length in characters (a
+  ``Replace`` normalizer ahead of the tokenizer's own), then at ``max_length`` tokens (its truncation).
+  ``StaticEmbedding`` has no length limit of its own, but loads its ``tokenizer.json`` with both saved in it.
+  :func:`write_st_twin` writes it, for ``isotropy distill``'s folders too;
 * ``isotropy.json``: the marker and what was fitted (coverage of the fit corpus included);
 * ``README.md``: isotropy's model card (:func:`.card.model_card`: the calibration, the corpus and its
   out-of-vocabulary rate, the ``--eval`` scores), in place of model2vec's default one.
@@ -34,7 +39,7 @@ from ..storage.artifacts import header, output_dir
 from ..transforms.base import AffineTransform
 from .card import model_card
 
-__all__ = ["check_static_method", "write_static_model", "save_model2vec", "ST_SUBFOLDER"]
+__all__ = ["check_static_method", "write_static_model", "save_model2vec", "write_st_twin", "ST_SUBFOLDER"]
 
 ST_SUBFOLDER = "sentence-transformers"
 
@@ -75,11 +80,51 @@ def st_rows(table: Any, vectors: np.ndarray) -> np.ndarray:
     """The rows of the sentence-transformers twin: ``vectors`` with the unknown token's row zeroed when the table
     leaves unknown tokens out of the mean (``StaticEmbedding`` averages every token it is given; with a zero row,
     a sentence of n known and k unknown tokens gets n/(n+k) times the mean of the known ones, the same direction)."""
-    if not table.drop_unknown or table.unk_id is None:
+    return _unknown_row_zeroed(vectors, table.unk_id if table.drop_unknown else None)
+
+
+def _unknown_row_zeroed(vectors: np.ndarray, unk_id: int | None) -> np.ndarray:
+    if unk_id is None:
         return vectors
     out = vectors.copy()
-    out[table.unk_id] = 0.0
+    out[unk_id] = 0.0
     return out
+
+
+def _cut_characters(tok: Any, max_length: int) -> None:
+    """Put model2vec's first cut into ``tok``: a sentence is cut at ``max_length`` x the median length of the
+    vocabulary's tokens, in characters, before it is tokenised (model2vec's ``encode``; isotropy's static encoder
+    does the same). A ``Replace`` normalizer that drops everything past that many characters runs first. One
+    difference is left: the tokenizer matches added tokens' text (``[UNK]``, ``[SEP]``) before normalising, so in a
+    sentence holding one, each stretch between them is cut on its own rather than the sentence as a whole."""
+    from ..encoders.static.table import add_character_cut
+
+    chars = max_length * int(np.median([len(t) for t in tok.get_vocab()]))  # model2vec's median_token_length
+    if chars >= 1:
+        add_character_cut(tok, chars)
+
+
+def write_st_twin(
+    folder: Path, tokenizer: Any, vectors: np.ndarray, *, unk_id: int | None, max_length: int | None, normalize: bool
+) -> None:
+    """Save the ``sentence-transformers/`` twin of a static folder into ``folder`` (module docs): one ``StaticEmbedding``
+    over ``tokenizer`` (a ``tokenizers.Tokenizer``: its padding is switched off and its truncation set), truncating at ``max_length`` (None: no limit) as model2vec
+    and isotropy do, with the row of ``unk_id`` (the unknown token, which model2vec and isotropy leave out of the mean;
+    None: none is left out) zeroed, then a ``Normalize`` module when ``normalize``."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Normalize
+    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
+
+    tok = tokenizer  # not copied: a 400k-word tokenizer takes seconds to copy, and both callers own theirs
+    tok.no_padding()
+    if max_length is None:
+        tok.no_truncation()
+    else:
+        tok.enable_truncation(int(max_length))  # saved in tokenizer.json: StaticEmbedding.load reads it back
+        _cut_characters(tok, int(max_length))
+    rows = _unknown_row_zeroed(np.ascontiguousarray(vectors, dtype=np.float32), unk_id)
+    modules = [StaticEmbedding(tok, embedding_weights=rows)] + ([Normalize()] if normalize else [])
+    SentenceTransformer(modules=modules, device="cpu").save(str(folder), create_model_card=False)
 
 
 def save_model2vec(folder: Path, vectors: np.ndarray, tokenizer: Any, max_length: int | None, normalize: bool) -> None:
@@ -106,8 +151,6 @@ def write_static_model(
     """Write the folder (module docs) atomically; returns the sentence-transformers model loaded back. ``normalize``:
     both forms give unit-length vectors (model2vec's ``normalize``, a ``Normalize`` module), as the base model did."""
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.base.modules import Normalize
-    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
 
     table = folded_table(encoder, transform)
     vectors = np.ascontiguousarray(table.vectors, dtype=np.float32)
@@ -115,10 +158,8 @@ def write_static_model(
         limit = None if encoder.max_length >= encoder.runtime.position_limit else int(encoder.max_length)
         st_tok = table.tokenizer  # the folded table is this function's own: its tokenizer is saved, then StaticEmbedding's
         save_model2vec(tmp, vectors, st_tok, limit, normalize)
-        st_tok.no_truncation()
-        modules = [StaticEmbedding(st_tok, embedding_weights=st_rows(table, vectors))] + ([Normalize()] if normalize else [])
-        st = SentenceTransformer(modules=modules, device="cpu")
-        st.save(str(tmp / ST_SUBFOLDER), create_model_card=False)
+        unk = table.unk_id if table.drop_unknown else None
+        write_st_twin(tmp / ST_SUBFOLDER, st_tok, vectors, unk_id=unk, max_length=limit, normalize=normalize)
         (tmp / "README.md").write_text(model_card(info), encoding="utf-8")  # isotropy's card, not model2vec's default
         marker = {**header("sentence-transformers"), "calibration": info}
         (tmp / "isotropy.json").write_text(json.dumps(marker, indent=2, default=str), encoding="utf-8")

@@ -27,7 +27,9 @@ def _command():
 
 
 def _err(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
+    from .._terminal import printable  # a file name or a line quoted in the message may hold escape sequences
+
+    typer.echo(f"error: {printable(message)}", err=True)
 
 
 def _usage_line(exc) -> str:
@@ -35,6 +37,16 @@ def _usage_line(exc) -> str:
     where = f"{ctx.command_path}: " if ctx is not None else ""
     hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
     return f"{where}{' '.join(exc.format_message().split())}{hint}"
+
+
+def _stopped(what: str, written: list) -> str:
+    """What an interrupt left: nothing, or the outputs already renamed into place in full (S1-053: a signal right
+    after the rename must not say the old output stayed)."""
+    if not written:
+        return f"{what}; no partial output was written"
+    names = ", ".join(str(p) for p in dict.fromkeys(written))
+    verb = "was" if len(dict.fromkeys(written)) == 1 else "were"
+    return f"{what} after {names} {verb} written in full (the new output is in place); no partial output was left"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -50,12 +62,14 @@ def main(argv: list[str] | None = None) -> None:
         from click import exceptions as click_exc
 
     from ..errors import IsotropyError, Terminated
+    from ..storage.atomic import recording_outputs
     from ..storage.locks import output_locks
     from ..storage.signals import terminate_as_interrupt
 
     debug = os.environ.get("ISOTROPY_DEBUG", "").strip() not in ("", "0")
+    written: list = []  # the outputs renamed into place, for the message after an interrupt
     try:
-        with terminate_as_interrupt(), output_locks():  # one writer per output: a second one fails at once
+        with terminate_as_interrupt(), output_locks(), recording_outputs() as written:  # one writer per output
             code = _command()(args=argv, standalone_mode=False, prog_name="isotropy")
     except IsotropyError as exc:
         _err(" ".join(str(exc).split()))
@@ -67,13 +81,13 @@ def main(argv: list[str] | None = None) -> None:
         _err(_usage_line(exc))
         sys.exit(2)
     except typer.Abort:
-        _err("aborted; no partial output was written")
+        _err(_stopped("aborted", written))
         sys.exit(1)
     except Terminated as exc:
-        _err(f"terminated by {exc.name}; no partial output was written")
+        _err(_stopped(f"terminated by {exc.name}", written))
         sys.exit(128 + exc.signum)
     except KeyboardInterrupt:
-        _err("interrupted; no partial output was written")
+        _err(_stopped("interrupted", written))
         sys.exit(130)
     except MemoryError:
         if debug:
@@ -88,5 +102,5 @@ def main(argv: list[str] | None = None) -> None:
         _err(f"{where}{' '.join(detail.split()) or type(exc).__name__}")
         sys.exit(2)
     if code == 130:  # typer turns Ctrl-C into exit status 130
-        _err("interrupted; no partial output was written")
+        _err(_stopped("interrupted", written))
     sys.exit(code if isinstance(code, int) else 0)

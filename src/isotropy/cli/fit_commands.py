@@ -9,6 +9,7 @@ the distributed ``--engine``; flow its training options). Shared options come fr
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import types
@@ -34,6 +35,7 @@ from .options import (
     choice,
     command,
 )
+from .root import LazyGroup
 
 __all__ = ["register_fit_commands"]
 
@@ -113,8 +115,6 @@ def _fit_parameters(name: str) -> tuple[type, list[inspect.Parameter], list[str]
 
 def _command(name: str):
     """The typer callback of ``isotropy fit NAME``."""
-    from ..transforms import PRESETS
-
     cls, params, own = _fit_parameters(name)
 
     def command(**kw: Any) -> None:
@@ -130,14 +130,7 @@ def _command(name: str):
         _echo_warnings(caught)
         typer.echo(f"wrote {est.describe()} to {kw['output']}", err=True)
 
-    module_doc = inspect.getdoc(inspect.getmodule(cls)) or inspect.getdoc(cls) or cls.__name__
-    first = module_doc.splitlines()[0].rstrip(".")
-    if name in PRESETS:
-        kind, fixed, what = PRESETS[name]
-        fixed_s = ", ".join(f"{k}={v!r}" for k, v in fixed.items())
-        command.__doc__ = f"Fit the preset {name}: {what} (a {kind} with {fixed_s}; saved as a {kind})."
-    else:
-        command.__doc__ = f"Fit {name} on sentence vectors. {first}."
+    command.__doc__ = _summary(name)
     command.__signature__ = inspect.Signature(params)  # typer reads the options from here
     command.__annotations__ = {}
     command.__name__ = f"fit_{name.replace('-', '_').replace('.', '_')}"
@@ -235,11 +228,34 @@ def fit_flow(
 
 
 def register_fit_commands(fit_app: typer.Typer) -> None:
-    """Add ``fit whitening``, ``fit flow`` and ``fit NAME`` for every other registered transform and preset."""
-    from ..transforms import PRESETS, TRANSFORMS
-
+    """Add ``fit whitening``, ``fit flow`` and ``fit NAME`` for every other registered transform and preset; those
+    are built when one is used (:class:`~.root.LazyGroup`: building one imports its class, hence scikit-learn)."""
     command(fit_app, fit_whitening, "whitening")
     command(fit_app, fit_flow, "flow")
-    for name in [*TRANSFORMS, *PRESETS]:
-        if name not in ("whitening", "flow"):
-            fit_app.command(name)(_command(name))
+    LazyGroup.provider = _lazy_fit_commands
+
+
+def _lazy_fit_commands() -> dict:
+    """``{name: (build, summary)}`` for every registered transform and preset but whitening and flow."""
+    from ..transforms import PRESETS, TRANSFORMS
+
+    names = [n for n in [*TRANSFORMS, *PRESETS] if n not in ("whitening", "flow")]
+    return {n: (functools.partial(_command, n), functools.partial(_summary, n)) for n in names}
+
+
+def _summary(name: str) -> str:
+    """What ``_command(name)``'s help says, read without importing the class: a preset's own description, or the
+    first line of the docstring of the module that defines the transform (read from its source with ``ast``)."""
+    import ast
+    import importlib.util
+
+    from ..transforms import PRESETS, TRANSFORMS
+
+    if name in PRESETS:
+        kind, fixed, what = PRESETS[name]
+        fixed_s = ", ".join(f"{k}={v!r}" for k, v in fixed.items())
+        return f"Fit the preset {name}: {what} (a {kind} with {fixed_s}; saved as a {kind})."
+    module = TRANSFORMS[name].partition(":")[0]
+    source = Path(importlib.util.find_spec(module).origin).read_text(encoding="utf-8")
+    doc = ast.get_docstring(ast.parse(source)) or name
+    return f"Fit {name} on sentence vectors. {doc.splitlines()[0].rstrip('.')}."

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from .._terminal import printable
 from ..errors import IsotropyError
 from . import retrieval_command as rcli
 from .options import (
@@ -88,8 +89,8 @@ def index_build(
         int | None,
         typer.Option(
             "--bytes-per-vector",
-            help="ivfpq/opq: code size, one 8-bit sub-quantiser a byte (default 32); ivfpq needs the calibrated "
-            "dimension divisible by it.",
+            help="ivfpq/opq: code size, one 8-bit sub-quantiser a byte; ivfpq needs the calibrated dimension divisible "
+            "by it (default 32, or where 32 does not divide it the largest count below 32 that does, e.g. 25 for 50 dims).",
         ),
     ] = None,
     keep_vectors: Annotated[
@@ -146,6 +147,7 @@ def index_build(
             no_whiten=no_whiten,
             nlist=nlist,
             nprobe=nprobe,
+            allow_other_encoder=allow_other_encoder,
         )
         return
     judged = rcli.index_eval_task(corpus, eval_queries, qrels)
@@ -177,6 +179,7 @@ def index_build(
         )
         for warning in index.warnings:
             typer.echo(f"warning: {warning}", err=True)
+        _pq_notes(index, pq)
         if index.selection:
             from ..selection import Selection
 
@@ -187,11 +190,23 @@ def index_build(
 
 def _pq_options(kind: str, bytes_per_vector: int | None, keep_vectors: bool) -> dict:
     """The compressed kinds' options, refused (one line) with another kind."""
-    if kind in ("ivfpq", "opq"):
-        return {"keep_vectors": keep_vectors, **({} if bytes_per_vector is None else {"bytes_per_vector": bytes_per_vector})}
+    if kind in ("ivfpq", "opq"):  # bytes None: chosen to fit the calibrated dimension (search.pq.default_bytes)
+        return {"keep_vectors": keep_vectors, "bytes_per_vector": bytes_per_vector}
     if bytes_per_vector is not None or keep_vectors:
         raise IsotropyError(f"--bytes-per-vector and --keep-vectors apply to --kind ivfpq or opq, not {kind}")
     return {}
+
+
+def _pq_notes(index, pq: dict) -> None:
+    """A compressed index: the code size the default chose (when not 32) and a training sample below faiss's advice."""
+    from ..search.pq import PQ_KINDS, default_bytes_note, training_note
+
+    if index.kind not in PQ_KINDS:
+        return
+    notes = [default_bytes_note(index.kind, index.dim) if pq.get("bytes_per_vector") is None else None]
+    notes.append(training_note(index.kind, index.params, len(index)))
+    for note in filter(None, notes):
+        typer.echo(f"note: {note}", err=True)
 
 
 def _build_on_cluster(corpus, output, kind, engine, inputs, address, method, eval_queries, progress, force, pq, **how) -> None:
@@ -212,6 +227,9 @@ def _build_on_cluster(corpus, output, kind, engine, inputs, address, method, eva
             typer.echo(f"shard {r['shard']}: {r['reason']}; added again", err=True)
     skipped = sum(r["status"] == "skipped" for r in report)
     typer.echo(f"{len(report)} shards, {skipped} already done (resumed)" if skipped else f"{len(report)} shards added", err=True)
+    for warning in index.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    _pq_notes(index, pq)
     typer.echo(f"wrote index of {index.describe()} to {output}", err=True)
 
 
@@ -244,6 +262,8 @@ def index_add(
 
     with default_device(check_device(device)):
         index, added = add_to_index(index_dir, more, show_progress=progress)
+    for warning in index.warnings:
+        typer.echo(f"warning: {warning}", err=True)
     typer.echo(f"added {added} sentences; {index_dir} now holds {len(index)}", err=True)
 
 
@@ -255,9 +275,12 @@ def search(
     ] = None,
     top_k: Annotated[int, typer.Option("--top-k", "-n", help="Hits per query (k nearest neighbours).")] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
-    ef_search: Annotated[int | None, typer.Option(EfSearch, help="hnsw: query-time beam width (default: the index's).")] = None,
+    ef_search: Annotated[
+        int | None, typer.Option(EfSearch, help="hnsw: query-time beam width (default: the index's; refused on other kinds).")
+    ] = None,
     nprobe: Annotated[
-        int | None, typer.Option(NProbe, help="ivf, ivfpq, opq: lists visited per query (default: the index's).")
+        int | None,
+        typer.Option(NProbe, help="ivf, ivfpq, opq: lists visited per query (default: the index's; refused on other kinds)."),
     ] = None,
     rerank: Rerank = None,
     device: Device = None,
@@ -273,7 +296,7 @@ def search(
     with default_device(check_device(device)):
         results = search_index(index_dir, query, queries, k=k, ef_search=ef_search, nprobe=nprobe, rerank=rerank)
     if results.warning:
-        typer.echo(f"warning: {results.warning}", err=True)
+        typer.echo(f"warning: {printable(results.warning)}", err=True)
     t = results.timings or {}
     typer.echo(f"loaded the index and model in {t.get('load_s', 0):.2f} s, searched in {t.get('search_s', 0):.3f} s", err=True)
     typer.echo(results.to_json() if as_json else format_results(results))

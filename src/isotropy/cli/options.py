@@ -326,7 +326,7 @@ def register_global_options(app: typer.Typer) -> None:
         version: bool = typer.Option(False, "--version", is_eager=True, callback=_version, help="Print the version and exit."),
     ) -> None:
         """Calibrate transformer sentence embeddings (BERT-whitening, BERT-flow), evaluate, analyse and search them."""
-        from .._params import command_line_spelling
+        from .._spelling import command_line_spelling
         from ..storage.integrity import set_default_verification
 
         set_default_verification(not no_verify)

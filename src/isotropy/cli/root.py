@@ -6,11 +6,58 @@ here imports a command module, so the command modules and :mod:`.app` sit above 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, ClassVar
+
 import typer
+from typer.core import TyperGroup
 
 from .options import CONTEXT_SETTINGS, register_global_options
 
-__all__ = ["app", "fit_app", "index_app", "export_app"]
+__all__ = ["app", "fit_app", "index_app", "export_app", "LazyGroup"]
+
+
+class LazyGroup(TyperGroup):
+    """A group some of whose commands are built only when one is run or its own ``--help`` is asked (click's
+    lazy-group pattern, as click's documentation describes it): ``fit NAME`` for every registered transform reads
+    the class's signature, and importing a transform class imports scikit-learn, so building them all would make
+    every start of the command line pay for it.
+
+    ``lazy``: ``{name: (build, summary)}``, from the function that the registering module puts in ``provider``
+    (called on first use, so not even the registry of names is imported to start): ``build()`` gives the typer
+    callback, ``summary()`` the one line the group's ``--help`` lists (read without importing the class).
+    """
+
+    provider: ClassVar[Callable[[], dict[str, tuple[Callable[[], Any], Callable[[], str]]]] | None] = None
+    _listing = False
+
+    @property
+    def lazy(self) -> dict[str, tuple[Callable[[], Any], Callable[[], str]]]:
+        if "_lazy" not in self.__dict__:
+            self._lazy = type(self).provider() if type(self).provider else {}
+        return self._lazy
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*super().list_commands(ctx), *(n for n in self.lazy if n not in self.commands)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            build, summary = self.lazy[cmd_name]
+            if self._listing:  # the group's own --help lists the command: its line, nothing built
+                return typer.core.TyperCommand(cmd_name, help=summary(), short_help=summary())
+            info = typer.models.CommandInfo(name=cmd_name, callback=build())
+            self.commands[cmd_name] = typer.main.get_command_from_info(
+                info, pretty_exceptions_short=True, rich_markup_mode=self.rich_markup_mode
+            )
+        return super().get_command(ctx, cmd_name)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
 
 app = typer.Typer(
     name="isotropy",
@@ -22,7 +69,7 @@ app = typer.Typer(
 )
 register_global_options(app)  # --no-verify, --version
 
-fit_app = typer.Typer(help="Fit a calibration transform on sentence vectors.", no_args_is_help=True)
+fit_app = typer.Typer(help="Fit a calibration transform on sentence vectors.", no_args_is_help=True, cls=LazyGroup)
 app.add_typer(fit_app, name="fit")
 index_app = typer.Typer(help="Build and extend a semantic-search index (encoder -> whitening -> faiss).", no_args_is_help=True)
 app.add_typer(index_app, name="index")

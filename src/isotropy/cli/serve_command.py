@@ -43,7 +43,7 @@ def register_serve_command(app: typer.Typer) -> None:
     ) -> None:
         """Load an index and its model once and answer searches over HTTP: GET /search?q=...&k=10[&rerank=N], POST /search, GET /health.
 
-        The index folder is reloaded when it changes on disk (isotropy index add). SIGTERM or Ctrl-C stops it (exit 0).
+        The index folder is reloaded when it changes on disk (isotropy index add). SIGTERM, SIGHUP or Ctrl-C stops it (exit 0).
         """
         from ..search.serve import load_and_serve
 

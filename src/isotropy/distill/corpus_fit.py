@@ -190,6 +190,13 @@ def span_kinds(spans: Any) -> tuple[str, ...]:
         return DEFAULT_SPANS
     if spans in (False, None) or (isinstance(spans, str) and spans.strip().lower() in ("", "none")):
         return ()
+    if not isinstance(spans, str) and not (
+        isinstance(spans, (list, tuple)) and all(isinstance(n, str) for n in spans)
+    ):  # spans=123: one line, not a TypeError (S7-025)
+        raise IsotropyError(
+            f"spans must be span kind names ({', '.join(SPAN_KINDS)}: a comma-separated string or a list), True, "
+            f"False or None, got {spans!r}"
+        )
     names = [n.strip().lower() for n in (spans.split(",") if isinstance(spans, str) else spans)]
     bad = [n for n in names if n not in SPAN_KINDS]
     if bad:
@@ -234,7 +241,7 @@ def fit_corpus(
     and the parts are merged by a fixed tree in corpus order: the same sums as one process, to rounding."""
     if engine is not None and str(engine).lower() != "dask":
         raise IsotropyError(f"unknown engine {engine!r}; the corpus pass runs in one process or on dask")
-    source = Corpus(corpus)
+    source = corpus if isinstance(corpus, Corpus) else Corpus(corpus)  # a Corpus: what a check read ahead is kept
     spans = span_kinds(spans) if tokens else ()
     if engine is None:
         out, ids = CorpusFit(TeacherMap(alpha=alpha)), WordIds(static)

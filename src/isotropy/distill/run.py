@@ -14,12 +14,17 @@
    :class:`~isotropy.transforms.token_regression.TokenRegression`. ``dims`` is the width written:
    below the teacher's, the teacher's vectors are projected on their principal axes first. The map
    folds into the table exactly (``mean_t(E[t] A + b) = mean_t(E[t]) A + b``); the token fit then
-   moves each row the corpus shows, regularised toward its mapped row. Output normalisation is
-   switched off (a normalised mean would not be the fitted mean).
+   moves each row the corpus shows, regularised toward its mapped row.
 3. Write a model2vec folder with model2vec's own ``save_pretrained`` (its card named after the
-   output), a ``sentence-transformers/`` twin (one ``StaticEmbedding`` module), atomically and
-   guarded (:func:`~isotropy.storage.artifacts.output_dir`), plus ``isotropy.json`` (the marker
-   that lets a later run replace it, and what was fitted on what).
+   output), a ``sentence-transformers/`` twin (:func:`~isotropy.calibration.static_export.write_st_twin`,
+   calibrate's own: one ``StaticEmbedding``, the unknown token's row zero, truncating at ``max_length``),
+   atomically and guarded (:func:`~isotropy.storage.artifacts.output_dir`), plus ``isotropy.json`` (the
+   marker that lets a later run replace it, and what was fitted on what). The teacher is recorded by a
+   portable name (a model id, or a local folder's last component), never by a path of this machine.
+
+Normalisation: every folder says model2vec ``normalize: false``, with or without a corpus (model2vec's
+distill says true). isotropy's encode, model2vec's ``encode`` and the twin then give the same vectors,
+norms included: the plain mean of token rows (a normalised mean would not be the fitted one either).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import contextlib
 import functools
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,6 +53,7 @@ __all__ = [
     "fold_static_model",
     "write_distilled",
     "teacher_width",
+    "teacher_name",
     "fit_on_corpus",
     "KIND",
 ]
@@ -57,11 +64,12 @@ KIND = "static-model"
 @contextlib.contextmanager
 def _quiet(show: bool | None) -> Iterator[None]:
     """Silence transformers' loading notes, and model2vec's tqdm bar of its token pass when
-    progress is off (tqdm reads TQDM_DISABLE only at import, so the bar is wrapped instead)."""
+    progress is off (``show`` None: on when stderr is a terminal; tqdm reads TQDM_DISABLE only at
+    import, so the bar is wrapped instead)."""
     from ..encoders.models import quiet_transformers
 
     module = None
-    if show is False:
+    if show is False or (show is None and not sys.stderr.isatty()):
         with contextlib.suppress(ImportError):
             import model2vec.distill.inference as module
     bar = getattr(module, "tqdm", None)
@@ -105,6 +113,22 @@ def distill_static(model: str | os.PathLike | None = None, dims: int | None = 25
     return static
 
 
+def _unnormalised(static: Any) -> None:
+    """model2vec ``normalize`` off (module docs), without model2vec's note that the config said otherwise."""
+    if isinstance(getattr(static, "config", None), dict):
+        static.config["normalize"] = False
+    static.normalize = False
+
+
+def teacher_name(model: str | os.PathLike | None) -> str:
+    """The teacher as the folder records it: a model id, or a local folder's last component (never a path of
+    this machine: the folder is made to be shared, S1-066)."""
+    path, name = resolve_model(model)
+    if model is None:
+        return name
+    return path.name if path is not None else name
+
+
 def fold_static_model(static: Any, transform: Any) -> Any:
     """``static`` with the affine ``transform`` folded into its table (in place; returned)."""
     if getattr(static, "weights", None) is not None or getattr(static, "token_mapping", None) is not None:
@@ -112,7 +136,7 @@ def fold_static_model(static: Any, transform: Any) -> Any:
             "this static model uses vocabulary quantization (per-token weights): an affine map does not fold into it"
         )
     static.embedding = fold_into_table(static.embedding, transform)
-    static.normalize = False  # a normalised mean would not be the mapped mean
+    _unnormalised(static)  # a normalised mean would not be the mapped mean
     return static
 
 
@@ -164,8 +188,38 @@ def teacher_width(model: Any) -> int | None:
     return int(width) if isinstance(width, int) and width > 0 else None
 
 
+def _check_teacher(model: Any) -> None:
+    """A static model (GloVe, a model2vec or distilled folder, a StaticEmbedding folder) has no transformer to distill."""
+    from ..encoders.models import DEFAULT_MODEL_NAME
+    from ..encoders.static.sources import static_kind
+
+    kind = static_kind(model)
+    if kind is not None:
+        what = {"glove": "GloVe word vectors", "model2vec": "a model2vec folder", "st-static": "a StaticEmbedding folder"}
+        raise IsotropyError(
+            f"cannot distill {str(model)!r}: it is a static model ({what.get(kind, 'word vectors')}), and distill needs "
+            f"a transformer teacher (a Hugging Face model id or folder; the default is {DEFAULT_MODEL_NAME})"
+        )
+
+
+def _check_cluster(engine: Any, address: Any, corpus: Any) -> None:
+    """``engine`` and ``address`` before any work (S1-045..047): they need a corpus, ``address`` needs ``engine``, the
+    engine is dask, and an address is well formed and answers (distributed.cluster.probe, seconds at most)."""
+    if (engine is not None or address is not None) and corpus is None:
+        raise IsotropyError("--engine and --address run the corpus pass on a cluster: give --corpus, or leave them out")
+    if address is not None and engine is None:
+        raise IsotropyError("--address applies only with --engine dask (a cluster run): add --engine dask, or drop it")
+    if engine is not None and str(engine).strip().lower() != "dask":
+        raise IsotropyError(f"unknown engine {engine!r}; the corpus pass runs in one process or on dask (--engine dask)")
+    if isinstance(address, str | os.PathLike):
+        from ..distributed.cluster import CONNECT_TIMEOUT, probe
+
+        probe(str(address), CONNECT_TIMEOUT)
+
+
 def _check_before_work(model: Any, dims: int | None, corpus: Any, alpha: Any, fit: str | None, lam: float | None):
     """Every refusal that needs no encoding, before the minutes-long vocabulary pass."""
+    _check_teacher(model)
     pca = _check_dims(dims)
     alpha = _check_alpha(alpha, corpus)
     fit = _check_fit(fit, corpus, lam)
@@ -175,19 +229,29 @@ def _check_before_work(model: Any, dims: int | None, corpus: Any, alpha: Any, fi
     return pca, alpha, fit
 
 
+CHECK_AHEAD = 4096  # standard input's sentences read ahead (and kept for the pass) to look for two different ones
+
+
 def _check_corpus(source: Corpus) -> None:
-    """At least two different sentences (one streamed read, seconds against the distill's minutes)."""
+    """At least two different sentences (one streamed read of a file, seconds against the distill's minutes; standard
+    input, read once, up to ``CHECK_AHEAD`` sentences, kept for the pass: S1-011)."""
     first, n = None, 0
-    for chunk in source.chunks(4096):
-        for sentence in chunk:
-            n += 1
-            if first is None:
-                first = sentence
-            elif sentence != first:
-                return
+    sentences = source.head(CHECK_AHEAD) if source.stdin else (s for chunk in source.chunks(4096) for s in chunk)
+    for sentence in sentences:
+        n += 1
+        if first is None:
+            first = sentence
+        elif sentence != first:
+            return
+    if source.stdin and n == CHECK_AHEAD:
+        return  # the rest may vary: the pass itself refuses a corpus of one repeated sentence
+    if n == 0:
+        raise IsotropyError(f"the corpus is empty ({source.where} holds 0 sentences): a fit needs at least 2 different ones")
     if n < 2:
-        raise IsotropyError(f"the corpus {source.where} has {n} sentence(s): a fit needs at least 2")
-    raise IsotropyError(f"the corpus {source.where} repeats one sentence ({n} times): it gives a single equation, nothing to fit")
+        raise IsotropyError(f"the corpus ({source.where}) has 1 sentence: a fit needs at least 2 different ones")
+    raise IsotropyError(
+        f"the corpus ({source.where}) repeats one sentence ({n} times): it gives a single equation, nothing to fit"
+    )
 
 
 def fit_on_corpus(
@@ -215,11 +279,11 @@ def fit_on_corpus(
 
     if getattr(static, "weights", None) is not None or getattr(static, "token_mapping", None) is not None:
         raise IsotropyError("this static model uses vocabulary quantization (per-token weights): a fit does not fold into it")
-    source = Corpus(corpus)
+    source = corpus if isinstance(corpus, Corpus) else Corpus(corpus)
     cf = fit_corpus(
         static,
         teacher,
-        corpus,
+        source,
         alpha=alpha,
         tokens=fit == "tokens",
         spans=spans,
@@ -246,6 +310,12 @@ def fit_on_corpus(
         agree = None if sample is None or sample[0].shape[0] < 3 else cosine_agreement(*sample, mean, mean @ P)
         table, solved = solve_tokens(cf.fit, cf.held, table, lam, show, agreement=agree, criterion=criterion)
         info["tokens"] = solved
+        if solved.get("at_prior"):  # --lam 1e300: the limit of the fit, said rather than left to a 0 in the record
+            print(
+                f"note: the token fit left every row at its prior, the mapped table (at strength {solved['lambda']:g} "
+                "it cannot move a row by more than float rounding)",
+                file=sys.stderr,
+            )
         kinds = span_kinds(spans)
         if kinds:
             info["spans"] = f"{cf.spans} spans of the fitting lines added ({', '.join(kinds)}), each with the teacher's vector"
@@ -254,7 +324,7 @@ def fit_on_corpus(
         table -= mean @ P
         info["centred"] = "on the teacher's corpus mean: the fit matches the teacher's centred vectors"
     static.embedding = np.ascontiguousarray(table, dtype=np.float32)
-    static.normalize = False  # a normalised mean would not be the fitted mean
+    _unnormalised(static)  # a normalised mean would not be the fitted mean
     info["seconds"] = cf.seconds
     return info
 
@@ -292,29 +362,26 @@ def distill(
     rerun with other settings encodes nothing again and a killed run resumes (:mod:`.teacher_vectors`): True
     (default: ``$ISOTROPY_CACHE/teacher``), a folder, or False (off). Returns the folder."""
     pca, alpha, fit = _check_before_work(model, dims, corpus, alpha, fit, lam)
-    from .corpus_fit import span_kinds
-
-    kinds = span_kinds(True if spans is None else spans)  # an unknown kind is refused before any model loads
-    if spans is not None and kinds and fit != "tokens":
-        raise IsotropyError("--spans adds equations to the token fit: use it with --corpus and --fit tokens")
-    spans = kinds if fit == "tokens" else ()
-    if strength_by is not None and (fit != "tokens" or lam is not None):
-        raise IsotropyError("--strength-by chooses the token fit's strength: use it with --fit tokens and without --lam")
-    strength_by = "cosine" if strength_by is None else strength_by
-    if (engine is not None or address is not None) and corpus is None:
-        raise IsotropyError("--engine and --address run the corpus pass on a cluster: give --corpus, or leave them out")
+    spans, strength_by = _check_fit_options(spans, strength_by, fit, lam)
+    source = None if corpus is None else Corpus(corpus)  # one reader: standard input is read once (S1-011)
+    _check_cluster(engine, address, corpus)
     from .teacher_vectors import teacher_cache as cache_for
 
     if isinstance(teacher_cache, str | os.PathLike) and corpus is None:
         raise IsotropyError("--teacher-cache keeps the teacher's vectors of --corpus: give --corpus, or leave it out")
     cache = cache_for(teacher_cache) if corpus is not None else None
-    inputs = [] if corpus is None or not isinstance(corpus, str | os.PathLike) else Corpus(corpus).inputs
+    inputs = [] if source is None else source.inputs
     out = check_output(output, KIND, force=force, inputs=[*inputs, model] if model is not None else inputs)
-    if corpus is not None:
-        _check_corpus(Corpus(corpus))
+    if source is not None:
+        _check_corpus(source)
     static = distill_static(model, None if fit == "tokens" else dims, show_progress)  # full width: module docs
-    info: dict[str, Any] = {"teacher": resolve_model(model)[1], "vocabulary": len(static.embedding)}
-    if corpus is not None:
+    _unnormalised(static)  # module docs: isotropy, model2vec and the twin give the same vectors (S5-013)
+    name = teacher_name(model)
+    if isinstance(getattr(static, "config", None), dict):
+        static.config["tokenizer_name"] = name
+    static.base_model_name = name
+    info: dict[str, Any] = {"teacher": name, "vocabulary": len(static.embedding)}
+    if source is not None:
         from ..encoders import Encoder
 
         teacher = Encoder(model)
@@ -325,7 +392,7 @@ def distill(
         info["corpus_fit"] = fit_on_corpus(
             static,
             teacher,
-            corpus,
+            source,
             pca,
             alpha,
             fit,
@@ -344,23 +411,36 @@ def distill(
     return out
 
 
+def _check_fit_options(spans: Any, strength_by: Any, fit: str | None, lam: Any) -> tuple[tuple[str, ...], str]:
+    """The span kinds and the strength criterion, checked before any model loads (S7-025, S7-026)."""
+    from .corpus_fit import CRITERIA, span_kinds
+
+    kinds = span_kinds(True if spans is None else spans)  # an unknown kind is refused before any model loads
+    if spans is not None and kinds and fit != "tokens":
+        raise IsotropyError("--spans adds equations to the token fit: use it with --corpus and --fit tokens")
+    if strength_by is not None and (fit != "tokens" or lam is not None):
+        raise IsotropyError("--strength-by chooses the token fit's strength: use it with --fit tokens and without --lam")
+    criterion = "cosine" if strength_by is None else strength_by
+    if criterion not in CRITERIA:
+        raise IsotropyError(f"--strength-by must be one of {', '.join(sorted(CRITERIA))}, got {strength_by!r}")
+    return (kinds if fit == "tokens" else ()), criterion
+
+
 def write_distilled(out: Path, static: Any, info: dict[str, Any], force: bool) -> None:
     """The model2vec folder (its card named after ``out``, not the temporary folder), a ``sentence-transformers/``
-    twin and ``isotropy.json``, atomically."""
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
+    twin (calibrate's: the unknown token's row zero, truncating at ``max_length``; S5-009, S5-010) and
+    ``isotropy.json``, atomically."""
     from tokenizers import Tokenizer
 
-    from ..calibration.static_export import ST_SUBFOLDER
+    from ..calibration.static_export import ST_SUBFOLDER, write_st_twin
 
     vectors = np.ascontiguousarray(static.embedding, dtype=np.float32)
     with output_dir(out, KIND, force=force) as tmp:
         static.save_pretrained(tmp, model_name=out.name)
-        st_tok = Tokenizer.from_str(static.tokenizer.to_str())
-        st_tok.no_truncation()
-        st_tok.no_padding()
-        st = SentenceTransformer(modules=[StaticEmbedding(st_tok, embedding_weights=vectors)], device="cpu")
-        st.save(str(tmp / ST_SUBFOLDER), create_model_card=False)
+        twin = Tokenizer.from_str(static.tokenizer.to_str())  # model2vec's own stays as it saved it
+        limit = getattr(static, "max_length", None)
+        unk = getattr(static, "unk_token_id", None)  # model2vec leaves it out of the mean, as isotropy does
+        write_st_twin(tmp / ST_SUBFOLDER, twin, vectors, unk_id=unk, max_length=limit, normalize=bool(static.normalize))
         card = tmp / "README.md"
         if card.is_file():
             card.write_text(card.read_text(encoding="utf-8") + _card_section(info), encoding="utf-8")
@@ -397,7 +477,9 @@ def _card_section(info: dict[str, Any]) -> str:
             lines.append(f"Token-fit targets: {fit['target_scale']}; cosines, which ignore the norm, are unchanged by it.")
         if fit.get("teacher_cache", "off") != "off":
             lines.append(f"Teacher vectors: {fit['teacher_cache']} (read back verified: the exact vectors the teacher gave).")
-        lines.append("Sentence vectors are the plain mean of token rows (not normalised).")
+    lines.append(
+        "Sentence vectors are the plain mean of token rows (not normalised), in model2vec and sentence-transformers alike."
+    )
     lines.append(
         "It loads with `model2vec.StaticModel.from_pretrained(folder)` and, in `sentence-transformers/`, with `SentenceTransformer`."
     )

@@ -29,19 +29,40 @@ def import_dask():
 
 
 def probe(address: str, timeout: float) -> None:
-    """Fail within ``timeout`` seconds, naming the address, when nothing listens there."""
+    """Fail within about ``timeout`` seconds, naming the address, when nothing there answers as a Dask scheduler.
+
+    Two checks: something listens (a refused or unroutable connection fails at once or at the timeout), and, on
+    plain TCP, it speaks first as a Dask scheduler does (the comm handshake: the scheduler writes its own message
+    on accept, before it reads ours). A port that accepts and stays silent (another service, a stuck scheduler)
+    would otherwise hang ``distributed.Client``, whose timeout does not bound that handshake. TLS and websocket
+    addresses only get the first check (their peer waits for our side to speak first).
+    """
     m = re.match(r"^(?:(tcp|tls|ucx|inproc|ws|wss)://)?\[?([^\]/]*?)\]?:(\d+)/?$", address.strip())
     if not m:
         raise IsotropyError(f"cannot use the Dask scheduler address {address!r}: expected tcp://HOST:PORT")
     scheme, host, port = m.groups()
-    if scheme in (None, "tcp", "tls", "ws", "wss"):
+    if scheme not in (None, "tcp", "tls", "ws", "wss"):
+        return
+    try:
+        conn = socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout)
+    except OSError as exc:
+        raise IsotropyError(
+            f"cannot reach the Dask scheduler at {address} within {timeout:g} s ({exc.strerror or exc}); "
+            f"is it running, and is the address right?"
+        ) from None
+    with conn:
+        if scheme not in (None, "tcp"):
+            return
         try:
-            socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout).close()
-        except OSError as exc:
-            raise IsotropyError(
-                f"cannot reach the Dask scheduler at {address} within {timeout:g} s ({exc.strerror or exc}); "
-                f"is it running, and is the address right?"
-            ) from None
+            conn.settimeout(timeout)
+            spoke = bool(conn.recv(1))
+        except OSError:  # socket.timeout included: the peer accepted and said nothing
+            spoke = False
+    if not spoke:
+        raise IsotropyError(
+            f"{address} accepts connections but did not answer as a Dask scheduler within {timeout:g} s "
+            f"(another service on that port, or a stuck scheduler?)"
+        )
 
 
 @contextlib.contextmanager
@@ -81,7 +102,8 @@ def _local_client(distributed: Any, n_workers: int | None) -> Iterator[Any]:
     with tempfile.TemporaryDirectory(prefix="isotropy-dask-") as scratch:
         # One single-threaded worker process per core; Dask sets OMP/MKL threads to 1 in
         # each, so torch in n workers does not oversubscribe the n cores.
-        cluster = distributed.LocalCluster(
+        cluster = _start_local_cluster(
+            distributed,
             n_workers=n,
             threads_per_worker=1,
             processes=True,
@@ -96,6 +118,22 @@ def _local_client(distributed: Any, n_workers: int | None) -> Iterator[Any]:
                 yield client
         finally:
             cluster.close()
+
+
+def _start_local_cluster(distributed: Any, **options: Any) -> Any:
+    """``distributed.LocalCluster(**options)``; interrupted while it starts (Ctrl-C, SIGTERM), the half-started
+    cluster is kept from Dask's exit hook, which would try to close it and print a traceback after our one line
+    (``close_clusters`` asserts on a cluster still starting). Its worker processes are our children and end with
+    us."""
+    from distributed.deploy.spec import SpecCluster
+
+    before = set(SpecCluster._instances)
+    try:
+        return distributed.LocalCluster(**options)
+    except BaseException:
+        for cluster in set(SpecCluster._instances) - before:
+            cluster.shutdown_on_close = False
+        raise
 
 
 def gather(client: Any, futures: list, label: str, sources: list[Path], show_progress: bool | None, fetch: bool = True) -> list:

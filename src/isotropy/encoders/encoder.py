@@ -145,8 +145,10 @@ class Encoder:
     def _checked_max_length(self, max_length: Any) -> int:
         if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)):
             raise IsotropyError(f"max_length must be an integer, got {max_length!r}")
-        if int(max_length) < 2:
-            raise IsotropyError(f"max_length must be at least 2 (room for the special tokens), got {max_length}")
+        least = 1 if self.runtime.name == "static" else 2  # a static table adds no special token (S5-015)
+        if int(max_length) < least:
+            why = "a static model keeps that many tokens" if least == 1 else "room for the special tokens"
+            raise IsotropyError(f"max_length must be at least {least} ({why}), got {max_length}")
         limit = self.runtime.position_limit
         if int(max_length) > limit:
             raise IsotropyError(f"max_length {max_length} exceeds the {limit} positions of model {self.model_name}")

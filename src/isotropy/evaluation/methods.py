@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .._params import spell
+from .._spelling import spell
 from ..errors import IsotropyError
 from ..transforms import PRESETS, TRANSFORMS, transform_class
 

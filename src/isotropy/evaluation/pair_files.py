@@ -108,6 +108,9 @@ def _read_pair_file(path: Path) -> tuple[list[Pair], str]:
         raise IsotropyError(f"{path}: unknown pair file type {suffix!r}; use .tsv, .csv or .jsonl")
     if not pairs:
         raise IsotropyError(f"{path} has no sentence pairs")
+    for col, side in (("sentence1", 0), ("sentence2", 1)):
+        if not any(p[side].strip() for p in pairs):  # a shifted or blanked column: every score would be noise
+            raise IsotropyError(f"{path}: the {col} column is empty on every row ({len(pairs)} rows); fill it or fix the columns")
     return pairs, kind or "score"
 
 

@@ -21,9 +21,11 @@ from typing import Any
 
 import numpy as np
 
+from .._checks import check_sentences
 from ..encoders import Encoder
 from ..errors import IsotropyError
 from ..search import Index
+from ..search.pq import PQ_KINDS
 from ..storage.artifacts import check_output, read_config
 from ..storage.locks import artefact_lock
 from ..storage.text import read_sentences
@@ -83,7 +85,7 @@ def _index_transform(corpus, n: int, encoder: Encoder, transform, whiten, power,
 
 
 def build_index(
-    corpus: str | os.PathLike,
+    corpus: str | os.PathLike | Sequence[str],
     output: str | os.PathLike,
     *,
     model: str | None = None,
@@ -102,7 +104,8 @@ def build_index(
     allow_other_encoder: bool = False,
     **params: Any,
 ) -> Index:
-    """``isotropy index build``: index a sentence file (one a line; id = line number - 1) into ``output``.
+    """``isotropy index build``: index a sentence file (one a line; id = line number - 1) into ``output``; from
+    Python ``corpus`` may also be a list of sentences (id = position).
 
     Transform: ``transform`` (a fitted folder), else raw with ``no_whiten``, else a
     whitening fitted on the corpus itself with ``whiten`` components (default 128) and
@@ -121,20 +124,29 @@ def build_index(
     ]
     if len(chosen) > 1:
         raise IsotropyError(f"choose one of {', '.join(chosen)}")
-    check_output(output, "index", force=force, inputs=[corpus, transform, pooling_stats, model])
+    corpus, corpus_path = _as_corpus(corpus)
+    check_output(output, "index", force=force, inputs=[corpus_path, transform, pooling_stats, model])
     sentences = _read_corpus(corpus)
+    corpus = corpus_path if corpus_path is not None else LIST_NAME  # how messages name it from here on
     encoder = Encoder(
         model, pooling=pooling, max_length=max_length, batch_size=batch_size, backend=backend, pooling_stats=pooling_stats
     )
     t, warning = _index_transform(corpus, len(sentences), encoder, transform, whiten, power, no_whiten)
+    if kind in PQ_KINDS:
+        params.setdefault("bytes_per_vector", None)  # None: 32, or what fits the dimension (pq.default_bytes)
     index = Index(encoder, t, kind, allow_other_encoder=allow_other_encoder, **params)
     if warning:
         index.warnings.append(warning)
-    return _fill_and_save(index, corpus, output, force, lambda: index.add(sentences, show_progress=show_progress))
+
+    def add() -> None:
+        index.add(sentences, show_progress=show_progress)
+        _say_unknown_rows(index, corpus)
+
+    return _fill_and_save(index, corpus, output, force, add)
 
 
 def build_auto_index(
-    corpus: str | os.PathLike,
+    corpus: str | os.PathLike | Sequence[str],
     output: str | os.PathLike,
     *,
     model: str | os.PathLike | None = None,
@@ -162,13 +174,16 @@ def build_auto_index(
     rule_for(task)  # an unknown --for is said before the model loads
     if candidates is not None:
         parse_candidates(candidates, 10**6)  # an unknown name is said before the model loads
-    check_output(output, "index", force=force, inputs=[corpus, pooling_stats, model])
+    corpus, corpus_path = _as_corpus(corpus)
+    check_output(output, "index", force=force, inputs=[corpus_path, pooling_stats, model])
     sentences = _read_corpus(corpus)
+    corpus = corpus_path if corpus_path is not None else LIST_NAME  # how messages name it from here on
     rows = [i for i, s in enumerate(sentences) if s.strip()]
     encoder = Encoder(
         model, pooling=pooling, max_length=max_length, batch_size=batch_size, backend=backend, pooling_stats=pooling_stats
     )
     raw = np.asarray(encoder.encode(sentences, show_progress=show_progress), dtype=np.float32)
+    unknown = _unknown_rows(encoder, corpus)  # now: the candidates' criteria encode more after this
     sel = choose(
         encoder,
         [sentences[i] for i in rows],
@@ -179,15 +194,47 @@ def build_auto_index(
         task=task,
         evidence=evidence,
     )
+    if kind in PQ_KINDS:
+        params.setdefault("bytes_per_vector", None)
     index = Index(encoder, sel.transform, kind, **params)
     index.selection = sel.to_dict()
+    index.warnings.extend(unknown)
     return _fill_and_save(index, corpus, output, force, lambda: index.add_encoded(sentences, raw, show_progress=show_progress))
 
 
-def _read_corpus(corpus: str | os.PathLike) -> list[str]:
-    sentences = read_sentences(corpus)
+def _unknown_rows(encoder: Encoder, source: str | os.PathLike) -> list[str]:
+    """The warning of a static model's last encode when some rows hold no word it knows (their vectors are
+    zero and match nothing), as ``encode`` and ``search`` say it; [] otherwise."""
+    coverage = encoder.coverage
+    note = coverage.warning("sentences") if coverage is not None else None
+    return [f"{source}: {note}"] if note else []
+
+
+def _say_unknown_rows(index: Index, source: str | os.PathLike) -> None:
+    index.warnings.extend(_unknown_rows(index.encoder, source))
+
+
+LIST_NAME = "the list of sentences"  # how messages name a corpus given as a Python list (as calibrate's do)
+
+
+def _as_corpus(corpus: Any) -> tuple[Any, str | os.PathLike | None]:
+    """``corpus`` as build_index reads it: ``(what to read, the input path or None)``. A sentence file (a path), or,
+    from Python, a list of sentences as calibrate and distill take (U45, S7-030); anything else is one line."""
+    if isinstance(corpus, (str, os.PathLike)):
+        return corpus, corpus
+    if isinstance(corpus, (list, tuple)):
+        bad = next((i for i, s in enumerate(corpus) if not isinstance(s, str)), None)
+        if bad is not None:
+            raise IsotropyError(f"corpus: item {bad} of {LIST_NAME} is a {type(corpus[bad]).__name__}, not a sentence (str)")
+        return list(corpus), None
+    raise IsotropyError(f"corpus must be a sentence file (a path) or a list of sentences, not a {type(corpus).__name__}")
+
+
+def _read_corpus(corpus: Any) -> list[str]:
+    name = corpus if isinstance(corpus, (str, os.PathLike)) else LIST_NAME
+    sentences = read_sentences(corpus) if isinstance(corpus, (str, os.PathLike)) else corpus
     if not any(s.strip() for s in sentences):
-        raise IsotropyError(f"{corpus} holds no sentence (every line is empty): there is nothing to index")
+        raise IsotropyError(f"{name} holds no sentence (every line is empty): there is nothing to index")
     return sentences
 
 
@@ -216,13 +263,14 @@ def add_to_index(index_dir: str | os.PathLike, more: str | os.PathLike, show_pro
     with artefact_lock(index_dir):
         index = Index.load(index_dir, mmap=False)
         index.add(sentences, show_progress=show_progress)
+        _say_unknown_rows(index, more)
         index.save(index_dir)
     return index, len(sentences)
 
 
 def search_index(
     index_dir: str | os.PathLike,
-    queries: Sequence[str] | None = None,
+    queries: Sequence[str] | str | None = None,
     queries_file: str | os.PathLike | None = None,
     k: int = 10,
     ef_search: int | None = None,
@@ -232,7 +280,7 @@ def search_index(
 ):
     """``isotropy search``: queries given directly or read from a UTF-8 file (one a line); ``rerank``:
     candidates re-scored with the kept exact vectors (ivfpq/opq)."""
-    queries = list(queries or [])
+    queries = [] if queries is None else check_sentences(queries, "query")  # a bare string is one query, as Index.search
     if queries and queries_file is not None:
         raise IsotropyError("give either a query or --queries FILE, not both")
     if queries_file is not None:

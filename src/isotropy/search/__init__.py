@@ -6,8 +6,9 @@ flow, or one fitted on the corpus itself) -> L2-normalise -> faiss inner-product
 index, so scores are cosine similarities in the transformed space.
 
 Modules: :mod:`.index` (the :class:`Index`: add and search), :mod:`.kinds` (the faiss
-kinds), :mod:`.store` (the saved folder: write, read back, verify),
-:mod:`.serve` (``isotropy serve``), :mod:`.results`.
+kinds), :mod:`.store` (the saved folder: write, read back, verify), :mod:`.mapped` (the
+memory-mapped files of a loaded index, checked before each search), :mod:`.serve` (``isotropy serve``;
+:mod:`.serve_http`, :mod:`.served`), :mod:`.results`.
 
 Index kinds (faiss does the work; this package adds the sentence store, the
 encoder/transform bookkeeping and the save format):

@@ -55,7 +55,8 @@ class Index:
         IVF lists (``None``: chosen from the first batch, see the module docs) and
         lists visited per query.
     bytes_per_vector, keep_vectors, rerank : int, bool, int
-        ``ivfpq``/``opq``: the code size (one 8-bit sub-quantiser per byte), whether the exact
+        ``ivfpq``/``opq``: the code size (one 8-bit sub-quantiser per byte; ``None``: 32, or what fits the
+        dimension, :func:`isotropy.search.pq.default_bytes`), whether the exact
         (calibrated, normalised) vectors are kept beside the codes, and how many candidates a
         search re-scores with them (0: none).
 
@@ -74,7 +75,7 @@ class Index:
         ef_search: int = 64,
         nlist: int | None = None,
         nprobe: int = 16,
-        bytes_per_vector: int = 32,
+        bytes_per_vector: int | None = None,
         keep_vectors: bool = False,
         rerank: int = 0,
         allow_other_encoder: bool = False,
@@ -116,6 +117,7 @@ class Index:
         self._exact: np.ndarray | None = None  # keep_vectors: the exact vectors (memory-mapped once loaded)
         self._read_only: str | None = None  # why the loaded faiss index takes no additions (on-disk lists)
         self._source: tuple[Path, str | None] | None = None  # (folder, config digest) when loaded
+        self._mapped: Any = None  # the memory-mapped files of a loaded index, checked before each search (mapped.py)
 
     # ------------------------------------------------------------------ construction
 
@@ -277,11 +279,18 @@ class Index:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise IsotropyError(f"k must be a positive integer, got {k!r}")
 
+    def check_mapped(self) -> None:
+        """IsotropyError (one line) when a memory-mapped file of this loaded index was cut short on disk since
+        it was loaded: reading it would kill the process (SIGBUS). One ``fstat`` a file; :meth:`search` calls it."""
+        if self._mapped is not None:
+            self._mapped.check()
+
     def search_vectors(self, vectors: np.ndarray, k: int = 10) -> SearchResults:
         """Search with vectors already in the index's space (from :meth:`embed`)."""
         self._check_k(k)
         if self._index is None:
             raise IsotropyError("the index is empty: add sentences before searching")
+        self.check_mapped()
         Q = np.ascontiguousarray(check_matrix(vectors, "query vectors", expected_dim=self.dim, dtype=np.float32))
         n = len(self.sentences)
         kk = min(int(k), n)
@@ -295,16 +304,24 @@ class Index:
         ids = ids.astype(np.int64, copy=False)
         scores = np.where(ids < 0, np.nan, scores).astype(np.float32)
         texts = [[self.sentences[j] for j in row if j >= 0] for row in ids]
-        warning = None
+        return SearchResults(ids=ids, scores=scores, texts=texts, k=kk, warning=self._short_warning(k, kk, ids))
+
+    def _short_warning(self, k: int, kk: int, ids: np.ndarray) -> str | None:
+        """What a search that returned fewer than ``k`` hits says: the index is smaller than ``k``, and (both
+        may hold) an approximate index found fewer than the ``kk`` it was asked for."""
+        n, said = len(self.sentences), []
+        short = int((ids < 0).any(axis=1).sum()) if ids.size else 0
         if kk < k:
-            warning = f"k={k} is larger than the index, which holds {n} sentences: returning all {n}"
-        elif Q.shape[0] and (ids < 0).any():
-            short = int((ids < 0).any(axis=1).sum())
-            warning = (
-                f"the {self.kind} index found fewer than {k} hits for {short} of {Q.shape[0]} queries "
+            said.append(
+                f"k={k} is larger than the index, which holds {n} sentences: "
+                + (f"searching for all {n}" if short else f"returning all {n}")
+            )
+        if short:
+            said.append(
+                f"the {self.kind} index found fewer than {kk} hits for {short} of {ids.shape[0]} queries "
                 f"(raise {'ef_search' if self.kind == 'hnsw' else 'nprobe'})"
             )
-        return SearchResults(ids=ids, scores=scores, texts=texts, k=kk, warning=warning)
+        return "; ".join(said) or None
 
     def set_search_params(self, ef_search: int | None = None, nprobe: int | None = None, rerank: int | None = None) -> Index:
         """Change the query-time accuracy/speed knobs of an approximate index (``rerank``: ``ivfpq``/``opq``

@@ -43,7 +43,7 @@ def check_params(
     ef_search: int,
     nlist: int | None,
     nprobe: int,
-    bytes_per_vector: int = 32,
+    bytes_per_vector: int | None = None,
     keep_vectors: bool = False,
     rerank: int = 0,
 ) -> dict[str, Any]:
@@ -68,13 +68,14 @@ def check_params(
         "nprobe": int(nprobe),
     }
     if kind in pq.PQ_KINDS:
-        if not _is_int(bytes_per_vector, 1):
+        if bytes_per_vector is not None and not _is_int(bytes_per_vector, 1):  # None: pq.default_bytes at training
             raise IsotropyError(f"bytes_per_vector must be an integer >= 1, got {bytes_per_vector!r}")
         if not _is_int(rerank, 0):
             raise IsotropyError(f"rerank must be an integer >= 0, got {rerank!r}")
         if rerank and not keep_vectors:
             raise IsotropyError("rerank needs the exact vectors: build the index with keep_vectors (--keep-vectors)")
-        params.update(bytes_per_vector=int(bytes_per_vector), keep_vectors=bool(keep_vectors), rerank=int(rerank))
+        bytes_per_vector = None if bytes_per_vector is None else int(bytes_per_vector)
+        params.update(bytes_per_vector=bytes_per_vector, keep_vectors=bool(keep_vectors), rerank=int(rerank))
     elif keep_vectors or rerank:
         raise IsotropyError(f"keep_vectors and rerank apply to the compressed kinds ({', '.join(pq.PQ_KINDS)}), not {kind!r}")
     return params
@@ -119,9 +120,14 @@ def set_query_params(
 ) -> None:
     """Check and set the query-time knobs (``ef_search`` of hnsw, ``nprobe`` of ivf and the compressed kinds,
     ``rerank`` of a compressed index that keeps its vectors) in ``params`` and on ``fidx``."""
-    for name, value in (("ef_search", ef_search), ("nprobe", nprobe)):
+    for name, value, kinds in (("ef_search", ef_search, ("hnsw",)), ("nprobe", nprobe, ("ivf", *pq.PQ_KINDS))):
         if value is None:
             continue
+        if kind not in kinds:  # it would be ignored without a word (as --rerank on a flat index is refused)
+            raise IsotropyError(
+                f"--{name.replace('_', '-')} applies to {', '.join(kinds[:-1]) + ' or ' if kinds[1:] else ''}{kinds[-1]} "
+                f"indexes; this index is {kind} (drop the option)"
+            )
         if not _is_int(value, 1):
             raise IsotropyError(f"{name} must be a positive integer, got {value!r}")
         params[name] = int(value)

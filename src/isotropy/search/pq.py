@@ -9,9 +9,15 @@ vectors, built with :func:`faiss.index_factory` so faiss does all the work. Abov
 * ``bytes_per_vector`` is the code size: ``M`` sub-quantisers of 8 bits each. For ``ivfpq`` the
   vectors' dimension (after the calibration's ``k``) must be divisible by ``M`` (one line
   otherwise); ``opq`` rotates and projects to ``d'``, the largest multiple of ``M`` not above ``d``.
+  ``None`` (the command line's default) is :func:`default_bytes`: :data:`DEFAULT_BYTES` where it fits,
+  else for ``ivfpq`` the largest byte count below it that divides ``d`` (50 dims: 25), for ``opq``
+  ``d`` itself when narrower; the choice is written back into the parameters (:func:`default_bytes_note`
+  says it in one line).
 * Training (coarse k-means and the codebooks) uses a seeded sample of :func:`train_rows` rows, so
   a build that trains on the same sample (one process, or the client of a Dask build) gets the
-  same index bit for bit.
+  same index bit for bit. faiss's own "WARNING clustering N points to 256 centroids" lines (one
+  per sub-quantiser, written by its C++ code on stderr) are kept off the terminal; what they mean
+  is said once, in :func:`training_note`'s words.
 * ``nprobe`` (lists visited) is the query knob; ``rerank`` re-scores that many candidates with the
   exact vectors when the index keeps them (``keep_vectors``: ``vectors.npy`` beside the index,
   memory-mapped on load).
@@ -19,7 +25,13 @@ vectors, built with :func:`faiss.index_factory` so faiss does all the work. Abov
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -34,6 +46,9 @@ __all__ = [
     "train_rows",
     "train_sample",
     "new_pq_index",
+    "default_bytes",
+    "default_bytes_note",
+    "training_note",
     "rerank",
     "describe_pq",
 ]
@@ -43,11 +58,22 @@ HNSW_COARSE_ROWS = 1_000_000  # from here on the coarse quantiser is an HNSW gra
 TRAIN_PER_LIST = 64  # training rows per list: faiss warns below 39; more buys little (faiss wiki)
 MIN_TRAIN = 65_536  # at least this many rows (or all) train the codebooks: 256 centroids each want >= 39 x 256
 SAMPLE_SEED = 1234
+DEFAULT_BYTES = 32  # the code size when none is given (a divisor of the usual 128, 256, 384, 768 dims)
+MIN_POINTS = 39  # faiss's k-means warns below 39 training points per centroid
+CENTROIDS = 256  # per sub-quantiser: one byte of code
 
 
-def _layout(kind: str, d: int, bytes_per_vector: int) -> tuple[int, int]:
+def default_bytes(kind: str, d: int) -> int:
+    """The code size used when none is given: :data:`DEFAULT_BYTES`, or for ``ivfpq`` the largest byte count
+    below it that divides ``d`` (ivfpq splits the vector into equal parts), for ``opq`` ``d`` when narrower."""
+    if kind == "opq":
+        return min(DEFAULT_BYTES, d)
+    return max(b for b in range(1, min(DEFAULT_BYTES, d) + 1) if d % b == 0)
+
+
+def _layout(kind: str, d: int, bytes_per_vector: int | None) -> tuple[int, int]:
     """``(M, d')``: sub-quantisers and the dimension PQ encodes; one line when they do not fit ``d``."""
-    m = int(bytes_per_vector)
+    m = default_bytes(kind, d) if bytes_per_vector is None else int(bytes_per_vector)
     if kind == "opq":
         if m > d:
             raise IsotropyError(
@@ -74,6 +100,7 @@ def factory_string(kind: str, d: int, n: int, params: dict[str, Any]) -> str:
     """The :func:`faiss.index_factory` description of a ``kind`` index of ``n`` rows of ``d`` dims
     (``params["nlist"]`` of None is chosen and written back)."""
     m, d_pq = _layout(kind, d, params["bytes_per_vector"])
+    params["bytes_per_vector"] = m  # None (the default) is chosen here: default_bytes
     if params.get("nlist") is None:
         params["nlist"] = default_nlist(n)
     coarse = "_HNSW32" if n >= HNSW_COARSE_ROWS else ""
@@ -115,9 +142,61 @@ def new_pq_index(kind: str, params: dict[str, Any], sample: np.ndarray, n: int):
     index = faiss.index_factory(d, spec, faiss.METRIC_INNER_PRODUCT)
     ivf = faiss.extract_index_ivf(index)
     ivf.cp.verbose = False
-    index.train(np.ascontiguousarray(sample, dtype=np.float32))
+    with _quiet_stderr(_FAISS_NOISE):
+        index.train(np.ascontiguousarray(sample, dtype=np.float32))
     ivf.nprobe = params["nprobe"]
     return index
+
+
+def default_bytes_note(kind: str, d: int) -> str | None:
+    """The line that says which code size the default chose for ``d`` dims, when it is not :data:`DEFAULT_BYTES`."""
+    m = default_bytes(kind, d)
+    if m == DEFAULT_BYTES:
+        return None
+    how = "one byte a dimension" if kind == "opq" else f"the largest byte count below it that divides {d}"
+    return f"--bytes-per-vector {m}: the default {DEFAULT_BYTES} does not fit the {d} dimensions, so {how}"
+
+
+def training_note(kind: str, params: dict[str, Any], n: int) -> str | None:
+    """What faiss's "please provide at least N training points" means for an index of ``n`` rows, in one line
+    (None when the training sample is large enough)."""
+    rows = train_rows(n, params["nlist"])
+    want = MIN_POINTS * max(CENTROIDS, params["nlist"])
+    if kind not in PQ_KINDS or rows >= want:
+        return None
+    return (
+        f"the {kind} codebooks were trained on {rows} vectors, fewer than the {want} faiss advises "
+        f"({MIN_POINTS} for each of {max(CENTROIDS, params['nlist'])} centroids): the codes are coarser and recall lower "
+        f"than on a larger corpus; at this size a flat or hnsw index costs little memory and is exact or nearly"
+    )
+
+
+_FAISS_NOISE = re.compile(r"^WARNING clustering \d+ points to \d+ centroids: please provide at least \d+ training points$")
+
+
+@contextlib.contextmanager
+def _quiet_stderr(noise: re.Pattern) -> Iterator[None]:
+    """Run a faiss call with C's stderr (fd 2) caught: the lines matching ``noise`` are dropped, any other is
+    passed on. By hand because faiss's C++ writes with fprintf, which no Python stream redirect reaches."""
+    try:
+        sys.stderr.flush()
+        caught = tempfile.TemporaryFile()
+    except (OSError, ValueError, AttributeError):  # no stderr (closed), or no temporary file: faiss speaks as it will
+        yield
+        return
+    with caught:
+        saved = os.dup(2)
+        try:
+            os.dup2(caught.fileno(), 2)
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            text = caught.read().decode("utf-8", "replace")
+            kept = [line for line in text.splitlines() if line.strip() and not noise.match(line.strip())]
+            if kept:
+                sys.stderr.write("\n".join(kept) + "\n")
 
 
 def set_nprobe(fidx: Any, nprobe: int) -> None:

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from .._terminal import printable
+
 __all__ = ["SearchResults", "format_results"]
 
 
@@ -19,7 +21,8 @@ class SearchResults:
     best first) are padded with ``-1`` / ``nan`` where fewer than ``k`` hits exist
     (k larger than the index, or an approximate index that found fewer);
     ``texts[i]`` holds query ``i``'s hit sentences without padding. ``warning`` is
-    set (one line) when fewer hits than asked for could be returned.
+    set (one line) when fewer hits than asked for could be returned. ``k`` is the depth searched: the ``k``
+    asked, at most the index's size; an approximate index may find fewer (then ``warning`` says so).
     """
 
     ids: np.ndarray
@@ -57,12 +60,13 @@ class SearchResults:
 
 
 def format_results(results: SearchResults) -> str:
-    """Plain-text rendering for the terminal: one block per query, ``rank score id text``."""
+    """Plain-text rendering for the terminal: one block per query, ``rank score id text``; queries and
+    texts through :func:`~isotropy._terminal.printable` (an indexed document's escape sequences never reach
+    the terminal; :meth:`SearchResults.to_json` keeps the text exact)."""
     lines = []
     for i in range(len(results)):
         if len(results) > 1 or results.queries:
-            lines.append(f"query {i + 1}: {results.queries[i] if results.queries else ''}")
+            lines.append(f"query {i + 1}: {printable(results.queries[i]) if results.queries else ''}")
         for h in results.hits(i):
-            text = h["text"].replace("\n", " ")
-            lines.append(f"  {h['rank']:>3}  {h['score']:.4f}  [{h['id']}]  {text}")
+            lines.append(f"  {h['rank']:>3}  {h['score']:.4f}  [{h['id']}]  {printable(h['text'])}")
     return "\n".join(lines)

@@ -24,6 +24,7 @@ from ..storage.integrity import DIGESTS_KEY, member
 from ..storage.text import read_json_lines
 from ..transforms import load_transform
 from .kinds import faiss_module, reconstruct
+from .mapped import MappedFiles, npy_bytes_needed, ondisk_bytes_needed
 from .pq import PQ_KINDS
 
 __all__ = ["KIND", "INDEX_VERSION", "save_index", "load_index", "encoding_key"]
@@ -163,6 +164,8 @@ def load_index(
     an index takes no :meth:`Index.add` (``isotropy index add`` loads it with ``mmap=False``).
     """
     path = Path(path)
+    if not os.path.lexists(path):
+        raise IsotropyError(f"{path} does not exist: it is not a folder of a saved index")
     cfg, arrays = load_state(path, KIND, required=("count",), verify=verify)
     rec = _read_index_config(path, cfg)
     if int(np.asarray(arrays["count"]).reshape(-1)[0]) != rec["count"]:
@@ -191,8 +194,10 @@ def load_index(
         )
     except KeyError as exc:
         raise IsotropyError(f"{path}/{CONFIG_NAME} lacks the index parameter {exc}; rebuild the index") from None
-    index._index, index.sentences = _read_contents(path, cfg, rec, mmap)
-    _attach_vectors(path, index, cfg, rec, mmap)
+    mapped = MappedFiles(path)  # each memory-mapped file, measured and held open (a shrink is refused, not a SIGBUS)
+    index._index, index.sentences = _read_contents(path, cfg, rec, mmap, mapped)
+    _attach_vectors(path, index, cfg, rec, mmap, mapped)
+    index._mapped = mapped if mapped.files else None
     if cfg["index"].get("lists") is not None:
         index._read_only = (
             f"{path} was merged from shards into on-disk inverted lists, which take no additions; "
@@ -244,6 +249,13 @@ def _rebuild_encoder(path: Path, rec: dict[str, Any], batch_size: int, device: s
     """The recorded encoder, its fingerprint checked; ``(encoder, True)`` when the record is isotropy 0.1's
     and its fingerprint cannot be compared (0.1 hashed the model's folder path): the caller then
     verifies by re-encoding stored sentences instead."""
+    model = rec["model"]
+    if isinstance(model, str) and os.path.isabs(model) and not os.path.exists(model):  # moved or deleted since the build
+        what = "file" if Path(model).suffix else "folder"
+        raise IsotropyError(
+            f"{path}: the index's model {what} {Path(model).name} is missing (it was built with {model}); "
+            f"put it back there or rebuild the index"
+        )
     stats = path / STATS_DIR
     if rec["pooling_stats"] and not stats.is_dir():
         raise IsotropyError(f"{path} is missing its token frequencies folder {STATS_DIR}/; rebuild the index")
@@ -297,8 +309,8 @@ def _load_index_transform(path: Path, t_cfg: dict[str, Any] | None, verify: bool
     return load_transform(tdir, verify=verify), folder_digest(tdir)
 
 
-def _attach_vectors(path: Path, index: Any, cfg: dict[str, Any], rec: dict[str, Any], mmap: bool) -> None:
-    """The kept exact vectors (memory-mapped), checked against the row count and dimension."""
+def _attach_vectors(path: Path, index: Any, cfg: dict[str, Any], rec: dict[str, Any], mmap: bool, mapped: MappedFiles) -> None:
+    """The kept exact vectors (memory-mapped, their size checked first), checked against the row count and dimension."""
     name = cfg["index"].get("vectors")
     if name is None:
         if index.params.get("keep_vectors"):
@@ -308,6 +320,9 @@ def _attach_vectors(path: Path, index: Any, cfg: dict[str, Any], rec: dict[str, 
     if not file.is_file():
         raise IsotropyError(f"{path} is missing {file.name}, its exact vectors; restore it or rebuild the index")
     try:
+        needed = npy_bytes_needed(file) if mmap else None
+        if needed is not None:
+            mapped.add(file, needed, "its header's rows")
         exact = np.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise IsotropyError(f"{file} is not a readable .npy file ({exc}); restore it or rebuild the index") from None
@@ -318,8 +333,11 @@ def _attach_vectors(path: Path, index: Any, cfg: dict[str, Any], rec: dict[str, 
     index._exact = exact
 
 
-def _read_contents(path: Path, cfg: dict[str, Any], rec: dict[str, Any], mmap: bool = False) -> tuple[Any, list[str]]:
-    """The faiss index and the sentences, checked against the config's row count and dimension."""
+def _read_contents(
+    path: Path, cfg: dict[str, Any], rec: dict[str, Any], mmap: bool = False, mapped: MappedFiles | None = None
+) -> tuple[Any, list[str]]:
+    """The faiss index and the sentences, checked against the config's row count and dimension; the files
+    faiss memory-maps are measured into ``mapped`` before anything is read from them."""
     faiss = faiss_module()
     file = member(path, rec["file"], "index file")
     if not file.is_file():
@@ -327,11 +345,18 @@ def _read_contents(path: Path, cfg: dict[str, Any], rec: dict[str, Any], mmap: b
     lists = cfg["index"].get("lists")
     if lists is not None and not member(path, lists, "lists file").is_file():
         raise IsotropyError(f"{path} is missing {lists}, its on-disk inverted lists; restore it or rebuild the index")
+    mapped = MappedFiles(path) if mapped is None else mapped
     try:
         if lists is not None:
             fidx = _read_ondisk(str(file))
-        else:  # a compressed index's codes stay on disk, paged in by the OS
-            fidx = faiss.read_index(str(file), faiss.IO_FLAG_MMAP if mmap and rec["kind"] in PQ_KINDS else 0)
+            ondisk = faiss.downcast_InvertedLists(faiss.extract_index_ivf(fidx).invlists)
+            mapped.add(Path(ondisk.filename), ondisk_bytes_needed(ondisk), "its inverted lists")
+        elif mmap and rec["kind"] in PQ_KINDS:  # a compressed index's codes stay on disk, paged in by the OS
+            size = file.stat().st_size  # read whole by faiss below: a shorter file fails there
+            fidx = faiss.read_index(str(file), faiss.IO_FLAG_MMAP)
+            mapped.add(file, size, "its codes")
+        else:
+            fidx = faiss.read_index(str(file))
     except RuntimeError as exc:
         raise IsotropyError(f"{file} is not a readable faiss index: {str(exc).strip().splitlines()[-1]}") from None
     sentences = read_json_lines(member(path, cfg.get("sentences_file", SENTENCES_FILE), "sentences_file"))
@@ -346,19 +371,22 @@ def _read_contents(path: Path, cfg: dict[str, Any], rec: dict[str, Any], mmap: b
 
 def _read_ondisk(file: str) -> Any:
     """An index whose on-disk inverted lists lie beside it (faiss's ``IO_FLAG_ONDISK_SAME_DIR``; it is
-    memory-mapped as it is). faiss prints the renamed path on the C stdout, which carries search
-    results: that one line is sent to stderr instead (the only way to reach C's printf from here)."""
+    memory-mapped as it is). faiss printfs the renamed path ("updating ondisk filename from ...") on C's
+    stdout, which carries search results: that line, of no use to anyone, goes to the null device (the
+    only way to reach C's printf from here)."""
     import sys
 
     faiss = faiss_module()
     sys.stdout.flush()
     saved = os.dup(1)
+    null = os.open(os.devnull, os.O_WRONLY)
     try:
-        os.dup2(2, 1)
+        os.dup2(null, 1)
         return faiss.read_index(file, faiss.IO_FLAG_ONDISK_SAME_DIR)
     finally:
         os.dup2(saved, 1)
         os.close(saved)
+        os.close(null)
 
 
 def _config_digest(path: Path) -> str | None:

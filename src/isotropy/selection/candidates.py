@@ -171,3 +171,21 @@ def fit_candidates(candidates: Sequence[Candidate], moments: Moments, source: st
         if caught:
             out.warned[c.name] = "; ".join(dict.fromkeys(str(w.message) for w in caught))
     return out
+
+
+def say_not_compared(sel: Any, candidates: Sequence[Candidate], fitted: Fitted) -> None:
+    """Candidates named, no labels: the signal rule decides by the encoder's kind and compares nothing; say so, in
+    the notes (the terminal's table, the record) and ``settings["candidates_compared"]`` (round 5, U34)."""
+    listed = [c.name for c in candidates if c.name != "raw"]
+    rule = sel.settings.get("rule_choice", "raw")
+    if rule == "raw":
+        took = "its choice for this kind of encoder is raw (the reference every list includes)"
+    elif rule in fitted.transforms:
+        took = f"its choice for this kind of encoder, {rule}, is in the list and was taken"
+    else:
+        took = f"its choice for this kind of encoder, {rule}, is not in the list, so raw was kept"
+    sel.settings["candidates_compared"] = False
+    sel.notes.append(
+        f"the candidates listed ({', '.join(listed)}) were not compared: without dev labels auto decides by the "
+        f"encoder's kind (docs/AUTO.md, 'Decide first'); {took}; give dev labels (--dev) to choose among the listed ones"
+    )

@@ -153,6 +153,9 @@ def check_dev_pairs(pairs: Any, source: str = "dev pairs") -> DevPairs:
         if any(len(r) != 3 or not isinstance(r[0], str) or not isinstance(r[1], str) for r in rows):
             raise IsotropyError(f"{source}: every pair must be (sentence1, sentence2, score) with two strings")
         left, right = [r[0] for r in rows], [r[1] for r in rows]
+        for col, side in (("sentence1", left), ("sentence2", right)):
+            if side and not any(x.strip() for x in side):
+                raise IsotropyError(f"{source}: {col} is empty on every pair ({len(side)} pairs); give the sentences")
         gold = np.array([_gold(r[2], source, i) for i, r in enumerate(rows)])
         identical = all(" ".join(r[0].split()) == " ".join(r[1].split()) for r in rows)
     n = len(gold)

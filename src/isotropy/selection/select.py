@@ -30,7 +30,7 @@ from ..errors import IsotropyError
 from ..transforms.moments import Moments
 from . import signals
 from .bootstrap import _apply, _encode, _resamples, _sample, _views
-from .candidates import Candidate, Fitted, fit_candidates, parse_candidates
+from .candidates import Candidate, Fitted, fit_candidates, parse_candidates, say_not_compared
 from .criteria import CRITERIA, Applied, Views, centred_ranks, criterion
 from .dev import DEV_RULE, DevPairs, DevQrels, check_dev, dev_decide, dev_statistics, pairs_sentences
 from .perturb import perturbed_copies
@@ -433,6 +433,7 @@ class Selector:
             sel.p_beats_raw, sel.signals, sel.fired = None, {**sig, "static_table": _KIND_VALUE[kind]}, dec["reason"]
             sel.expected = dec["expected"]
             sel.settings.update(score_column=decide_by if names else "-", task=task or "similarity", evidence=bool(names))
+            sel.settings["rule_choice"] = dec["choice"]
         return sel
 
 
@@ -477,5 +478,7 @@ def select_calibration(
         sel = selector.few_label(dev, encoder, cache=cache, show_progress=show_progress, **options)
     else:
         sel = selector.label_free(encoder, sentences, cache=cache, show_progress=show_progress, **options)
+        if candidates is not None and sel.criterion == "signal rule":
+            say_not_compared(sel, selector.candidates, selector.fitted)
     sel.notes += [n for n in [signals.pooling_note(encoder)] if n]  # the pooling rule's word on the encoder's pooling
     return sel

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .._params import spell
+from .._spelling import spell
 from ..errors import IsotropyError
 from .atomic import atomic_dir, atomic_file, check_free_space, parent_of, temp_prefix
 from .integrity import foreign_entries, seal, verify_folder
@@ -134,7 +134,8 @@ FILE_KINDS = {
     "results": "results file",
     "results-table": "results table (.md)",
 }
-DEMO_ENTRIES = frozenset({"whitening-cls", "analysis", "index", "calibrated", "demo.json"})
+# what `isotropy demo` writes (static-model/, demo.json) and what its earlier versions did: a folder holding only these
+DEMO_ENTRIES = frozenset({"whitening-cls", "analysis", "index", "calibrated", "static-model", "demo.json"})
 
 
 def _read_json(path: Path) -> Any:

@@ -43,6 +43,7 @@ __all__ = [
     "parent_of",
     "disk_full",
     "check_free_space",
+    "recording_outputs",
 ]
 
 
@@ -57,6 +58,29 @@ from .signals import signals_deferred, terminate_as_interrupt
 # user's own file that merely has such a name, and sweep only its own.
 
 TMP_TAG = "isotropy"
+
+# The outputs renamed into place while a :func:`recording_outputs` block runs (the command line's, around each
+# command): after an interrupt it can then say whether the output was already replaced (S1-053). Only guarded
+# writes count (those with a ``check``: a user's output, not a cache entry).
+_RECORDERS: list[list[Path]] = []
+
+
+@contextlib.contextmanager
+def recording_outputs() -> Iterator[list[Path]]:
+    """Yield a list that collects, in order, every output a guarded atomic write renames into place within the block
+    (nests: each block sees its own)."""
+    written: list[Path] = []
+    _RECORDERS.append(written)
+    try:
+        yield written
+    finally:
+        _RECORDERS[:] = [r for r in _RECORDERS if r is not written]
+
+
+def _renamed(path: Path, check: Any) -> None:
+    if check is not None:
+        for written in _RECORDERS:
+            written.append(path)
 
 
 def _umask() -> int:
@@ -169,8 +193,14 @@ def _marked_temporary(path: Path, suffix: str) -> Path:
     between the ``mkdtemp`` and the marker, an empty folder is left behind (kept, never lost).
     """
     tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(path), suffix=suffix, dir=parent_of(path)))
-    with open(tmp / MARKER, "x", encoding="ascii") as fh:
-        fh.write(f"isotropy temporary of {path.name} (pid {os.getpid()})\n")
+    try:
+        # the content never names the output: a name may hold any character (non-ASCII, or bytes that are not
+        # UTF-8), and the marker's proof is its presence in a folder of our name pattern, not what it says
+        with open(tmp / MARKER, "x", encoding="ascii") as fh:
+            fh.write(f"isotropy temporary (pid {os.getpid()})\n")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # never leave an unmarked temporary behind (nothing could sweep it)
+        raise
     return tmp
 
 
@@ -267,6 +297,7 @@ def atomic_path(
                 if side_tmp is not None:
                     os.replace(side_tmp, companion[0])
                 os.replace(tmp, path)
+                _renamed(path, check)
                 shutil.rmtree(folder, ignore_errors=True)
         except BaseException as exc:
             full = disk_full(exc, parent)
@@ -333,10 +364,12 @@ def atomic_dir(
                     os.unlink(tmp / MARKER)
                     os.replace(path, old / "x")
                     os.replace(tmp, path)
+                    _renamed(path, check)
                     shutil.rmtree(old, ignore_errors=True)
                 else:
                     os.unlink(tmp / MARKER)
                     os.replace(tmp, path)
+                    _renamed(path, check)
         except BaseException as exc:
             full = disk_full(exc, parent)
             with signals_deferred():

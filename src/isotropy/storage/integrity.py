@@ -7,7 +7,8 @@
 * :func:`verify_folder` checks them on load: a changed, missing or corrupted file is one
   line naming it. Artefacts written before digests were recorded carry none and are read
   as before. ``verify=False`` in Python, ``isotropy --no-verify`` (or
-  ``ISOTROPY_NO_VERIFY=1``) on the command line, skips the check (:func:`verification`).
+  ``ISOTROPY_NO_VERIFY=1``, ``true``, ``yes`` or ``on``) on the command line, skips the check
+  (:func:`verification`); an ``isotropy.json`` that cannot be read as isotropy's record is reported, not skipped.
 * :func:`member` resolves a path named inside an artefact's JSON and refuses one that
   leaves the artefact's folder (absolute, ``..``, a symlink pointing out).
 * :func:`check_provenance` compares the encoder a transform was fitted on with the
@@ -27,7 +28,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .._params import spell
+from .._spelling import spell
 from ..errors import IsotropyError
 from .atomic import MARKER
 
@@ -95,9 +96,28 @@ def verifying(verify: bool | None = None) -> bool:
         return bool(verify)
     if len(_verify_default) > 1:  # an explicit choice in this block outranks the environment
         return _verify_default[-1]
-    if os.environ.get(NO_VERIFY_ENV, "").strip() not in ("", "0"):
+    if not _verify_default[0]:  # the CLI's --no-verify
         return False
-    return _verify_default[0]
+    return not _env_says_no_verify()
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("", "0", "false", "no", "off")
+
+
+def _env_says_no_verify() -> bool:
+    """``$ISOTROPY_NO_VERIFY``: only an explicit yes (1, true, yes, on) turns verification off; an explicit no
+    (unset, empty, 0, false, no, off) keeps it on; anything else is refused, naming the variable."""
+    value = os.environ.get(NO_VERIFY_ENV, "")
+    word = value.strip().lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise IsotropyError(
+        f"{NO_VERIFY_ENV}={value!r} is neither yes (1, true, yes, on: verification off) nor no (0, false, no, off, "
+        f"empty: verification on); set one of these or unset it"
+    )
 
 
 def set_default_verification(enabled: bool) -> None:
@@ -212,11 +232,14 @@ def verify_model_folder(folder: str | os.PathLike, *, verify: bool | None = None
     if not verifying(verify):
         return
     folder = Path(folder)
+    _check_own_record(folder)
     head = _header_file(folder)
     if head is not None:
         verify_folder(folder, json.loads(head.read_text(encoding="utf-8")), verify=True)
         return
     parent = folder.resolve().parent
+    if folder.resolve().name == "sentence-transformers":
+        _check_own_record(parent)  # calibrate's twin (cal/sentence-transformers) of an artefact whose record is damaged
     head = _header_file(parent)
     if head is None:
         return
@@ -224,6 +247,30 @@ def verify_model_folder(folder: str | os.PathLike, *, verify: bool | None = None
     prefix = folder.resolve().name + "/"
     if isinstance(digests, dict):
         verify_folder(parent, {DIGESTS_KEY: {n: d for n, d in digests.items() if str(n).startswith(prefix)}}, verify=True)
+
+
+_OWN_RECORDS = ("isotropy.json", "isotropy_onnx.json")  # names only isotropy writes (config.json is any model's)
+
+
+def _check_own_record(folder: Path) -> None:
+    """An isotropy record in ``folder`` that cannot be read as one (emptied, not JSON, not isotropy's) is reported:
+    it must not turn the check of the files it records off (round 5, U39/U40)."""
+    for name in _OWN_RECORDS:
+        path = folder / name
+        if not path.is_file():
+            continue
+        try:
+            meta = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            why = "is empty" if path.stat().st_size == 0 else f"is not readable JSON ({type(exc).__name__})"
+        else:
+            if isinstance(meta, dict) and meta.get("library") == "isotropy":
+                continue
+            why = 'is not isotropy\'s record (no "library": "isotropy")'
+        raise IsotropyError(
+            f"{path} {why}: the files it records cannot be checked; restore it or rebuild the folder "
+            f"(--no-verify / verify=False reads the folder anyway)"
+        )
 
 
 def verify_file(path: Path, digest: Any, owner: str | os.PathLike) -> None:

@@ -33,8 +33,8 @@ import torch
 from torch import nn
 
 from .._checks import check_matrix
-from .._params import spell
 from .._progress import ProgressBar
+from .._spelling import spell
 from ..errors import IsotropyError, NotFittedError
 from .base import Transform
 from .flow_state import FlowMap, check_permutations, check_structure

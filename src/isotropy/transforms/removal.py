@@ -23,7 +23,7 @@ from typing import ClassVar
 import numpy as np
 
 from .._math import sorted_eigh
-from .._params import spell
+from .._spelling import spell
 from ..errors import IsotropyError
 from .base import AffineSolution, AffineTransform
 from .moments import Moments

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from .._checks import check_int, check_matrix, check_number
 from ..errors import IsotropyError
 
 __all__ = ["TokenRegression", "NormalEquations", "pooling_matrix", "sparse_product"]
@@ -68,6 +69,8 @@ class TokenRegression:
     """
 
     def __init__(self, vocab_size: int, dim: int):
+        check_int(vocab_size, "the vocabulary size of a token regression")
+        check_int(dim, "the width of a token regression")
         if int(vocab_size) < 1 or int(dim) < 1:
             raise IsotropyError(f"a token regression needs a vocabulary and a width, got {vocab_size} x {dim}")
         from scipy.sparse import csr_matrix
@@ -88,15 +91,17 @@ class TokenRegression:
     # ------------------------------------------------------------------ statistics
 
     def partial_fit(self, flat: Any, lengths: Any, Y: Any) -> TokenRegression:
-        """Add one chunk (a failed call changes nothing)."""
-        Y = np.asarray(Y, dtype=np.float64)
-        lengths = np.asarray(lengths, dtype=np.int64)
-        if Y.ndim != 2 or Y.shape[1] != self.dim:
+        """Add one chunk (a failed call changes nothing): ``flat`` and ``lengths`` integers (``lengths`` >= 0),
+        ``Y`` real and finite; anything else is one IsotropyError line naming the row."""
+        Y = check_matrix(Y, "the teacher's vectors (Y)")  # complex, text, NaN or inf: one line naming the row
+        flat, lengths = _integers(flat, "token ids"), _integers(lengths, "lengths")
+        if Y.shape[1] != self.dim:
             raise IsotropyError(f"the teacher's vectors must be {self.dim} wide, got shape {Y.shape}")
         if Y.shape[0] != len(lengths):
             raise IsotropyError(f"{len(lengths)} sentences but {Y.shape[0]} teacher vectors")
-        if not np.isfinite(Y).all():
-            raise IsotropyError("the teacher's vectors hold NaN or infinity")
+        if (lengths < 0).any():
+            i = int(np.flatnonzero(lengths < 0)[0])
+            raise IsotropyError(f"lengths must be >= 0 (tokens per sentence): sentence {i} (0-based) has {lengths[i]}")
         A = pooling_matrix(flat, lengths, self.vocab_size)
         keep = lengths > 0
         if not keep.all():
@@ -106,7 +111,7 @@ class TokenRegression:
         cols = np.unique(A.indices)
         self._add_cross(cols, A.tocsc()[:, cols].T @ Y)
         self.yy_ += Y.T @ Y
-        self.counts_ += np.bincount(np.asarray(flat, dtype=np.int64), minlength=self.vocab_size)
+        self.counts_ += np.bincount(flat, minlength=self.vocab_size)
         self.n_ += int(keep.sum())
         self.skipped_ += int((~keep).sum())
         return self
@@ -125,8 +130,8 @@ class TokenRegression:
 
     def project(self, P: Any) -> TokenRegression:
         """The same sums for the targets ``Y @ P`` (a new accumulator; ``P``: ``(d, k)``)."""
-        P = np.asarray(P, dtype=np.float64)
-        if P.ndim != 2 or P.shape[0] != self.dim:
+        P = check_matrix(P, "the projection P")  # a NaN would make every later solve return its start (W9)
+        if P.shape[0] != self.dim:
             raise IsotropyError(f"a projection of {self.dim}-wide targets must have {self.dim} rows, got {P.shape}")
         out = TokenRegression(self.vocab_size, P.shape[1])
         out.gram_, out.counts_, out.n_, out.skipped_ = self.gram_.copy(), self.counts_.copy(), self.n_, self.skipped_
@@ -183,7 +188,9 @@ class TokenRegression:
 
     def error(self, E: Any) -> float:
         """``sum_s ||mean-pool(E, s) - y_s||^2`` over the sentences added, from the sums alone."""
-        E = np.asarray(E, dtype=np.float64)
+        E = check_matrix(E, "the table E")
+        if E.shape != (self.vocab_size, self.dim):
+            raise IsotropyError(f"the table E must be {self.vocab_size} x {self.dim}, got {E.shape}")
         return float(np.sum(E * (self.gram_ @ E)) - 2 * np.sum(E[self._ids] * self._kept()) + np.trace(self.yy_))
 
     # ------------------------------------------------------------------ solving
@@ -191,9 +198,9 @@ class TokenRegression:
     def solver(self, prior: Any, *, dtype: Any = np.float32) -> NormalEquations:
         """The normal equations on the seen tokens, built once for every strength :meth:`NormalEquations.solve` is
         asked for (the Gram restricted to the seen tokens, its diagonal, ``A^T Y``, the prior's rows)."""
-        prior = np.asarray(prior, dtype=np.float64)
-        if prior.shape != (self.vocab_size, self.dim):
-            raise IsotropyError(f"the prior table must be {self.vocab_size} x {self.dim}, got {prior.shape}")
+        if np.shape(prior) != (self.vocab_size, self.dim):
+            raise IsotropyError(f"the prior table must be {self.vocab_size} x {self.dim}, got {np.shape(prior)}")
+        prior = check_matrix(prior, "the prior table")  # a NaN row: the CG would stop at once on the prior (W8)
         seen = self.seen
         if seen.size == 0:
             raise IsotropyError("no sentence held a token of the vocabulary: nothing to fit")
@@ -212,6 +219,7 @@ class TokenRegression:
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """The regularised table (module docs) and ``{"iterations", "residual", "seen", "scale"}``: one strength,
         ``self.solver(prior, dtype=dtype).solve(lam, ...)`` (:meth:`NormalEquations.solve`)."""
+        check_number(lam, "the regularisation strength", positive=True)  # before the system is built
         return self.solver(prior, dtype=dtype).solve(lam, x0=x0, rtol=rtol, maxiter=maxiter, progress=progress)
 
 
@@ -227,6 +235,7 @@ class NormalEquations:
         self.scale = float(self.diag.mean())
         self.cross = cross
         self.product = sparse_product(gram, self.dtype)
+        self._gap: float | None = None  # ||C - G E0||, for :meth:`_at_prior`
 
     def solve(
         self, lam: float, *, x0: Any = None, rtol: float = 1e-3, maxiter: int = 200, progress: Any = None
@@ -234,13 +243,20 @@ class NormalEquations:
         """The table at strength ``lam`` and ``{"iterations", "residual", "seen", "scale"}``.
 
         ``x0``: a ``(V, d)`` start for the seen rows (default: the prior's); stops when every column's residual is
-        below ``rtol`` times its right-hand side's norm. ``progress``: called with the iteration number after each."""
-        lam = float(lam)
-        if not np.isfinite(lam) or lam <= 0:
-            raise IsotropyError(f"the regularisation must be a finite number > 0, got {lam!r}")
+        below ``rtol`` times its right-hand side's norm. ``progress``: called with the iteration number after each.
+        A strength so large that the fit cannot move a row by a float's resolution (``--lam 1e300``) gives the prior
+        itself, exactly, with ``"at_prior": True`` (the limit of the solution; iterating would overflow)."""
+        lam = check_number(lam, "the regularisation strength", positive=True)
         reg = lam * self.scale
         dt = self.dtype
         rows = self.prior[self.seen]
+        if x0 is not None:
+            x0 = check_matrix(x0, "the start x0")
+            if x0.shape != self.prior.shape:
+                raise IsotropyError(f"the start x0 must be {self.prior.shape[0]} x {self.prior.shape[1]}, got {x0.shape}")
+        if self._at_prior(reg, rows):
+            info = {"iterations": 0, "residual": 0.0, "seen": int(self.seen.size), "scale": self.scale, "at_prior": True}
+            return self.prior.copy(), info
         B = (self.cross + reg * rows).astype(dt)
         X = np.array(rows if x0 is None else np.asarray(x0)[self.seen], dtype=dt)
         inv = (1.0 / (self.diag + reg)[:, None]).astype(dt)
@@ -255,6 +271,41 @@ class NormalEquations:
         out = self.prior.copy()
         out[self.seen] = X
         return out, {"iterations": it, "residual": res, "seen": int(self.seen.size), "scale": self.scale}
+
+    def _at_prior(self, reg: float, rows: np.ndarray) -> bool:
+        """Whether the solution is the prior to ``dtype``'s resolution: the move ``E - E0 = (G + reg I)^-1 (C - G E0)``
+        is at most ``||C - G E0|| / reg`` (G is positive semi-definite), checked before ``reg`` overflows the solve."""
+        if not np.isfinite(reg):
+            return True
+        if self._gap is None:  # the same for every strength: one sparse product per system
+            self._gap = float(np.linalg.norm(self.cross - self.product(rows.astype(self.dtype)).astype(np.float64)))
+        gap = self._gap
+        resolution = np.finfo(self.dtype).eps * max(float(np.linalg.norm(rows)), float(np.finfo(self.dtype).tiny))
+        if gap / reg <= resolution:
+            return True
+        if not np.isfinite(self.dtype.type(reg)) or not np.isfinite(reg * float(np.abs(rows).max(initial=0.0))):
+            raise IsotropyError(f"the regularisation strength is too large to solve in {self.dtype} (lam x scale = {reg:g})")
+        return False
+
+
+def _integers(values: Any, what: str) -> np.ndarray:
+    """``values`` as a 1-D int64 array when they are integers (integral floats too: an empty list is float); else
+    one IsotropyError line naming the first that is not (``3.5`` is refused, not truncated)."""
+    try:
+        arr = np.asarray(values)
+    except (TypeError, ValueError) as exc:
+        raise IsotropyError(f"{what} must be integers: {exc}") from None
+    if arr.ndim != 1:
+        raise IsotropyError(f"{what} must be a 1-D sequence of integers, got shape {arr.shape}")
+    if arr.dtype.kind in "iu":
+        return arr.astype(np.int64, copy=False)
+    if arr.dtype.kind == "f" or (arr.size == 0 and arr.dtype.kind not in "bc"):
+        bad = ~np.isfinite(arr) | (arr != np.round(arr)) if arr.dtype.kind == "f" else np.zeros(0, dtype=bool)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise IsotropyError(f"{what} must be integers: position {i} (0-based) is {arr[i].item()!r}")
+        return arr.astype(np.int64)
+    raise IsotropyError(f"{what} must be integers, got values of type {arr.dtype}")
 
 
 def sparse_product(matrix: Any, dtype: Any = np.float32):

@@ -60,7 +60,7 @@ from typing import Any
 import numpy as np
 
 from .._math import sorted_eigh
-from .._params import spell
+from .._spelling import spell
 from ..errors import IsotropyError, RankDeficientWarning
 from .base import AffineSolution, AffineTransform, check_config_counts, stored_moments
 from .moments import Moments, parse_shrinkage

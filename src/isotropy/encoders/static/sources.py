@@ -39,7 +39,7 @@ import numpy as np
 from ...errors import IsotropyError
 from ...storage.integrity import verify_model_folder
 from .parsecache import load_word_vectors
-from .table import StaticTable, word_tokenizer
+from .table import StaticTable, add_character_cut, take_character_cut, word_tokenizer
 from .wordvectors import WORD_VECTOR_SUFFIXES
 
 __all__ = ["GLOVE_NAME", "is_static_model", "load_table", "static_kind", "st_static_module"]
@@ -288,9 +288,14 @@ def _st_static(folder: Path) -> StaticTable:
         raise IsotropyError(f"{weights_file}: {emb.shape[0]} rows for a tokenizer of {len(vocab)} tokens")
     tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
     unk = getattr(tokenizer.model, "unk_token", None)
+    limit = (tokenizer.truncation or {}).get("max_length")  # a twin's: StaticEmbedding tokenizes with it (S5-010)
+    chars = take_character_cut(tokenizer)  # and a twin's first cut, in characters (calibration.static_export)
+    per_token = chars // limit if chars is not None and limit and chars % limit == 0 else None
+    if chars is not None and per_token is None:
+        add_character_cut(tokenizer, chars)  # not a multiple of the length: the tokenizer keeps cutting itself
     table = StaticTable(
         tokens, emb, tokenizer, unk_id=vocab.get(unk) if unk else None, drop_unknown=False, source=str(folder),
-        max_length=None,
+        max_length=limit, chars_per_token=per_token,
     )  # fmt: skip
     for W, b in head:  # a linear Dense head, folded: exact for the mean StaticEmbedding takes (W6)
         table = table.fold(W.T, b)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +32,17 @@ import numpy as np
 
 from ...errors import IsotropyError
 
-__all__ = ["StaticTable", "Coverage", "TableTokenizer", "zipf_probabilities", "word_tokenizer", "WORD_PATTERN", "UNK"]
+__all__ = [
+    "StaticTable",
+    "Coverage",
+    "TableTokenizer",
+    "zipf_probabilities",
+    "word_tokenizer",
+    "add_character_cut",
+    "take_character_cut",
+    "WORD_PATTERN",
+    "UNK",
+]
 
 # words (with English clitics split as GloVe's Stanford tokenizer does: do|n't, it|'s) and punctuation marks
 WORD_PATTERN = r"\w+(?=n't)|n't|'\w+|\w+|[^\w\s]"
@@ -45,6 +56,45 @@ def zipf_probabilities(n: int) -> np.ndarray:
     from ...transforms.token_whitening import zipf_probabilities as zipf
 
     return zipf(int(n), offset=0.0)
+
+
+# model2vec's first cut of a sentence (at max_length x the median token length, in characters), as a normalizer that
+# a sentence-transformers twin's tokenizer runs first: everything past the first N characters is dropped
+_CUT = r"(?<=\A[\s\S]{%d})[\s\S]+"
+_CUT_RE = re.compile(r"^\(\?<=\\A\[\\s\\S\]\{(\d+)\}\)\[\\s\\S\]\+$")
+
+
+def add_character_cut(tok: Any, chars: int) -> None:
+    """Make ``tok`` (a ``tokenizers.Tokenizer``) drop every character past the first ``chars`` before its own
+    normalizer runs (a ``Replace`` normalizer, saved in its ``tokenizer.json``)."""
+    from tokenizers import Regex, normalizers
+
+    cut = normalizers.Replace(Regex(_CUT % int(chars)), "")
+    tok.normalizer = cut if tok.normalizer is None else normalizers.Sequence([cut, tok.normalizer])
+
+
+def take_character_cut(tok: Any) -> int | None:
+    """The ``chars`` of :func:`add_character_cut` when ``tok`` starts with that cut, which is then taken out of it
+    (a :class:`StaticTable` cuts sentences itself, and its word cache needs the tokenizer's own normalizer); else
+    None, ``tok`` unchanged."""
+    norm = tok.normalizer
+    if norm is None:
+        return None
+    spec = json.loads(norm.__getstate__())
+    first = spec["normalizers"][0] if spec.get("type") == "Sequence" and spec.get("normalizers") else spec
+    pattern = (first.get("pattern") or {}).get("Regex") if first.get("type") == "Replace" else None
+    m = _CUT_RE.match(pattern or "")
+    if m is None or first.get("content") != "":
+        return None
+    rest = [norm[i] for i in range(1, len(spec["normalizers"]))] if spec.get("type") == "Sequence" else []
+    tok.normalizer = None if not rest else rest[0] if len(rest) == 1 else _sequence(rest)
+    return int(m.group(1))
+
+
+def _sequence(parts: list) -> Any:
+    from tokenizers import normalizers
+
+    return normalizers.Sequence(parts)
 
 
 def word_tokenizer(tokens: Sequence[str], unk: str, lowercase: bool):

@@ -1,0 +1,89 @@
+"""The files a loaded index reads through a memory map, watched for a shrink (layer 5).
+
+A compressed index (``ivfpq``, ``opq``) is memory-mapped: its ``index.faiss`` (faiss's ``IO_FLAG_MMAP``), the
+on-disk inverted lists of a Dask-built one (``index.ivfdata``) and the kept exact vectors (``vectors.npy``).
+Reading a mapped page past the end of a file that shrank kills the process with SIGBUS, which no
+``try`` catches. So each mapped file is measured against the bytes the index will read from it
+(:func:`ondisk_bytes_needed`, :func:`npy_bytes_needed`) when it is loaded, and held open: one ``fstat``
+of each before every search (:meth:`MappedFiles.check`) tells whether one was cut short since (``cp``
+over it truncates the same inode), and the search is refused with one line instead.
+
+A file replaced by a rename is no danger (the map holds the old inode); the window between the
+``fstat`` and the read remains, which only reading the files without a map would close.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import IsotropyError
+
+__all__ = ["MappedFiles", "ondisk_bytes_needed", "npy_bytes_needed"]
+
+
+def ondisk_bytes_needed(lists: Any) -> int:
+    """The bytes of faiss ``OnDiskInvertedLists`` a search may read: each list holds ``capacity`` codes of
+    ``code_size`` bytes from its ``offset``, then its ids (8 bytes each); the ``size`` first of both are read."""
+    code_size, needed = int(lists.code_size), 0
+    for i in range(int(lists.nlist)):
+        one = lists.lists.at(i)
+        if one.size:
+            needed = max(needed, int(one.offset) + int(one.capacity) * code_size + int(one.size) * 8)
+    return needed
+
+
+def npy_bytes_needed(file: Path) -> int | None:
+    """The header and data bytes of a ``.npy`` file, read from its header by numpy's own readers
+    (None: a header version they do not read; ValueError: no header)."""
+    fmt = np.lib.format
+    with open(file, "rb") as fh:
+        reader = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}.get(fmt.read_magic(fh))
+        if reader is None:
+            return None
+        shape, _, dtype = reader(fh)
+        return fh.tell() + int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:  # pragma: no cover - already closed
+            pass
+
+
+class MappedFiles:
+    """The memory-mapped files of one loaded index: ``(file, fd, bytes needed)``, closed with the index."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.files: list[tuple[Path, int, int]] = []
+        self._fds: list[int] = []
+        weakref.finalize(self, _close_all, self._fds)
+
+    def add(self, file: Path, needed: int, what: str) -> None:
+        """Hold ``file`` open and refuse it now if it holds fewer than ``needed`` bytes."""
+        fd = os.open(file, os.O_RDONLY)
+        self._fds.append(fd)
+        self.files.append((Path(file), fd, int(needed)))
+        have = os.fstat(fd).st_size
+        if have < needed:
+            raise IsotropyError(
+                f"{file} holds {have:,} bytes but {what} need {needed:,}: it was truncated; restore it or rebuild the index"
+            )
+
+    def check(self) -> None:
+        """One ``fstat`` a file: IsotropyError when one shrank below what the index reads from it."""
+        for file, fd, needed in self.files:
+            have = os.fstat(fd).st_size
+            if have < needed:
+                raise IsotropyError(
+                    f"{self.folder.name}/{file.name} was cut short on disk since the index was loaded ({have:,} of "
+                    f"{needed:,} bytes; overwritten in place?): searching it would crash; restore it or rebuild the "
+                    f"index, then load it again"
+                )
