@@ -30,6 +30,30 @@ StrengthBy = Annotated[
     ),
 ]
 
+TeacherCache = Annotated[
+    str | None,  # not Path: typer would turn an empty value into "." (the working folder)
+    typer.Option(
+        "--teacher-cache",
+        metavar="DIR",
+        help="With --corpus: the folder that keeps the teacher's vectors of the corpus, chunk by chunk, so a rerun with "
+        "other --dims, --lam, --fit, --alpha or --strength-by encodes nothing again (other --spans: only the spans) and a "
+        "killed run resumes where it stopped. Default: $ISOTROPY_CACHE/teacher (~/.cache/isotropy/teacher).",
+    ),
+]
+NoTeacherCache = Annotated[
+    bool,
+    typer.Option("--no-teacher-cache", help="With --corpus: encode the corpus afresh and keep nothing on disk."),
+]
+
+
+def _teacher_cache(folder: str | None, off: bool):
+    """What ``distill(teacher_cache=)`` takes: False (off), True (the default folder) or the folder given."""
+    if off and folder is not None:
+        from ..errors import IsotropyError
+
+        raise IsotropyError("--teacher-cache and --no-teacher-cache contradict each other: give one of them")
+    return False if off else (True if folder is None else folder)
+
 
 def register_distill_command(app: typer.Typer) -> None:
     def distill(
@@ -71,6 +95,8 @@ def register_distill_command(app: typer.Typer) -> None:
             float | None,
             typer.Option("--alpha", help="With --corpus: ridge penalty of the teacher map (default 0: least squares)."),
         ] = None,
+        teacher_cache: TeacherCache = None,
+        no_teacher_cache: NoTeacherCache = False,
         engine: Engine = None,
         address: Address = None,
         device: Device = None,
@@ -94,6 +120,7 @@ def register_distill_command(app: typer.Typer) -> None:
                 strength_by=strength_by,
                 engine=engine,
                 address=address,
+                teacher_cache=_teacher_cache(teacher_cache, no_teacher_cache),
                 force=force,
                 show_progress=progress,
             )

@@ -70,6 +70,7 @@ from ..calibration.corpus import Corpus
 from ..errors import IsotropyError
 from ..transforms.teacher_map import TeacherMap
 from ..transforms.token_regression import TokenRegression, pooling_matrix
+from .teacher_vectors import TeacherVectors
 from .word_ids import WordIds, static_ids
 
 __all__ = [
@@ -113,6 +114,9 @@ class CorpusFit:
     sentences: int = 0
     empty: int = 0
     spans: int = 0
+    chunks: int = 0  # chunks the teacher pass read
+    cached: int = 0  # of which the teacher cache held every vector
+    cached_lines: int = 0  # of which it held the lines' vectors alone (the spans were encoded)
     first: str | None = None
     varied: bool = False
     sample: dict[str, list] = field(default_factory=lambda: {"flat": [], "lengths": [], "Y": []})
@@ -224,8 +228,12 @@ def fit_corpus(
     engine: str | None = None,
     address: Any = None,
     n_workers: int | None = None,
+    cache: Any = None,
 ) -> CorpusFit:
     """The streamed pass (module docs) over ``corpus`` (a file, a glob of shards, or a list of sentences).
+
+    ``cache``: a :class:`~isotropy.encoders.cache.VectorCache` that keeps the teacher's vectors chunk by chunk
+    (:mod:`.teacher_vectors`: a rerun reads them, a killed run resumes), or None.
 
     ``engine="dask"``: the corpus is cut into parts of ``PART`` sentences, each part's sums are made on a Dask
     worker (``address``/``n_workers`` as :func:`isotropy.distributed.fit_moments` takes them; ``teacher`` an
@@ -237,12 +245,15 @@ def fit_corpus(
     spans = span_kinds(spans) if tokens else ()
     if engine is None:
         out, ids = CorpusFit(TeacherMap(alpha=alpha)), WordIds(static)
-        with ProgressBar(source.count() or 0, show_progress, "encoding the corpus with the teacher", unit="sentences") as bar:
+        vectors = TeacherVectors(teacher, cache, source.where)
+        label = "encoding the corpus with the teacher"
+        with ProgressBar(source.count() or 0, show_progress, label, unit="sentences") as bar:
             for chunk in source.chunks(CHUNK):
-                _add_chunk(out, static, ids, teacher, list(chunk), tokens, spans)
-                bar.advance(len(chunk))
+                _add_chunk(out, static, ids, vectors, list(chunk), tokens, spans, bar)
+                if out.cached:
+                    bar.advance(0, f"{label} ({out.cached} of {out.chunks} chunks from the cache)")
     else:
-        out = _fit_parts(source, static, teacher, alpha, tokens, spans, show_progress, address, n_workers)
+        out = _fit_parts(source, static, teacher, alpha, tokens, spans, show_progress, address, n_workers, cache)
     if out.sentences < 2:
         raise IsotropyError(f"the corpus {source.where} has {out.sentences} sentence(s): a fit needs at least 2")
     if out.empty == out.sentences:
@@ -252,16 +263,21 @@ def fit_corpus(
     return out
 
 
-def _add_chunk(out: CorpusFit, static: Any, ids: WordIds, teacher: Any, chunk: list[str], tokens: bool, spans: tuple) -> None:
+def _add_chunk(
+    out: CorpusFit, static: Any, ids: WordIds, teacher: TeacherVectors, chunk: list[str], tokens: bool, spans: tuple, bar=None
+) -> None:
     """One chunk of sentences (the next ``len(chunk)`` of the corpus) into ``out``'s sums (``ids``: the pass's
-    tokenisation by the static model, :mod:`.word_ids`)."""
+    tokenisation by the static model, :mod:`.word_ids`; ``teacher``: the teacher's vectors, through its cache;
+    ``bar``: a progress bar counting sentences)."""
     out.first = chunk[0] if out.first is None else out.first
     out.varied = out.varied or any(s != out.first for s in chunk)
     held = (np.arange(out.sentences, out.sentences + len(chunk)) % HELD_OUT) == HELD_OUT - 1
     t_spans = time.perf_counter()
     extra = span_texts([s for s, h in zip(chunk, held) if not h], spans) if tokens and spans else []
     t0 = time.perf_counter()
-    Y = np.asarray(teacher.encode(chunk + extra, show_progress=False), dtype=np.float64)
+    Y, how = teacher(chunk, extra, out.sentences, bar)
+    Y = np.asarray(Y, dtype=np.float64)
+    out.chunks, out.cached, out.cached_lines = out.chunks + 1, out.cached + (how == "cached"), out.cached_lines + (how == "lines")
     Y /= np.maximum(np.linalg.norm(Y, axis=1, keepdims=True), 1e-12)
     t1 = time.perf_counter()
     flat, lengths = ids(chunk)
@@ -286,8 +302,9 @@ def _pooled(table: Any, flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return pooling_matrix(local, lengths, len(rows)) @ np.asarray(table[rows], dtype=np.float64)
 
 
-def _part(static: Any, teacher: Any, sentences: list[str], offset: int, alpha: float, tokens: bool, spans: tuple):
-    """A worker's task: the sums of ``sentences``, the corpus's lines ``offset``.. (held-out lines by their number)."""
+def _part(static, teacher, sentences: list[str], offset: int, alpha: float, tokens: bool, spans: tuple, cache=None, where=""):
+    """A worker's task: the sums of ``sentences``, the corpus's lines ``offset``.. (held-out lines by their number);
+    the teacher's vectors through ``cache`` with the keys one process uses (the parts' chunks are its chunks)."""
     from ..distributed.spec import EncoderSpec
 
     if isinstance(teacher, EncoderSpec):
@@ -295,8 +312,9 @@ def _part(static: Any, teacher: Any, sentences: list[str], offset: int, alpha: f
 
         teacher = worker_encoder(teacher)
     out, ids = CorpusFit(TeacherMap(alpha=alpha), sentences=offset), WordIds(static)
+    vectors = TeacherVectors(teacher, cache, where or "the corpus")
     for i in range(0, len(sentences), CHUNK):
-        _add_chunk(out, static, ids, teacher, sentences[i : i + CHUNK], tokens, spans)
+        _add_chunk(out, static, ids, vectors, sentences[i : i + CHUNK], tokens, spans)
     out.sentences -= offset
     return out
 
@@ -314,6 +332,7 @@ def _merge_parts(a: CorpusFit, b: CorpusFit) -> CorpusFit:
     a.varied = a.varied or b.varied or (b.first is not None and b.first != a.first)
     a.first = b.first if a.first is None else a.first
     a.sentences, a.empty, a.spans = a.sentences + b.sentences, a.empty + b.empty, a.spans + b.spans
+    a.chunks, a.cached, a.cached_lines = a.chunks + b.chunks, a.cached + b.cached, a.cached_lines + b.cached_lines
     for key in a.sample:
         a.sample[key] += b.sample[key]
     kept = np.cumsum([len(n) for n in a.sample["lengths"]])
@@ -323,7 +342,7 @@ def _merge_parts(a: CorpusFit, b: CorpusFit) -> CorpusFit:
     return a
 
 
-def _fit_parts(source, static, teacher, alpha, tokens, spans, show_progress, address, n_workers) -> CorpusFit:
+def _fit_parts(source, static, teacher, alpha, tokens, spans, show_progress, address, n_workers, cache=None) -> CorpusFit:
     """The pass on a Dask cluster (``fit_corpus(engine="dask")``)."""
     import uuid
 
@@ -334,7 +353,19 @@ def _fit_parts(source, static, teacher, alpha, tokens, spans, show_progress, add
         futures, labels, offset = [], [], 0
         for i, part in enumerate(source.chunks(PART)):
             futures.append(
-                client.submit(_part, static, teacher, list(part), offset, alpha, tokens, spans, key=f"isotropy-distill-{run}-{i}")
+                client.submit(
+                    _part,
+                    static,
+                    teacher,
+                    list(part),
+                    offset,
+                    alpha,
+                    tokens,
+                    spans,
+                    cache,
+                    source.where,
+                    key=f"isotropy-distill-{run}-{i}",
+                )
             )
             labels.append(f"{source.where}, lines {offset + 1}..{offset + len(part)}")
             offset += len(part)

@@ -269,10 +269,12 @@ def fit_on_corpus(
     centre: bool = False,
     engine: str | None = None,
     address: Any = None,
+    cache: Any = None,
 ) -> dict:
     """The corpus pass and the map or token fit, written into ``static`` (a model2vec ``StaticModel``);
     ``teacher``: what ``encode(sentences)`` gives the teacher's vectors (with ``engine``, an ``EncoderSpec``);
-    ``spans``, ``criterion``, ``centre``, ``engine``, ``address``: :mod:`.corpus_fit`. Returns what the card and marker record."""
+    ``spans``, ``criterion``, ``centre``, ``engine``, ``address``: :mod:`.corpus_fit`; ``cache``: the teacher cache
+    (:mod:`.teacher_vectors`), or None. Returns what the card and marker record."""
     from .corpus_fit import TARGET_POWER, cosine_agreement, fit_corpus, principal_axes, solve_tokens, span_kinds
 
     if getattr(static, "weights", None) is not None or getattr(static, "token_mapping", None) is not None:
@@ -288,10 +290,12 @@ def fit_on_corpus(
         show_progress=show,
         engine=engine,
         address=address,
+        cache=cache,
     )
     A, b = cf.teacher_map.affine_()
     width = A.shape[1]
     info: dict[str, Any] = {"corpus": source.describe(), "sentences": cf.sentences, "fit": fit, "alpha": alpha}
+    info["teacher_cache"] = _cache_note(cf, cache)
     P = np.eye(width)
     if pca is not None and pca < width:
         P = principal_axes(cf.teacher_map, pca)
@@ -325,6 +329,14 @@ def fit_on_corpus(
     return info
 
 
+def _cache_note(cf: Any, cache: Any) -> str:
+    """What the card says of the teacher cache (never where it is)."""
+    if cache is None:
+        return "off"
+    note = f"cached chunks used: {cf.cached} of {cf.chunks}"
+    return note + (f" (and the lines of {cf.cached_lines} more; their spans encoded)" if cf.cached_lines else "")
+
+
 def distill(
     output: str | os.PathLike,
     model: str | os.PathLike | None = None,
@@ -338,6 +350,7 @@ def distill(
     strength_by: str | None = None,
     engine: str | None = None,
     address: Any = None,
+    teacher_cache: Any = True,
     force: bool = False,
     show_progress: bool | None = None,
 ) -> Path:
@@ -345,11 +358,18 @@ def distill(
     width). With ``corpus``: ``fit="tokens"`` (the default) fits every token's row to the teacher's sentence
     vectors (:mod:`.corpus_fit`; ``spans``: span kinds, a comma-separated string or a sequence, True or None for the
     default kinds with it, False or "none" for none; they add equations), ``"map"`` folds the sentence-level
-    teacher map alone. Returns the folder."""
+    teacher map alone. ``teacher_cache``: where the teacher's vectors of the corpus are kept chunk by chunk, so a
+    rerun with other settings encodes nothing again and a killed run resumes (:mod:`.teacher_vectors`): True
+    (default: ``$ISOTROPY_CACHE/teacher``), a folder, or False (off). Returns the folder."""
     pca, alpha, fit = _check_before_work(model, dims, corpus, alpha, fit, lam)
     spans, strength_by = _check_fit_options(spans, strength_by, fit, lam)
     source = None if corpus is None else Corpus(corpus)  # one reader: standard input is read once (S1-011)
     _check_cluster(engine, address, corpus)
+    from .teacher_vectors import teacher_cache as cache_for
+
+    if isinstance(teacher_cache, str | os.PathLike) and corpus is None:
+        raise IsotropyError("--teacher-cache keeps the teacher's vectors of --corpus: give --corpus, or leave it out")
+    cache = cache_for(teacher_cache) if corpus is not None else None
     inputs = [] if source is None else source.inputs
     out = check_output(output, KIND, force=force, inputs=[*inputs, model] if model is not None else inputs)
     if source is not None:
@@ -382,6 +402,7 @@ def distill(
             engine=engine,
             address=address,
             criterion=str(strength_by),
+            cache=cache,
         )
     info["dims"] = int(static.dim)
     if isinstance(getattr(static, "config", None), dict):
@@ -454,6 +475,8 @@ def _card_section(info: dict[str, Any]) -> str:
             lines.append(f"Spans: {fit['spans']}.")
         if "target_scale" in fit:
             lines.append(f"Token-fit targets: {fit['target_scale']}; cosines, which ignore the norm, are unchanged by it.")
+        if fit.get("teacher_cache", "off") != "off":
+            lines.append(f"Teacher vectors: {fit['teacher_cache']} (read back verified: the exact vectors the teacher gave).")
     lines.append(
         "Sentence vectors are the plain mean of token rows (not normalised), in model2vec and sentence-transformers alike."
     )

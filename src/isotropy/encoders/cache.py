@@ -45,6 +45,10 @@ def sentences_digest(sentences: Sequence[str]) -> str:
     return h.hexdigest()
 
 
+class _Refused(ValueError):
+    """An entry on disk that is not served, with the reason."""
+
+
 class VectorCache:
     """Encoded sentence vectors on disk, one ``.npy`` (+ ``.json`` key file) per entry.
 
@@ -54,7 +58,8 @@ class VectorCache:
     of the ``.npy`` file's bytes (recorded in the key file when it was written) and the
     array's shape and dtype, so a stale, truncated, foreign or overwritten file is never
     served: it is treated as a miss and rewritten. An entry written before digests were
-    recorded is a miss too. Writes are atomic.
+    recorded is a miss too. Writes are atomic. :meth:`lookup` says why an entry on disk was refused
+    (the distill's teacher cache warns with it); :meth:`get` is a quiet miss.
     """
 
     def __init__(self, directory: str | os.PathLike | None = None, enabled: bool = True) -> None:
@@ -64,8 +69,12 @@ class VectorCache:
         self.misses = 0
 
     @staticmethod
-    def key(fingerprint: str, pooling: str, max_length: int, sentences: Sequence[str]) -> dict[str, Any]:
-        return {
+    def key(
+        fingerprint: str, pooling: str, max_length: int, sentences: Sequence[str], backend: str | None = None
+    ) -> dict[str, Any]:
+        """The entry's key; ``backend`` (the encoder's runtime) is part of it only when given, so the keys of
+        entries written without it stay what they were."""
+        key = {
             "format": CACHE_FORMAT,
             "fingerprint": str(fingerprint),
             "pooling": str(pooling),
@@ -73,6 +82,9 @@ class VectorCache:
             "sentences": sentences_digest(sentences),
             "rows": len(sentences),
         }
+        if backend is not None:
+            key["backend"] = str(backend)
+        return key
 
     @staticmethod
     def _name(key: dict[str, Any]) -> str:
@@ -83,29 +95,48 @@ class VectorCache:
         return self.directory / f"{name}.npy", self.directory / f"{name}.json"
 
     def get(self, key: dict[str, Any], dim: int | None = None) -> np.ndarray | None:
+        return self.lookup(key, dim)[0]
+
+    def lookup(self, key: dict[str, Any], dim: int | None = None) -> tuple[np.ndarray | None, str | None]:
+        """``(vectors, None)`` for a verified entry; ``(None, None)`` when there is none (or the cache is off);
+        ``(None, reason)`` when an entry is on disk but was refused (damaged, stale or foreign)."""
         if not self.enabled:
-            return None
+            return None, None
         npy, meta = self.paths(key)
         try:
-            stored = json.loads(meta.read_text(encoding="utf-8"))
-            if stored.get("key") != key:
-                raise ValueError("key mismatch")
-            if stored.get("digest") != file_sha256(npy):
-                raise ValueError("content mismatch")  # overwritten in place (same shape) or no digest recorded
+            try:
+                stored = json.loads(meta.read_text(encoding="utf-8"))
+            except (FileNotFoundError, NotADirectoryError):
+                self.misses += 1
+                return None, None  # never written (or its key file, written last, never was)
+            if not isinstance(stored, dict) or stored.get("key") != key:
+                raise _Refused("its key file does not hold this entry's key")
+            try:
+                digest = file_sha256(npy)
+            except (FileNotFoundError, NotADirectoryError):
+                raise _Refused("its vectors file is missing") from None
+            if stored.get("digest") != digest:
+                # overwritten in place (same shape), truncated, or no digest recorded
+                raise _Refused("its bytes differ from the digest recorded when it was written")
             arr = np.load(npy, allow_pickle=False)
             if arr.dtype != np.float32 or arr.ndim != 2 or arr.shape[0] != key["rows"]:
-                raise ValueError("shape mismatch")
+                raise _Refused("its array has the wrong shape or type")
             if arr.shape[1] != stored.get("dim") or (dim is not None and arr.shape[1] != dim):
-                raise ValueError("dim mismatch")
-        except (OSError, ValueError, json.JSONDecodeError, AttributeError, EOFError):
+                raise _Refused("its vectors have the wrong width")
+        except _Refused as exc:
             self.misses += 1
-            return None
+            return None, str(exc)
+        except (OSError, ValueError, AttributeError, EOFError) as exc:  # JSONDecodeError is a ValueError
+            self.misses += 1
+            return None, f"it cannot be read ({type(exc).__name__}: {exc})"
         self.hits += 1
-        return arr
+        return arr, None
 
-    def put(self, key: dict[str, Any], vectors: np.ndarray) -> None:
+    def put(self, key: dict[str, Any], vectors: np.ndarray, *, warn: bool = True) -> OSError | None:
+        """Store ``vectors`` under ``key``, atomically; a write that fails (full or read-only disk) is reported
+        on stderr (``warn``) and returned, never raised: a cache must not stop the work it serves."""
         if not self.enabled:
-            return
+            return None
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -115,7 +146,10 @@ class VectorCache:
             with atomic_file(meta, "w") as fh:
                 json.dump({"key": key, "dim": int(vectors.shape[1]), "digest": file_sha256(npy)}, fh, sort_keys=True)
         except OSError as exc:  # a full or read-only cache must not stop an evaluation
-            print(f"warning: could not write the vector cache in {self.directory}: {exc}", file=sys.stderr)
+            if warn:
+                print(f"warning: could not write the vector cache in {self.directory}: {exc}", file=sys.stderr)
+            return exc
+        return None
 
 
 def encode_cached(
