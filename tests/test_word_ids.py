@@ -1,6 +1,9 @@
-"""The corpus pass's word-cached tokenisation (distill/word_ids.py) gives model2vec's own ids, cut as before."""
+"""The corpus pass's word-cached tokenisation (encoders/static/sources.py's ``Model2VecIds``, a ``WordCache`` over a
+``StaticTable`` of the model) gives model2vec's own ids, cut as before."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pytest
@@ -9,7 +12,9 @@ from hypothesis import strategies as st
 
 pytest.importorskip("model2vec")
 
-from isotropy.distill.word_ids import WordIds, static_ids, tokenized  # noqa: E402
+from isotropy.distill.corpus_fit import static_ids  # noqa: E402
+from isotropy.encoders.static.sources import Model2VecIds as WordIds  # noqa: E402
+from isotropy.encoders.static.sources import model2vec_tokenize as tokenized  # noqa: E402
 
 WORDS = "the cat sat on a mat run runs running dog talk talks about and sentence number new york".split()
 PIECES = ["##s", "##ing", "##ed", "##er", "un", "##a", "##t", "c", "d", "m", "r", "1", "2", "##3", "##0"]
@@ -84,7 +89,8 @@ def test_a_tiny_cache_cap_changes_nothing():
     for _ in range(3):  # the cache emptied and filled again on every call
         for got, want in zip(ids(texts), tokenized(model, texts)):
             np.testing.assert_array_equal(got, want)
-        assert len(ids._rows) <= max(3, len({w for t in texts for w in t.split()}))
+        cached = ids.cache._count.size  # the words' pre-tokens (runs of letters and digits, single marks)
+        assert cached <= max(3, len({w for t in texts for w in re.findall(r"[A-Za-z0-9]+|[^A-Za-z0-9\s]", t.lower())}))
 
 
 def other_tokenizers():

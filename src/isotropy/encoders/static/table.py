@@ -40,6 +40,8 @@ __all__ = [
     "word_tokenizer",
     "add_character_cut",
     "take_character_cut",
+    "flatten",
+    "truncate",
     "WORD_PATTERN",
     "UNK",
 ]
@@ -95,6 +97,20 @@ def _sequence(parts: list) -> Any:
     from tokenizers import normalizers
 
     return normalizers.Sequence(parts)
+
+
+def flatten(ids: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids per sentence as ``(flat ids, length per sentence)``, int64."""
+    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    return np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum())), lengths
+
+
+def truncate(flat: np.ndarray, lengths: np.ndarray, limit: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``limit`` ids of each sentence (the tokenizer's truncation, unknown tokens counted; None: all)."""
+    if limit is None or not lengths.size or int(lengths.max()) <= limit:
+        return flat, lengths
+    rank = np.arange(flat.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return flat[rank < limit], np.minimum(lengths, limit)
 
 
 def word_tokenizer(tokens: Sequence[str], unk: str, lowercase: bool):
@@ -313,8 +329,7 @@ class StaticTable:
         """:meth:`token_ids` as ``(flat ids, length per sentence, tokens, unknown tokens)``, with numpy doing the
         per-token work (the fast path of the encoder)."""
         ids = self._encode(sentences, max_length)
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
+        flat, lengths = flatten(ids)
         total, unknown = int(flat.size), 0
         if self.unk_id is not None:
             known = flat != self.unk_id
@@ -354,9 +369,7 @@ class StaticTable:
 
     def pool_ids(self, ids: list[list[int]], weights: np.ndarray | None = None, norm: str = "tokens") -> np.ndarray:
         """:meth:`pool` on token ids (from :meth:`token_ids`): one sparse product, no ``(tokens, d)`` gather."""
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
-        return self.pool_array(flat, lengths, weights, norm)
+        return self.pool_array(*flatten(ids), weights, norm)
 
     def pool_array(
         self, flat: np.ndarray, lengths: np.ndarray, weights: np.ndarray | None = None, norm: str = "tokens"

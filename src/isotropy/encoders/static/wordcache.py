@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from .table import WORD_PATTERN, StaticTable
+from .table import WORD_PATTERN, StaticTable, truncate
 
 __all__ = ["WordCache", "assemble", "tokenizer_family", "tokenizer_spec", "truncate"]
 
@@ -391,11 +391,3 @@ def assemble(n: int, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> 
         inner = np.arange(part_flat.size) - np.repeat(np.cumsum(part_lengths) - part_lengths, part_lengths)
         flat[np.repeat(offsets[rows], part_lengths) + inner] = part_flat
     return flat, lengths
-
-
-def truncate(flat: np.ndarray, lengths: np.ndarray, limit: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """The first ``limit`` ids of each sentence (the tokenizer's truncation, unknown tokens counted)."""
-    if limit is None or not lengths.size or int(lengths.max()) <= limit:
-        return flat, lengths
-    rank = np.arange(flat.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return flat[rank < limit], np.minimum(lengths, limit)
