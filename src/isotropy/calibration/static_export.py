@@ -97,10 +97,10 @@ def _cut_characters(tok: Any, max_length: int) -> None:
     does the same). A ``Replace`` normalizer that drops everything past that many characters runs first. One
     difference is left: the tokenizer matches added tokens' text (``[UNK]``, ``[SEP]``) before normalising, so in a
     sentence holding one, each stretch between them is cut on its own rather than the sentence as a whole."""
-    from ..encoders.static.table import add_character_cut
+    from ..encoders.static.table import add_character_cut, character_limit, median_token_length
 
-    chars = max_length * int(np.median([len(t) for t in tok.get_vocab()]))  # model2vec's median_token_length
-    if chars >= 1:
+    chars = character_limit(max_length, median_token_length(tok.get_vocab()))
+    if chars is not None:
         add_character_cut(tok, chars)
 
 
@@ -115,12 +115,12 @@ def write_st_twin(
     from sentence_transformers.base.modules import Normalize
     from sentence_transformers.sentence_transformer.modules import StaticEmbedding
 
+    from ..encoders.static.table import set_truncation
+
     tok = tokenizer  # not copied: a 400k-word tokenizer takes seconds to copy, and both callers own theirs
     tok.no_padding()
-    if max_length is None:
-        tok.no_truncation()
-    else:
-        tok.enable_truncation(int(max_length))  # saved in tokenizer.json: StaticEmbedding.load reads it back
+    set_truncation(tok, max_length)  # saved in tokenizer.json: StaticEmbedding.load reads it back
+    if max_length is not None:
         _cut_characters(tok, int(max_length))
     rows = _unknown_row_zeroed(np.ascontiguousarray(vectors, dtype=np.float32), unk_id)
     modules = [StaticEmbedding(tok, embedding_weights=rows)] + ([Normalize()] if normalize else [])
@@ -135,12 +135,11 @@ def save_model2vec(folder: Path, vectors: np.ndarray, tokenizer: Any, max_length
     config holds ``max_length`` then ``normalize``; tests/test_static.py compares the files with the constructor's."""
     from model2vec.persistence import save_pretrained
 
+    from ..encoders.static.table import set_truncation
+
     if tokenizer.padding is not None:  # a StaticTable's never pads; model2vec's constructor would keep the pad token
         raise ValueError("save_model2vec: the tokenizer must not pad")
-    if max_length is None:
-        tokenizer.no_truncation()
-    else:
-        tokenizer.enable_truncation(max_length)
+    set_truncation(tokenizer, max_length)
     config = {"max_length": max_length, "normalize": normalize}
     save_pretrained(folder, embeddings=vectors, tokenizer=tokenizer, config=config, create_model_card=False)
 

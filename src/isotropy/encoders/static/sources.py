@@ -40,7 +40,15 @@ import numpy as np
 from ...errors import IsotropyError
 from ...storage.integrity import verify_model_folder
 from .parsecache import load_word_vectors
-from .table import StaticTable, add_character_cut, flatten, take_character_cut, truncate, word_tokenizer
+from .table import (
+    StaticTable,
+    flatten,
+    median_token_length,
+    set_truncation,
+    take_length_limit,
+    truncate,
+    word_tokenizer,
+)
 from .wordcache import MAX_WORDS, WordCache
 from .wordvectors import WORD_VECTOR_SUFFIXES
 
@@ -245,10 +253,7 @@ def _read_model2vec(folder: Path, config: dict) -> SimpleNamespace | None:
     if tokenizer.padding is not None:  # model2vec stops padding (its pad token kept); isotropy encodes unpadded
         tokenizer.no_padding()
     limit = config.get("max_length", 512)  # model2vec's default; its max_length setter sets the truncation
-    if limit is None:
-        tokenizer.no_truncation()
-    else:
-        tokenizer.enable_truncation(limit)
+    set_truncation(tokenizer, limit)
     unk = getattr(tokenizer.model, "unk_token", None)
     if hasattr(tokenizer.model, "unk_token"):  # WordPiece, BPE, WordLevel; a Unigram model names its unk_id
         unk_id = None if unk is None else tokenizer.token_to_id(unk)
@@ -257,7 +262,7 @@ def _read_model2vec(folder: Path, config: dict) -> SimpleNamespace | None:
     return SimpleNamespace(
         tokens=tokens, embedding=tensors["embeddings"], weights=tensors.get("weights"), token_mapping=tensors.get("mapping"),
         tokenizer=tokenizer, unk_token_id=unk_id, max_length=limit,
-        median_token_length=int(np.median([len(t) for t in tokens])),
+        median_token_length=median_token_length(tokens),
     )  # fmt: skip
 
 
@@ -373,11 +378,7 @@ def _st_static(folder: Path) -> StaticTable:
         raise IsotropyError(f"{weights_file}: {emb.shape[0]} rows for a tokenizer of {len(vocab)} tokens")
     tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
     unk = getattr(tokenizer.model, "unk_token", None)
-    limit = (tokenizer.truncation or {}).get("max_length")  # a twin's: StaticEmbedding tokenizes with it (S5-010)
-    chars = take_character_cut(tokenizer)  # and a twin's first cut, in characters (calibration.static_export)
-    per_token = chars // limit if chars is not None and limit and chars % limit == 0 else None
-    if chars is not None and per_token is None:
-        add_character_cut(tokenizer, chars)  # not a multiple of the length: the tokenizer keeps cutting itself
+    limit, per_token = take_length_limit(tokenizer)  # a twin's: StaticEmbedding tokenizes with it (S5-010)
     table = StaticTable(
         tokens, emb, tokenizer, unk_id=vocab.get(unk) if unk else None, drop_unknown=False, source=str(folder),
         max_length=limit, chars_per_token=per_token,
