@@ -3,7 +3,8 @@
 For a mean of token vectors an affine calibration folds exactly into the table,
 ``mean_t(w_t E[t]) @ A + b == mean_t(E'[t])`` with ``E'[t] = (w_t E[t]) @ A + b``
 (:meth:`~isotropy.encoders.static.StaticTable.fold`; ``w_t`` are the ``sif``/``idf`` weights, 1 for the mean),
-so the calibrated model is the same size and speed as the raw one. The folder written is:
+so the calibrated model is the same size and speed as the raw one. The folder written (by
+:func:`write_static_folder`, which ``isotropy distill`` writes its folders with too) is:
 
 * its root: a model2vec model, saved by model2vec's own writer as ``StaticModel.save_pretrained`` saves it
   (:func:`save_model2vec`; ``model2vec.StaticModel.from_pretrained(folder)``);
@@ -16,7 +17,7 @@ so the calibrated model is the same size and speed as the raw one. The folder wr
   ``encode`` and isotropy do (S5-010): first at ``max_length`` x the median token length in characters (a
   ``Replace`` normalizer ahead of the tokenizer's own), then at ``max_length`` tokens (its truncation).
   ``StaticEmbedding`` has no length limit of its own, but loads its ``tokenizer.json`` with both saved in it.
-  :func:`write_st_twin` writes it, for ``isotropy distill``'s folders too;
+  :func:`write_st_twin` writes it;
 * ``isotropy.json``: the marker and what was fitted (coverage of the fit corpus included);
 * ``README.md``: isotropy's model card (:func:`.card.model_card`: the calibration, the corpus and its
   out-of-vocabulary rate, the ``--eval`` scores), in place of model2vec's default one.
@@ -28,6 +29,7 @@ Methods that are not affine (``flow``), and weighted poolings whose sum is not d
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +41,14 @@ from ..storage.artifacts import header, output_dir
 from ..transforms.base import AffineTransform
 from .card import model_card
 
-__all__ = ["check_static_method", "write_static_model", "save_model2vec", "write_st_twin", "ST_SUBFOLDER"]
+__all__ = [
+    "check_static_method",
+    "write_static_model",
+    "write_static_folder",
+    "save_model2vec",
+    "write_st_twin",
+    "ST_SUBFOLDER",
+]
 
 ST_SUBFOLDER = "sentence-transformers"
 
@@ -153,13 +162,42 @@ def write_static_model(
 
     table = folded_table(encoder, transform)
     vectors = np.ascontiguousarray(table.vectors, dtype=np.float32)
-    with output_dir(out, "sentence-transformers", force=force) as tmp:
-        limit = None if encoder.max_length >= encoder.runtime.position_limit else int(encoder.max_length)
-        st_tok = table.tokenizer  # the folded table is this function's own: its tokenizer is saved, then StaticEmbedding's
-        save_model2vec(tmp, vectors, st_tok, limit, normalize)
-        unk = table.unk_id if table.drop_unknown else None
-        write_st_twin(tmp / ST_SUBFOLDER, st_tok, vectors, unk_id=unk, max_length=limit, normalize=normalize)
-        (tmp / "README.md").write_text(model_card(info), encoding="utf-8")  # isotropy's card, not model2vec's default
-        marker = {**header("sentence-transformers"), "calibration": info}
-        (tmp / "isotropy.json").write_text(json.dumps(marker, indent=2, default=str), encoding="utf-8")
+    limit = None if encoder.max_length >= encoder.runtime.position_limit else int(encoder.max_length)
+    st_tok = table.tokenizer  # the folded table is this function's own: its tokenizer is saved, then StaticEmbedding's
+    marker = {**header("sentence-transformers"), "calibration": info}
+    write_static_folder(
+        out, "sentence-transformers", force, save_root=lambda tmp: save_model2vec(tmp, vectors, st_tok, limit, normalize),
+        tokenizer=st_tok, vectors=vectors, unk_id=table.unk_id if table.drop_unknown else None, max_length=limit,
+        normalize=normalize, card=lambda _: model_card(info),  # isotropy's card, not model2vec's default
+        marker=json.dumps(marker, indent=2, default=str),
+    )  # fmt: skip
     return SentenceTransformer(str(out / ST_SUBFOLDER), device="cpu")
+
+
+def write_static_folder(
+    out: Path,
+    kind: str,
+    force: bool,
+    *,
+    save_root: Callable[[Path], None],
+    tokenizer: Any,
+    vectors: np.ndarray,
+    unk_id: int | None,
+    max_length: int | None,
+    normalize: bool,
+    card: Callable[[Path], str | None],
+    marker: str,
+) -> None:
+    """The one writer of a static model's folder (module docs: ``isotropy calibrate`` and ``isotropy distill``), atomically
+    and guarded (:func:`~isotropy.storage.artifacts.output_dir` with ``kind`` and ``force``): ``save_root(tmp)`` writes
+    the model2vec root (model2vec's own writer: :func:`save_model2vec`, or ``StaticModel.save_pretrained``), then the
+    ``sentence-transformers/`` twin (:func:`write_st_twin` over ``tokenizer``, which it changes: pass one the root no
+    longer needs), ``README.md`` (``card(tmp)``, read after the root is written; None: none written) and
+    ``isotropy.json`` (``marker``, its text)."""
+    with output_dir(out, kind, force=force) as tmp:
+        save_root(tmp)
+        write_st_twin(tmp / ST_SUBFOLDER, tokenizer, vectors, unk_id=unk_id, max_length=max_length, normalize=normalize)
+        text = card(tmp)
+        if text is not None:
+            (tmp / "README.md").write_text(text, encoding="utf-8")
+        (tmp / "isotropy.json").write_text(marker, encoding="utf-8")
