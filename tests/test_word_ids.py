@@ -139,3 +139,18 @@ def test_the_default_models_tokenizer_takes_the_word_path_with_the_same_ids():
     for _ in range(2):  # the second call from the cache
         for got, want in zip(ids(texts), tokenized(model, texts)):
             np.testing.assert_array_equal(got, want)
+
+
+def test_a_word_table_tokenizer_takes_the_word_path_with_the_same_ids():
+    """A model2vec model over a word table's tokenizer (calibrate's GloVe export: Lowercase + Split on the word
+    pattern, clitics split) goes through the encoder's word cache too, with model2vec's ids."""
+    from isotropy.encoders.static.table import word_tokenizer
+
+    tokens = ["[UNK]", *WORDS, "do", "n't", "it", "'s", "don", "'t", *MARKS]
+    model = static_model(word_tokenizer(tokens, "[UNK]", True)(), max_length=9)
+    ids = WordIds(model)
+    assert ids.exact and ids.truncation == 9
+    texts = ["The cat didn't sit, it's a mat!", "don't DON'T do n't 'tis", "caf\u00e9 talk\tsat", "run " * 12, "", "x'y'n't"]
+    for _ in range(2):  # the second call from the cache
+        for got, want in zip(ids(texts), tokenized(model, texts)):
+            np.testing.assert_array_equal(got, want)
