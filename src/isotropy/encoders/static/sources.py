@@ -287,7 +287,10 @@ def model2vec_table(model: Any, source: str, tokenizer: Any = None, **cut: Any) 
     tokens after a cut at ``max_length`` x its median token length in characters) unless ``cut`` says otherwise
     (``max_length``, ``chars_per_token``, as :class:`StaticTable` takes them); ``tokenizer``: another tokenizer to
     own (None: the model's own)."""
-    cut = {"max_length": model.max_length, "chars_per_token": int(model.median_token_length), **cut}
+    if "max_length" not in cut:
+        cut["max_length"] = model.max_length
+    if "chars_per_token" not in cut:
+        cut["chars_per_token"] = int(model.median_token_length)
     return StaticTable(
         list(model.tokens), _model2vec_rows(Path(source), model), model.tokenizer if tokenizer is None else tokenizer,
         unk_id=model.unk_token_id, drop_unknown=True, source=source, **cut,
