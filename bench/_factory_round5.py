@@ -4,7 +4,8 @@
 Nothing the fit chooses changed: the recipe is round 4's product (tokens + halves + drop + cut, targets x n^-0.5,
 the full-width start). What changed is how fast the same sums and the same table are made:
 
-* the token ids of the lines and their spans come from a per-pass word cache (``distill/word_ids.py``): each
+* the token ids of the lines and their spans come from a per-pass word cache (then ``distill/word_ids.py``; now the encoder's
+  ``WordCache`` through ``encoders/static/sources.py``'s ``Model2VecIds``): each
   distinct word is tokenised once, exactly model2vec's ids (tested against it);
 * the solve's sparse product takes 32 columns of the dense factor at a time, and the conjugate gradients update in
   place (BENCHMARKS `token-solve`: the same table bit for bit).

@@ -1,6 +1,9 @@
-"""The corpus pass's word-cached tokenisation (distill/word_ids.py) gives model2vec's own ids, cut as before."""
+"""The corpus pass's word-cached tokenisation (encoders/static/sources.py's ``Model2VecIds``, a ``WordCache`` over a
+``StaticTable`` of the model) gives model2vec's own ids, cut as before."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pytest
@@ -9,7 +12,9 @@ from hypothesis import strategies as st
 
 pytest.importorskip("model2vec")
 
-from isotropy.distill.word_ids import WordIds, static_ids, tokenized  # noqa: E402
+from isotropy.distill.corpus_fit import static_ids  # noqa: E402
+from isotropy.encoders.static.sources import Model2VecIds as WordIds  # noqa: E402
+from isotropy.encoders.static.sources import model2vec_tokenize as tokenized  # noqa: E402
 
 WORDS = "the cat sat on a mat run runs running dog talk talks about and sentence number new york".split()
 PIECES = ["##s", "##ing", "##ed", "##er", "un", "##a", "##t", "c", "d", "m", "r", "1", "2", "##3", "##0"]
@@ -84,7 +89,8 @@ def test_a_tiny_cache_cap_changes_nothing():
     for _ in range(3):  # the cache emptied and filled again on every call
         for got, want in zip(ids(texts), tokenized(model, texts)):
             np.testing.assert_array_equal(got, want)
-        assert len(ids._rows) <= max(3, len({w for t in texts for w in t.split()}))
+        cached = ids.cache._count.size  # the words' pre-tokens (runs of letters and digits, single marks)
+        assert cached <= max(3, len({w for t in texts for w in re.findall(r"[A-Za-z0-9]+|[^A-Za-z0-9\s]", t.lower())}))
 
 
 def other_tokenizers():
@@ -130,6 +136,21 @@ def test_the_default_models_tokenizer_takes_the_word_path_with_the_same_ids():
         "word " * 40,
         "",
     ]
+    for _ in range(2):  # the second call from the cache
+        for got, want in zip(ids(texts), tokenized(model, texts)):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_a_word_table_tokenizer_takes_the_word_path_with_the_same_ids():
+    """A model2vec model over a word table's tokenizer (calibrate's GloVe export: Lowercase + Split on the word
+    pattern, clitics split) goes through the encoder's word cache too, with model2vec's ids."""
+    from isotropy.encoders.static.table import word_tokenizer
+
+    tokens = ["[UNK]", *WORDS, "do", "n't", "it", "'s", "don", "'t", *MARKS]
+    model = static_model(word_tokenizer(tokens, "[UNK]", True)(), max_length=9)
+    ids = WordIds(model)
+    assert ids.exact and ids.truncation == 9
+    texts = ["The cat didn't sit, it's a mat!", "don't DON'T do n't 'tis", "caf\u00e9 talk\tsat", "run " * 12, "", "x'y'n't"]
     for _ in range(2):  # the second call from the cache
         for got, want in zip(ids(texts), tokenized(model, texts)):
             np.testing.assert_array_equal(got, want)

@@ -3,7 +3,8 @@
 For a mean of token vectors an affine calibration folds exactly into the table,
 ``mean_t(w_t E[t]) @ A + b == mean_t(E'[t])`` with ``E'[t] = (w_t E[t]) @ A + b``
 (:meth:`~isotropy.encoders.static.StaticTable.fold`; ``w_t`` are the ``sif``/``idf`` weights, 1 for the mean),
-so the calibrated model is the same size and speed as the raw one. The folder written is:
+so the calibrated model is the same size and speed as the raw one. The folder written (by
+:func:`write_static_folder`, which ``isotropy distill`` writes its folders with too) is:
 
 * its root: a model2vec model, saved by model2vec's own writer as ``StaticModel.save_pretrained`` saves it
   (:func:`save_model2vec`; ``model2vec.StaticModel.from_pretrained(folder)``);
@@ -16,7 +17,7 @@ so the calibrated model is the same size and speed as the raw one. The folder wr
   ``encode`` and isotropy do (S5-010): first at ``max_length`` x the median token length in characters (a
   ``Replace`` normalizer ahead of the tokenizer's own), then at ``max_length`` tokens (its truncation).
   ``StaticEmbedding`` has no length limit of its own, but loads its ``tokenizer.json`` with both saved in it.
-  :func:`write_st_twin` writes it, for ``isotropy distill``'s folders too;
+  :func:`write_st_twin` writes it;
 * ``isotropy.json``: the marker and what was fitted (coverage of the fit corpus included);
 * ``README.md``: isotropy's model card (:func:`.card.model_card`: the calibration, the corpus and its
   out-of-vocabulary rate, the ``--eval`` scores), in place of model2vec's default one.
@@ -28,6 +29,7 @@ Methods that are not affine (``flow``), and weighted poolings whose sum is not d
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +41,14 @@ from ..storage.artifacts import header, output_dir
 from ..transforms.base import AffineTransform
 from .card import model_card
 
-__all__ = ["check_static_method", "write_static_model", "save_model2vec", "write_st_twin", "ST_SUBFOLDER"]
+__all__ = [
+    "check_static_method",
+    "write_static_model",
+    "write_static_folder",
+    "save_model2vec",
+    "write_st_twin",
+    "ST_SUBFOLDER",
+]
 
 ST_SUBFOLDER = "sentence-transformers"
 
@@ -97,10 +106,10 @@ def _cut_characters(tok: Any, max_length: int) -> None:
     does the same). A ``Replace`` normalizer that drops everything past that many characters runs first. One
     difference is left: the tokenizer matches added tokens' text (``[UNK]``, ``[SEP]``) before normalising, so in a
     sentence holding one, each stretch between them is cut on its own rather than the sentence as a whole."""
-    from ..encoders.static.table import add_character_cut
+    from ..encoders.static.table import add_character_cut, character_limit, median_token_length
 
-    chars = max_length * int(np.median([len(t) for t in tok.get_vocab()]))  # model2vec's median_token_length
-    if chars >= 1:
+    chars = character_limit(max_length, median_token_length(tok.get_vocab()))
+    if chars is not None:
         add_character_cut(tok, chars)
 
 
@@ -115,12 +124,12 @@ def write_st_twin(
     from sentence_transformers.base.modules import Normalize
     from sentence_transformers.sentence_transformer.modules import StaticEmbedding
 
+    from ..encoders.static.table import set_truncation
+
     tok = tokenizer  # not copied: a 400k-word tokenizer takes seconds to copy, and both callers own theirs
     tok.no_padding()
-    if max_length is None:
-        tok.no_truncation()
-    else:
-        tok.enable_truncation(int(max_length))  # saved in tokenizer.json: StaticEmbedding.load reads it back
+    set_truncation(tok, max_length)  # saved in tokenizer.json: StaticEmbedding.load reads it back
+    if max_length is not None:
         _cut_characters(tok, int(max_length))
     rows = _unknown_row_zeroed(np.ascontiguousarray(vectors, dtype=np.float32), unk_id)
     modules = [StaticEmbedding(tok, embedding_weights=rows)] + ([Normalize()] if normalize else [])
@@ -135,12 +144,11 @@ def save_model2vec(folder: Path, vectors: np.ndarray, tokenizer: Any, max_length
     config holds ``max_length`` then ``normalize``; tests/test_static.py compares the files with the constructor's."""
     from model2vec.persistence import save_pretrained
 
+    from ..encoders.static.table import set_truncation
+
     if tokenizer.padding is not None:  # a StaticTable's never pads; model2vec's constructor would keep the pad token
         raise ValueError("save_model2vec: the tokenizer must not pad")
-    if max_length is None:
-        tokenizer.no_truncation()
-    else:
-        tokenizer.enable_truncation(max_length)
+    set_truncation(tokenizer, max_length)
     config = {"max_length": max_length, "normalize": normalize}
     save_pretrained(folder, embeddings=vectors, tokenizer=tokenizer, config=config, create_model_card=False)
 
@@ -154,13 +162,42 @@ def write_static_model(
 
     table = folded_table(encoder, transform)
     vectors = np.ascontiguousarray(table.vectors, dtype=np.float32)
-    with output_dir(out, "sentence-transformers", force=force) as tmp:
-        limit = None if encoder.max_length >= encoder.runtime.position_limit else int(encoder.max_length)
-        st_tok = table.tokenizer  # the folded table is this function's own: its tokenizer is saved, then StaticEmbedding's
-        save_model2vec(tmp, vectors, st_tok, limit, normalize)
-        unk = table.unk_id if table.drop_unknown else None
-        write_st_twin(tmp / ST_SUBFOLDER, st_tok, vectors, unk_id=unk, max_length=limit, normalize=normalize)
-        (tmp / "README.md").write_text(model_card(info), encoding="utf-8")  # isotropy's card, not model2vec's default
-        marker = {**header("sentence-transformers"), "calibration": info}
-        (tmp / "isotropy.json").write_text(json.dumps(marker, indent=2, default=str), encoding="utf-8")
+    limit = None if encoder.max_length >= encoder.runtime.position_limit else int(encoder.max_length)
+    st_tok = table.tokenizer  # the folded table is this function's own: its tokenizer is saved, then StaticEmbedding's
+    marker = {**header("sentence-transformers"), "calibration": info}
+    write_static_folder(
+        out, "sentence-transformers", force, save_root=lambda tmp: save_model2vec(tmp, vectors, st_tok, limit, normalize),
+        tokenizer=st_tok, vectors=vectors, unk_id=table.unk_id if table.drop_unknown else None, max_length=limit,
+        normalize=normalize, card=lambda _: model_card(info),  # isotropy's card, not model2vec's default
+        marker=json.dumps(marker, indent=2, default=str),
+    )  # fmt: skip
     return SentenceTransformer(str(out / ST_SUBFOLDER), device="cpu")
+
+
+def write_static_folder(
+    out: Path,
+    kind: str,
+    force: bool,
+    *,
+    save_root: Callable[[Path], None],
+    tokenizer: Any,
+    vectors: np.ndarray,
+    unk_id: int | None,
+    max_length: int | None,
+    normalize: bool,
+    card: Callable[[Path], str | None],
+    marker: str,
+) -> None:
+    """The one writer of a static model's folder (module docs: ``isotropy calibrate`` and ``isotropy distill``), atomically
+    and guarded (:func:`~isotropy.storage.artifacts.output_dir` with ``kind`` and ``force``): ``save_root(tmp)`` writes
+    the model2vec root (model2vec's own writer: :func:`save_model2vec`, or ``StaticModel.save_pretrained``), then the
+    ``sentence-transformers/`` twin (:func:`write_st_twin` over ``tokenizer``, which it changes: pass one the root no
+    longer needs), ``README.md`` (``card(tmp)``, read after the root is written; None: none written) and
+    ``isotropy.json`` (``marker``, its text)."""
+    with output_dir(out, kind, force=force) as tmp:
+        save_root(tmp)
+        write_st_twin(tmp / ST_SUBFOLDER, tokenizer, vectors, unk_id=unk_id, max_length=max_length, normalize=normalize)
+        text = card(tmp)
+        if text is not None:
+            (tmp / "README.md").write_text(text, encoding="utf-8")
+        (tmp / "isotropy.json").write_text(marker, encoding="utf-8")

@@ -86,8 +86,9 @@ def token_counts(encoder: Any, sentences: list[str], counts: np.ndarray | None =
     table = encoder.runtime.table
     out = np.zeros(len(table), dtype=np.int64) if counts is None else counts
     limit = None if encoder.max_length >= encoder.runtime.position_limit else int(encoder.max_length)
+    words = encoder.runtime.word_cache()  # the encoder's own tokenisation: the table's ids through its word cache
     for start in range(0, len(sentences), CHUNK):  # the encoder's chunk: one huge batch is far slower to tokenise
-        flat, _, _, _ = table.token_array(sentences[start : start + CHUNK], limit)
+        flat, _, _, _ = words.token_array(sentences[start : start + CHUNK], limit)
         out += np.bincount(np.asarray(flat, dtype=np.int64), minlength=len(table))[: len(table)]
     return out
 

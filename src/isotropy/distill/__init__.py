@@ -2,7 +2,7 @@
 
 A product of its own beside calibration: :mod:`.run` distills the table and writes the model2vec +
 sentence-transformers folder, :mod:`.corpus_fit` is the one streamed pass over the corpus (teacher map, token
-sums, spans) and the token fit's solve, :mod:`.word_ids` the pass's token ids. It uses ``calibration``'s corpus
+sums, spans; its token ids from ``encoders.static``'s word cache) and the token fit's solve. It uses ``calibration``'s corpus
 reader and static folder layout, so it sits above it.
 """
 

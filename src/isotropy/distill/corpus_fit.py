@@ -1,7 +1,8 @@
 """``isotropy distill --corpus``: the one pass over the corpus, the teacher map and the token fit (the distill package, above calibration).
 
 One streamed pass: each chunk of sentences is tokenised by the static model (the ids its ``encode``
-averages, unknown tokens dropped, ``max_length`` kept; through the pass's word cache, :mod:`.word_ids`), pooled from the distilled table, and encoded once
+averages, unknown tokens dropped, ``max_length`` kept; through the pass's word cache,
+:class:`~isotropy.encoders.static.sources.Model2VecIds`), pooled from the distilled table, and encoded once
 by the teacher (L2-normalised, as the sentence-transformers pipeline returns it). The chunk updates
 
 * a :class:`~isotropy.transforms.teacher_map.TeacherMap` (the sentence-level least-squares map, ``--fit map``),
@@ -67,11 +68,11 @@ import numpy as np
 
 from .._progress import ProgressBar
 from ..calibration.corpus import Corpus
+from ..encoders.static.sources import Model2VecIds
 from ..errors import IsotropyError
 from ..transforms.teacher_map import TeacherMap
 from ..transforms.token_regression import TokenRegression, pooling_matrix
 from .teacher_vectors import TeacherVectors
-from .word_ids import WordIds, static_ids
 
 __all__ = [
     "CorpusFit",
@@ -244,7 +245,7 @@ def fit_corpus(
     source = corpus if isinstance(corpus, Corpus) else Corpus(corpus)  # a Corpus: what a check read ahead is kept
     spans = span_kinds(spans) if tokens else ()
     if engine is None:
-        out, ids = CorpusFit(TeacherMap(alpha=alpha)), WordIds(static)
+        out, ids = CorpusFit(TeacherMap(alpha=alpha)), Model2VecIds(static)
         vectors = TeacherVectors(teacher, cache, source.where)
         label = "encoding the corpus with the teacher"
         with ProgressBar(source.count() or 0, show_progress, label, unit="sentences") as bar:
@@ -264,11 +265,18 @@ def fit_corpus(
 
 
 def _add_chunk(
-    out: CorpusFit, static: Any, ids: WordIds, teacher: TeacherVectors, chunk: list[str], tokens: bool, spans: tuple, bar=None
+    out: CorpusFit,
+    static: Any,
+    ids: Model2VecIds,
+    teacher: TeacherVectors,
+    chunk: list[str],
+    tokens: bool,
+    spans: tuple,
+    bar=None,
 ) -> None:
     """One chunk of sentences (the next ``len(chunk)`` of the corpus) into ``out``'s sums (``ids``: the pass's
-    tokenisation by the static model, :mod:`.word_ids`; ``teacher``: the teacher's vectors, through its cache;
-    ``bar``: a progress bar counting sentences)."""
+    tokenisation by the static model, :class:`~isotropy.encoders.static.sources.Model2VecIds`; ``teacher``: the
+    teacher's vectors, through its cache; ``bar``: a progress bar counting sentences)."""
     out.first = chunk[0] if out.first is None else out.first
     out.varied = out.varied or any(s != out.first for s in chunk)
     held = (np.arange(out.sentences, out.sentences + len(chunk)) % HELD_OUT) == HELD_OUT - 1
@@ -302,6 +310,12 @@ def _pooled(table: Any, flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return pooling_matrix(local, lengths, len(rows)) @ np.asarray(table[rows], dtype=np.float64)
 
 
+def static_ids(static: Any, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``(flat ids, ids per sentence)`` of ``sentences`` as the pass computes them (model2vec's ``tokenize``, then its
+    ``max_length`` cut), through a word cache made for this one call."""
+    return Model2VecIds(static)(sentences)
+
+
 def _part(static, teacher, sentences: list[str], offset: int, alpha: float, tokens: bool, spans: tuple, cache=None, where=""):
     """A worker's task: the sums of ``sentences``, the corpus's lines ``offset``.. (held-out lines by their number);
     the teacher's vectors through ``cache`` with the keys one process uses (the parts' chunks are its chunks)."""
@@ -311,7 +325,7 @@ def _part(static, teacher, sentences: list[str], offset: int, alpha: float, toke
         from ..distributed.workers import worker_encoder
 
         teacher = worker_encoder(teacher)
-    out, ids = CorpusFit(TeacherMap(alpha=alpha), sentences=offset), WordIds(static)
+    out, ids = CorpusFit(TeacherMap(alpha=alpha), sentences=offset), Model2VecIds(static)
     vectors = TeacherVectors(teacher, cache, where or "the corpus")
     for i in range(0, len(sentences), CHUNK):
         _add_chunk(out, static, ids, vectors, sentences[i : i + CHUNK], tokens, spans)

@@ -15,8 +15,9 @@
    below the teacher's, the teacher's vectors are projected on their principal axes first. The map
    folds into the table exactly (``mean_t(E[t] A + b) = mean_t(E[t]) A + b``); the token fit then
    moves each row the corpus shows, regularised toward its mapped row.
-3. Write a model2vec folder with model2vec's own ``save_pretrained`` (its card named after the
-   output), a ``sentence-transformers/`` twin (:func:`~isotropy.calibration.static_export.write_st_twin`,
+3. Write the folder with calibrate's writer of the static layout
+   (:func:`~isotropy.calibration.static_export.write_static_folder`): a model2vec root by model2vec's own
+   ``save_pretrained`` (its card named after the output), a ``sentence-transformers/`` twin (:func:`~isotropy.calibration.static_export.write_st_twin`,
    calibrate's own: one ``StaticEmbedding``, the unknown token's row zero, truncating at ``max_length``),
    atomically and guarded (:func:`~isotropy.storage.artifacts.output_dir`), plus ``isotropy.json`` (the
    marker that lets a later run replace it, and what was fitted on what). The teacher is recorded by a
@@ -43,7 +44,7 @@ import numpy as np
 from ..calibration.corpus import Corpus
 from ..encoders.models import resolve_model
 from ..errors import IsotropyError
-from ..storage.artifacts import check_output, header, output_dir
+from ..storage.artifacts import check_output, header
 from ..transforms.token_whitening import fold_into_table
 from .corpus_fit import FITS
 
@@ -429,24 +430,23 @@ def _check_fit_options(spans: Any, strength_by: Any, fit: str | None, lam: Any) 
 def write_distilled(out: Path, static: Any, info: dict[str, Any], force: bool) -> None:
     """The model2vec folder (its card named after ``out``, not the temporary folder), a ``sentence-transformers/``
     twin (calibrate's: the unknown token's row zero, truncating at ``max_length``; S5-009, S5-010) and
-    ``isotropy.json``, atomically."""
+    ``isotropy.json``, atomically: calibrate's writer (:func:`~isotropy.calibration.static_export.write_static_folder`)."""
     from tokenizers import Tokenizer
 
-    from ..calibration.static_export import ST_SUBFOLDER, write_st_twin
+    from ..calibration.static_export import write_static_folder
 
-    vectors = np.ascontiguousarray(static.embedding, dtype=np.float32)
-    with output_dir(out, KIND, force=force) as tmp:
-        static.save_pretrained(tmp, model_name=out.name)
-        twin = Tokenizer.from_str(static.tokenizer.to_str())  # model2vec's own stays as it saved it
-        limit = getattr(static, "max_length", None)
-        unk = getattr(static, "unk_token_id", None)  # model2vec leaves it out of the mean, as isotropy does
-        write_st_twin(tmp / ST_SUBFOLDER, twin, vectors, unk_id=unk, max_length=limit, normalize=bool(static.normalize))
-        card = tmp / "README.md"
-        if card.is_file():
-            card.write_text(card.read_text(encoding="utf-8") + _card_section(info), encoding="utf-8")
-        (tmp / "isotropy.json").write_text(
-            json.dumps({**header(KIND), "distill": info}, indent=2, default=float) + "\n", encoding="utf-8"
-        )
+    def card(tmp: Path) -> str | None:  # model2vec's card with isotropy's section after it
+        readme = tmp / "README.md"
+        return readme.read_text(encoding="utf-8") + _card_section(info) if readme.is_file() else None
+
+    write_static_folder(
+        out, KIND, force, save_root=lambda tmp: static.save_pretrained(tmp, model_name=out.name),
+        tokenizer=Tokenizer.from_str(static.tokenizer.to_str()),  # model2vec's own stays as it saved it
+        vectors=np.ascontiguousarray(static.embedding, dtype=np.float32),
+        unk_id=getattr(static, "unk_token_id", None),  # model2vec leaves it out of the mean, as isotropy does
+        max_length=getattr(static, "max_length", None), normalize=bool(static.normalize), card=card,
+        marker=json.dumps({**header(KIND), "distill": info}, indent=2, default=float) + "\n",
+    )  # fmt: skip
 
 
 def _card_section(info: dict[str, Any]) -> str:

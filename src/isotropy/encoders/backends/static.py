@@ -100,6 +100,14 @@ class StaticBackend:
 
     # ------------------------------------------------------------------ encoding
 
+    def word_cache(self) -> WordCache:
+        """The model's tokenisation (:class:`~isotropy.encoders.static.wordcache.WordCache` over its table: the
+        table's ids, each word tokenised once), made on first use: what :meth:`encode` and calibrate's token
+        counts (:func:`isotropy.calibration.token_fit.token_counts`) read."""
+        if self.words is None:
+            self.words = WordCache(self.table)
+        return self.words
+
     def encode(
         self, sentences: Sequence[str], poolings: dict[str, Pooling], max_length: int, stats: Any, bar: Any
     ) -> dict[str, np.ndarray]:
@@ -108,11 +116,10 @@ class StaticBackend:
         weights = {p.name: self.token_weights(p, stats) for p in poolings.values()}
         out = {name: np.empty((len(sentences), self.table.dim), dtype=np.float32) for name in poolings}
         coverage = Coverage()
-        if self.words is None:
-            self.words = WordCache(self.table)
+        words = self.word_cache()
 
         def chunk(start: int) -> tuple[int, np.ndarray, int, int]:  # numpy releases the GIL: chunks run on every core
-            flat, lengths, total, unknown = self.words.token_array(sentences[start : start + CHUNK], limit)
+            flat, lengths, total, unknown = words.token_array(sentences[start : start + CHUNK], limit)
             for name, p in poolings.items():
                 norm = getattr(p, "norm", "tokens")
                 out[name][start : start + len(lengths)] = self.table.pool_array(flat, lengths, weights[p.name], norm)

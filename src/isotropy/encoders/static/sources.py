@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -39,10 +40,28 @@ import numpy as np
 from ...errors import IsotropyError
 from ...storage.integrity import verify_model_folder
 from .parsecache import load_word_vectors
-from .table import StaticTable, add_character_cut, take_character_cut, word_tokenizer
+from .table import (
+    StaticTable,
+    flatten,
+    median_token_length,
+    set_truncation,
+    take_length_limit,
+    truncate,
+    word_tokenizer,
+)
+from .wordcache import MAX_WORDS, WordCache
 from .wordvectors import WORD_VECTOR_SUFFIXES
 
-__all__ = ["GLOVE_NAME", "is_static_model", "load_table", "static_kind", "st_static_module"]
+__all__ = [
+    "GLOVE_NAME",
+    "Model2VecIds",
+    "is_static_model",
+    "load_table",
+    "model2vec_table",
+    "model2vec_tokenize",
+    "static_kind",
+    "st_static_module",
+]
 
 GLOVE_NAME = "glove-6b-50d"
 NAMES = {GLOVE_NAME, "glove.6b.50d", "glove-6b-50"}
@@ -234,10 +253,7 @@ def _read_model2vec(folder: Path, config: dict) -> SimpleNamespace | None:
     if tokenizer.padding is not None:  # model2vec stops padding (its pad token kept); isotropy encodes unpadded
         tokenizer.no_padding()
     limit = config.get("max_length", 512)  # model2vec's default; its max_length setter sets the truncation
-    if limit is None:
-        tokenizer.no_truncation()
-    else:
-        tokenizer.enable_truncation(limit)
+    set_truncation(tokenizer, limit)
     unk = getattr(tokenizer.model, "unk_token", None)
     if hasattr(tokenizer.model, "unk_token"):  # WordPiece, BPE, WordLevel; a Unigram model names its unk_id
         unk_id = None if unk is None else tokenizer.token_to_id(unk)
@@ -246,7 +262,7 @@ def _read_model2vec(folder: Path, config: dict) -> SimpleNamespace | None:
     return SimpleNamespace(
         tokens=tokens, embedding=tensors["embeddings"], weights=tensors.get("weights"), token_mapping=tensors.get("mapping"),
         tokenizer=tokenizer, unk_token_id=unk_id, max_length=limit,
-        median_token_length=int(np.median([len(t) for t in tokens])),
+        median_token_length=median_token_length(tokens),
     )  # fmt: skip
 
 
@@ -262,11 +278,88 @@ def _model2vec(folder: Path) -> StaticTable:
             model = StaticModel.from_pretrained(folder)
         except Exception as exc:  # noqa: BLE001 - the last net: model2vec raises what its readers raise
             raise _model2vec_failed(folder, exc) from None
+    return model2vec_table(model, str(folder))
+
+
+def model2vec_table(model: Any, source: str, tokenizer: Any = None, **cut: Any) -> StaticTable:
+    """The :class:`StaticTable` of a model2vec ``StaticModel`` (or :func:`_read_model2vec`'s reading of one): its rows
+    (mapping and weights folded in), its tokenizer and unknown token; truncating as its ``encode`` does (``max_length``
+    tokens after a cut at ``max_length`` x its median token length in characters) unless ``cut`` says otherwise
+    (``max_length``, ``chars_per_token``, as :class:`StaticTable` takes them); ``tokenizer``: another tokenizer to
+    own (None: the model's own)."""
+    if "max_length" not in cut:
+        cut["max_length"] = model.max_length
+    if "chars_per_token" not in cut:
+        cut["chars_per_token"] = int(model.median_token_length)
     return StaticTable(
-        list(model.tokens), _model2vec_rows(folder, model), model.tokenizer, unk_id=model.unk_token_id,
-        drop_unknown=True, source=str(folder), max_length=model.max_length,
-        chars_per_token=int(model.median_token_length),
+        list(model.tokens), _model2vec_rows(Path(source), model), model.tokenizer if tokenizer is None else tokenizer,
+        unk_id=model.unk_token_id, drop_unknown=True, source=source, **cut,
     )  # fmt: skip
+
+
+def model2vec_tokenize(model: Any, sentences: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``(flat ids, ids per sentence)``: model2vec's own ``StaticModel.tokenize`` (its tokenizer, unknown ids dropped),
+    then the first ``max_length`` of each (the ids its ``encode`` averages, less its character cut)."""
+    ids = model.tokenize(list(sentences)) if len(sentences) else []
+    flat, lengths = flatten(ids)
+    return truncate(flat, lengths, getattr(model, "max_length", None) or None)
+
+
+class Model2VecIds:
+    """``ids(sentences)`` equal to :func:`model2vec_tokenize` (the distill corpus pass's token ids), through one
+    :class:`~.wordcache.WordCache` over a :func:`model2vec_table` of the model: each distinct word tokenised once.
+
+    The table truncates where the model's tokenizer does (``truncation.max_length`` tokens, unknown ones counted,
+    which model2vec's ``tokenize`` then drops) with no character cut (``tokenize`` makes none), and the model's
+    ``max_length`` cut follows. The table's tokenizer is a copy (the table sets its truncation and padding per
+    encode), so only a tokenizer whose own settings the table reproduces goes through the cache: no padding
+    (model2vec's fixed length 0 pads nothing), truncation keeping the first tokens, no added token holding a
+    space; any other model, or a tokenizer the cache does not split exactly, goes to :func:`model2vec_tokenize`."""
+
+    def __init__(self, model: Any, max_words: int = MAX_WORDS) -> None:
+        self.model = model
+        self.limit = getattr(model, "max_length", None) or None
+        self.cache: WordCache | None = None
+        plain, truncation = _plain_tokenizer(model)
+        if plain:
+            copy = model.tokenizer.__class__.from_str(model.tokenizer.to_str())
+            table = model2vec_table(model, "the model2vec model", copy, max_length=truncation, chars_per_token=None)
+            cache = WordCache(table, max_words)
+            self.cache = cache if cache.exact else None
+
+    @property
+    def exact(self) -> bool:
+        """Whether printable-ASCII texts are split into words by the cache (else every text goes to model2vec)."""
+        return self.cache is not None
+
+    @property
+    def truncation(self) -> int | None:
+        """The tokenizer's own cut (unknown ids counted) that the cache applies, when it is used."""
+        return None if self.cache is None else self.cache.table.max_length
+
+    def __call__(self, sentences: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        if self.cache is None or not len(sentences):
+            return model2vec_tokenize(self.model, sentences)
+        flat, lengths, _, _ = self.cache.token_array(sentences)
+        return truncate(flat, lengths, self.limit)
+
+
+def _plain_tokenizer(model: Any) -> tuple[bool, int | None]:
+    """Whether the model's tokenizer is one a :class:`StaticTable` copy reproduces (:class:`Model2VecIds`), and its
+    truncation length."""
+    tok = getattr(model, "tokenizer", None)
+    if tok is None or not hasattr(tok, "encode_batch_fast") or not hasattr(model, "unk_token_id"):
+        return False, None
+    pad, cut = tok.padding, tok.truncation  # model2vec "disables" padding as a fixed length of 0, which pads nothing
+    if not (pad is None or (pad.get("length") == 0 and not pad.get("pad_to_multiple_of"))):
+        return False, None
+    if cut is not None and (
+        cut.get("direction", "right") != "right" or cut.get("strategy") not in ("longest_first", "only_first")
+    ):
+        return False, None
+    if any(" " in t.content for t in tok.get_added_tokens_decoder().values()):
+        return False, None
+    return True, (None if cut is None else int(cut["max_length"]))
 
 
 def _st_static(folder: Path) -> StaticTable:
@@ -288,11 +381,7 @@ def _st_static(folder: Path) -> StaticTable:
         raise IsotropyError(f"{weights_file}: {emb.shape[0]} rows for a tokenizer of {len(vocab)} tokens")
     tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
     unk = getattr(tokenizer.model, "unk_token", None)
-    limit = (tokenizer.truncation or {}).get("max_length")  # a twin's: StaticEmbedding tokenizes with it (S5-010)
-    chars = take_character_cut(tokenizer)  # and a twin's first cut, in characters (calibration.static_export)
-    per_token = chars // limit if chars is not None and limit and chars % limit == 0 else None
-    if chars is not None and per_token is None:
-        add_character_cut(tokenizer, chars)  # not a multiple of the length: the tokenizer keeps cutting itself
+    limit, per_token = take_length_limit(tokenizer)  # a twin's: StaticEmbedding tokenizes with it (S5-010)
     table = StaticTable(
         tokens, emb, tokenizer, unk_id=vocab.get(unk) if unk else None, drop_unknown=False, source=str(folder),
         max_length=limit, chars_per_token=per_token,

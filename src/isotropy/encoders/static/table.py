@@ -40,6 +40,13 @@ __all__ = [
     "word_tokenizer",
     "add_character_cut",
     "take_character_cut",
+    "flatten",
+    "truncate",
+    "set_truncation",
+    "character_limit",
+    "cut_characters",
+    "median_token_length",
+    "take_length_limit",
     "WORD_PATTERN",
     "UNK",
 ]
@@ -91,10 +98,69 @@ def take_character_cut(tok: Any) -> int | None:
     return int(m.group(1))
 
 
+def take_length_limit(tok: Any) -> tuple[int | None, int | None]:
+    """``(max_length, chars_per_token)`` of a tokenizer saved with the length rule in it (:func:`set_truncation`,
+    :func:`add_character_cut`: a static folder's sentence-transformers twin), for a :class:`StaticTable`, which cuts
+    sentences itself: the character cut is taken out of ``tok`` when it is a whole number of characters per token,
+    else left in it (the tokenizer keeps cutting; ``chars_per_token`` None)."""
+    limit = (tok.truncation or {}).get("max_length")
+    chars = take_character_cut(tok)
+    per_token = chars // limit if chars is not None and limit and chars % limit == 0 else None
+    if chars is not None and per_token is None:
+        add_character_cut(tok, chars)  # not a multiple of the length: the tokenizer keeps cutting itself
+    return limit, per_token
+
+
 def _sequence(parts: list) -> Any:
     from tokenizers import normalizers
 
     return normalizers.Sequence(parts)
+
+
+# The one rule of a static model's length limit (model2vec's ``encode``, isotropy's static encoder, the twins'
+# tokenizers): a sentence is first cut at ``max_length`` x the median token length in characters (when the table
+# knows that length), then at its first ``max_length`` tokens, unknown tokens counted; None is no limit. Every
+# reader and writer of a static model decides it through the four functions below.
+
+
+def set_truncation(tok: Any, max_length: int | None) -> None:
+    """Make ``tok`` (a ``tokenizers.Tokenizer``) keep the first ``max_length`` tokens of a sentence (None: all)."""
+    if max_length is None:
+        tok.no_truncation()
+    else:
+        tok.enable_truncation(int(max_length))
+
+
+def median_token_length(tokens: Any) -> int:
+    """model2vec's ``median_token_length``: the median length of the vocabulary's tokens, in characters."""
+    return int(np.median([len(t) for t in tokens]))
+
+
+def character_limit(max_length: int | None, chars_per_token: int | None) -> int | None:
+    """The first cut, in characters: ``max_length`` x ``chars_per_token`` (None: no cut, also for a 0 length)."""
+    if max_length is None or not chars_per_token:
+        return None
+    return int(max_length) * int(chars_per_token) or None
+
+
+def cut_characters(sentences: Sequence[str], max_length: int | None, chars_per_token: int | None) -> list[str]:
+    """``sentences`` after the first cut (:func:`character_limit`)."""
+    chars = character_limit(max_length, chars_per_token)
+    return list(sentences) if chars is None else [s[:chars] for s in sentences]
+
+
+def flatten(ids: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids per sentence as ``(flat ids, length per sentence)``, int64."""
+    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    return np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum())), lengths
+
+
+def truncate(flat: np.ndarray, lengths: np.ndarray, limit: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``limit`` ids of each sentence (the tokenizer's truncation, unknown tokens counted; None: all)."""
+    if limit is None or not lengths.size or int(lengths.max()) <= limit:
+        return flat, lengths
+    rank = np.arange(flat.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return flat[rank < limit], np.minimum(lengths, limit)
 
 
 def word_tokenizer(tokens: Sequence[str], unk: str, lowercase: bool):
@@ -313,8 +379,7 @@ class StaticTable:
         """:meth:`token_ids` as ``(flat ids, length per sentence, tokens, unknown tokens)``, with numpy doing the
         per-token work (the fast path of the encoder)."""
         ids = self._encode(sentences, max_length)
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
+        flat, lengths = flatten(ids)
         total, unknown = int(flat.size), 0
         if self.unk_id is not None:
             known = flat != self.unk_id
@@ -327,15 +392,9 @@ class StaticTable:
 
     def _encode(self, sentences: Sequence[str], max_length: int | None) -> list[list[int]]:
         limit = self.max_length if max_length is None else max_length
-        if limit is None:
-            self.tokenizer.no_truncation()
-        else:
-            self.tokenizer.enable_truncation(int(limit))
+        set_truncation(self.tokenizer, limit)
         encode = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)
-        if limit is not None and self.chars_per_token:
-            cut = int(limit) * int(self.chars_per_token)
-            sentences = [s[:cut] for s in sentences]
-        return [e.ids for e in encode(list(sentences), add_special_tokens=False)]
+        return [e.ids for e in encode(cut_characters(sentences, limit, self.chars_per_token), add_special_tokens=False)]
 
     def pool(
         self,
@@ -354,9 +413,7 @@ class StaticTable:
 
     def pool_ids(self, ids: list[list[int]], weights: np.ndarray | None = None, norm: str = "tokens") -> np.ndarray:
         """:meth:`pool` on token ids (from :meth:`token_ids`): one sparse product, no ``(tokens, d)`` gather."""
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
-        return self.pool_array(flat, lengths, weights, norm)
+        return self.pool_array(*flatten(ids), weights, norm)
 
     def pool_array(
         self, flat: np.ndarray, lengths: np.ndarray, weights: np.ndarray | None = None, norm: str = "tokens"

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from .table import WORD_PATTERN, StaticTable
+from .table import WORD_PATTERN, StaticTable, cut_characters, truncate
 
 __all__ = ["WordCache", "assemble", "tokenizer_family", "tokenizer_spec", "truncate"]
 
@@ -151,10 +151,7 @@ class WordCache:
             with self._tokenizing:
                 return table.token_array(sentences, max_length)
         limit = table.max_length if max_length is None else max_length
-        sentences = list(sentences)
-        if limit is not None and table.chars_per_token:
-            cut = int(limit) * int(table.chars_per_token)
-            sentences = [s[:cut] for s in sentences]
+        sentences = cut_characters(sentences, limit, table.chars_per_token)
         codes, begins, fast, regex, slow = self._route(sentences)
         parts, total, unknown = [], 0, 0
         pieces = [(fast, lambda: self._split(codes, begins, fast)), (regex, lambda: self._regex([sentences[i] for i in regex]))]
@@ -391,11 +388,3 @@ def assemble(n: int, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> 
         inner = np.arange(part_flat.size) - np.repeat(np.cumsum(part_lengths) - part_lengths, part_lengths)
         flat[np.repeat(offsets[rows], part_lengths) + inner] = part_flat
     return flat, lengths
-
-
-def truncate(flat: np.ndarray, lengths: np.ndarray, limit: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """The first ``limit`` ids of each sentence (the tokenizer's truncation, unknown tokens counted)."""
-    if limit is None or not lengths.size or int(lengths.max()) <= limit:
-        return flat, lengths
-    rank = np.arange(flat.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return flat[rank < limit], np.minimum(lengths, limit)
