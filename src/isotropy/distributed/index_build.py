@@ -34,6 +34,7 @@ import numpy as np
 from ..errors import IsotropyError
 from ..storage.artifacts import file_sha256
 from ..storage.atomic import atomic_path
+from ..storage.vectors import open_vector_file
 from .cluster import client_for, gather, input_errors_as_values
 from .tasks import read_sidecar
 from .workers import worker_transform
@@ -57,31 +58,16 @@ LISTS_FILE = "index.ivfdata"  # the name isotropy.search's saved folder expects 
 CHECK_ROWS = 65536  # rows a worker checks for NaN/inf at a time (bounds its memory)
 
 
+_ADVICE = "the shards are the .npy files 'isotropy encode --engine dask' writes; check the --input pattern"
+
+
 def shard_shapes(shards: list[Path]) -> list[tuple[int, int]]:
     """``(rows, width)`` of each ``.npy`` shard, read from its header only; one line for a file that is not
     a .npy file of vectors (a text file matched by the glob, a pickle, a truncated file)."""
     shapes = []
     for p in shards:
-        try:
-            with open(p, "rb") as fh:
-                magic = fh.read(6)
-        except OSError as exc:
-            raise IsotropyError(f"{p} cannot be read: {exc.strerror or exc}") from None
-        if magic != b"\x93NUMPY":
-            raise IsotropyError(
-                f"{p} is not a .npy vector file (no NumPy header{'; it is empty' if not magic else ''}): the shards "
-                f"are the .npy files 'isotropy encode --engine dask' writes; check the --input pattern"
-            )
-        try:
-            arr = np.load(p, mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            text = str(exc)
-            reason = "it holds Python objects, not numbers" if "pickle" in text else "it is truncated or damaged"
-            raise IsotropyError(f"{p} is not a readable .npy vector file: {reason}") from None
-        if arr.dtype.kind not in "biuf":
-            raise IsotropyError(f"{p} holds {arr.dtype} values, not numbers")
-        if arr.ndim != 2:
-            raise IsotropyError(f"{p} holds a {arr.ndim}-d array, not vectors (rows x dims)")
+        # the sidecar's digest is checked by the build's own pass over every row (check_shards), not here
+        arr = open_vector_file(p, verify=False, advice=_ADVICE)
         shapes.append((int(arr.shape[0]), int(arr.shape[1])))
     return shapes
 

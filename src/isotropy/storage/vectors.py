@@ -57,18 +57,18 @@ def list_vector_files(path: str | os.PathLike) -> list[Path]:
     return [path]
 
 
-def open_vector_file(file: Path) -> np.ndarray:
-    """Memory-map one .npy file of vectors; anything but a readable 2-D numeric array is one clear error."""
+def open_vector_file(
+    file: Path, verify: bool = True, advice: str = "vectors must be saved with numpy.save, e.g. by 'isotropy encode'"
+) -> np.ndarray:
+    """Memory-map one .npy file of vectors; anything but a readable 2-D numeric array is one clear error, ending
+    with ``advice`` when the file is no .npy file at all. ``verify``: check it against its sidecar's digest."""
     try:
         with open(file, "rb") as fh:
             magic = fh.read(6)
     except OSError as exc:
         raise IsotropyError(f"{file} cannot be read: {exc.strerror or exc}") from None
     if magic != b"\x93NUMPY":
-        raise IsotropyError(
-            f"{file} is not a .npy file (no NumPy header){'; it is empty' if not magic else ''}: vectors must be "
-            f"saved with numpy.save, e.g. by 'isotropy encode'"
-        )
+        raise IsotropyError(f"{file} is not a .npy vector file (no NumPy header{'; it is empty' if not magic else ''}): {advice}")
     try:
         arr = np.load(file, mmap_mode="r", allow_pickle=False)
     except ValueError as exc:
@@ -78,7 +78,8 @@ def open_vector_file(file: Path) -> np.ndarray:
         raise IsotropyError(f"{file} is not a readable array of vectors: {reason}") from None
     except OSError as exc:
         raise IsotropyError(f"{file} is not a readable array of vectors: {exc.strerror or exc}") from None
-    _verify_sidecar(Path(file))
+    if verify:
+        _verify_sidecar(Path(file))
     if arr.dtype.kind not in "biufc":
         raise IsotropyError(f"{file} holds {arr.dtype} values, not numbers")
     if arr.ndim != 2:
