@@ -97,6 +97,7 @@ def test_an_interrupt_while_the_local_cluster_starts_prints_no_traceback_at_exit
     script = tmp_path / "start.py"
     script.write_text(
         "import os, signal\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as a shell sends it, even if inherited ignored\n"
         "import distributed\n"
         "start = distributed.Nanny.start_unsafe\n"
         "async def interrupted(self):\n"

@@ -450,8 +450,17 @@ def test_sigterm_right_after_the_rename_says_the_output_was_written(tmp_path, mo
     assert (out / "state.safetensors").read_bytes() != old and "no partial output was written" not in err
 
 
+@pytest.fixture
+def python_sigint():
+    """Python's own SIGINT handler (KeyboardInterrupt) for one test: a library an earlier test used may have left
+    another one installed in this process, and the test's Ctrl-C must be the one a user's shell sends."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signals")
-def test_ctrl_c_right_after_distill_renamed_its_folder_says_so(fake_pass, tiny_model_dir, tmp_path, monkeypatch):
+def test_ctrl_c_right_after_distill_renamed_its_folder_says_so(python_sigint, fake_pass, tiny_model_dir, tmp_path, monkeypatch):
     out = tmp_path / "d"
     _signal_after_rename(monkeypatch, signal.SIGINT)
     code, _, err = run_cli(["distill", "-o", out, "-m", tiny_model_dir, "--dims", "16"])

@@ -123,8 +123,8 @@ def _local_client(distributed: Any, n_workers: int | None) -> Iterator[Any]:
 def _start_local_cluster(distributed: Any, **options: Any) -> Any:
     """``distributed.LocalCluster(**options)``; interrupted while it starts (Ctrl-C, SIGTERM), the half-started
     cluster is kept from Dask's exit hook, which would try to close it and print a traceback after our one line
-    (``close_clusters`` asserts on a cluster still starting). Its worker processes are our children and end with
-    us."""
+    (``close_clusters`` asserts on a cluster still starting), and its loop's unretrieved task errors are not
+    logged. Its worker processes are our children and end with us."""
     from distributed.deploy.spec import SpecCluster
 
     before = set(SpecCluster._instances)
@@ -133,6 +133,11 @@ def _start_local_cluster(distributed: Any, **options: Any) -> Any:
     except BaseException:
         for cluster in set(SpecCluster._instances) - before:
             cluster.shutdown_on_close = False
+            # the start still running on Dask's loop thread fails as the process exits; its task's error would be
+            # logged at exit ("Task exception was never retrieved") after our one line
+            loop = getattr(getattr(cluster, "loop", None), "asyncio_loop", None)
+            if loop is not None:
+                loop.set_exception_handler(lambda loop, context: None)
         raise
 
 
