@@ -100,3 +100,59 @@ def test_a_lazy_fit_command_is_listed_with_the_help_it_has_when_built():
         summary = fit.lazy[name][1]()
         built = fit.get_command(ctx, name)
         assert built.help == summary and any(p.name == "vectors" for p in built.params)
+
+
+def test_the_top_level_listing_is_the_one_the_built_commands_give(capsys, monkeypatch):
+    """``isotropy --help`` lists each command from a line kept in :mod:`isotropy.cli.app` without building it; the
+    listing must be the same text as the one typer prints once every command is built."""
+    import click
+    import typer
+
+    from isotropy.cli import app
+    from isotropy.cli.app import COMMANDS, GROUPS
+    from isotropy.cli.root import LazyRoot
+
+    root = typer.main.get_command(app)
+    assert isinstance(root, LazyRoot) and not root.commands  # nothing built yet
+    monkeypatch.setenv("COLUMNS", "200")
+
+    def help_text() -> str:
+        try:
+            root.main(["--help"], prog_name="isotropy", standalone_mode=False)
+        except SystemExit:  # pragma: no cover - standalone_mode=False returns
+            pass
+        return capsys.readouterr().out
+
+    lazy = help_text()
+    assert not root.commands  # listing built nothing
+    ctx = click.Context(root)
+    for name in [*COMMANDS, *GROUPS]:
+        built = root.get_command(ctx, name)
+        assert built.name == name and (built.params or hasattr(built, "list_commands"))
+    assert set(root.commands) == set(COMMANDS) | set(GROUPS)
+    eager = help_text()
+    assert lazy == eager and all(name in lazy for name in COMMANDS)
+
+
+def test_the_top_level_help_imports_no_command_module():
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _PROBE.replace("{heavy}", "{heavy!r}").format(
+                heavy=(
+                    "isotropy.cli.calibrate_command",
+                    "isotropy.cli.index_commands",
+                    "isotropy.cli.fit_commands",
+                    "isotropy.cli.distill_command",
+                )
+            ),
+            "--help",
+        ],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "PYTHONPATH": str(SRC)},
+        timeout=120,
+        check=True,
+    ).stdout
+    assert json.loads(out.strip().splitlines()[-1]) == []
