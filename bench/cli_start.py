@@ -87,8 +87,9 @@ def render(r: dict) -> str:
             "",
             f"`isotropy --help` {old:.2f} s -> {now:.2f} s ({old / now:.1f}x); target <= {TARGET} s on this machine: {met}. "
             "What changed: the storage layer phrases its messages through `isotropy._spelling` (no scikit-learn), and "
-            "`fit NAME` for each registered transform is built when it is used (a lazy click group), so no transform "
-            "class, hence no scikit-learn, is imported to start; `tests/test_cli_start.py` asserts which modules "
+            "every command, group and `fit NAME` is built when it is used (lazy click groups: the root lists each "
+            "command from a line kept in `cli/app.py`), so no command module, no transform class, hence no "
+            "scikit-learn, is imported to start; `tests/test_cli_start.py` asserts which modules "
             "`isotropy --help` and every `COMMAND --help` import.",
         ]
     )
