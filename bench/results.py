@@ -182,8 +182,12 @@ def render(data: dict) -> str:
     for setting, by in runs.items():
         out += [f"Fitted on **{setting}**:", ""] + rr.helps_and_hurts(by["all"], methods, poolings) + [""]
     out += ["### Reading", ""] + rr.reading(runs, methods, poolings) + [""]
-    out += _checks(runs) + _subsets(runs) + _details(runs)
-    out.append("Regenerate with `.venv/bin/python bench/results.py` (writes this section and `docs/RESULTS.json`).")
+    out += _checks(runs) + _subsets(runs)
+    out.append(
+        "Every row (each task, each aggregation, the published BERT-base figures beside them) is in `docs/RESULTS.json`. "
+        "Regenerate with `.venv/bin/python bench/results.py` (writes this section and `docs/RESULTS.json`); "
+        "`--render-only` rewrites this section from the JSON."
+    )
     return "\n".join(out)
 
 
@@ -280,31 +284,6 @@ def _subsets(runs: dict) -> list[str]:
         row = [rr.f2(sc.extra["pooled"]), rr.f2(sc.extra["subset_mean"]), rr.f2(sc.extra["subset_wmean"])]
         out.append(f"| {t} | " + " | ".join(row) + f" | {subs} |")
     return out + [""]
-
-
-def _details(runs: dict) -> list[str]:
-    out = ["### Every row", ""]
-    for setting, by in runs.items():
-        for agg, res in by.items():
-            pub = rr.PUBLISHED[agg] if setting == "target" and res.tasks == rr.TASKS else None
-            out += [
-                "<details>",
-                f"<summary>Fitted on {setting}, aggregate {agg}"
-                + (" (published BERT-base figures in the same setting below the table)" if pub else "")
-                + "</summary>",
-                "",
-            ]
-            out += rr.detail_table(res, pub)
-            out += ["", res.caption() + ".", "", "</details>", ""]
-    out.append(
-        "Published figures come from ../shared/data/README.md (bert-base-uncased, a different, larger model never trained "
-        'on similarity); BERT-flow\'s "last2avg" averages the first and the last layer (bohanli/BERT-flow '
-        "`run_siamese.py` l.168-175), i.e. our `first-last-avg` without the embeddings. They are set beside our figures "
-        "only in their own aggregation setting and for orientation, not row-by-row comparison."
-    )
-    return out + [""]
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(DATA))
