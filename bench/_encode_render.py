@@ -154,8 +154,8 @@ def _profile(result: dict) -> list[str]:
         f"our export), and layer norms / residual adds / GELU {100 * norm:.0f}%. Tokenising, padding and Python are "
         f"{100 * p['outside_run_s'] / p['wall_s']:.0f}%. The int8 GEMM nodes by themselves run "
         f"{lin / (gemm * p['nodes_s']) / 1e9:.0f} GOP/s = {100 * lin / (gemm * p['nodes_s']) / 1e9 / peak:.0f}% of the "
-        f"int8 peak measured in this (loaded) run, about a quarter of the clean 1-thread MatMulInteger peak of "
-        f"/work/notes/research-17.md section 6: DynamicQuantizeMatMul quantizes its fp32 input on every call and loses "
+        f"int8 peak measured in this (loaded) run, about a quarter of the clean 1-thread MatMulInteger peak measured earlier (not "
+        f"kept in the repository): DynamicQuantizeMatMul quantizes its fp32 input on every call and loses "
         f"25-65% against raw MatMulInteger there. Even so, the GEMMs are a quarter of the time: the bound is the work "
         f"around them (elementwise passes over [batch, 12, L, L] attention tensors, "
         f"{64 * 12 * 256 * 256 * 4 / 2**20:.0f} MiB per layer for a full batch at L = 256, far beyond the 2 MiB L2), "
@@ -318,8 +318,8 @@ def findings(result: dict) -> list[str]:
     )
     md.append(
         "- **ONNX fp32** is slower than torch fp32 here on every workload (see the tables; the dynamo export is also "
-        "~13-20% slower than optimum's TorchScript graph, /work/notes/research-17.md section 4); onnxruntime's "
-        "transformer fusion did not pay on this CPU either (same notes, section 4), so neither is adopted. "
+        "~13-20% slower than optimum's TorchScript graph in earlier measurements not kept in the repository); "
+        "onnxruntime's transformer fusion did not pay on this CPU either (same measurements), so neither is adopted. "
         "Static int8 was not added to ours: onnxruntime's static MinMax int8 lost accuracy and speed against dynamic "
         "int8 in those measurements (section 5); OpenVINO's static int8 (the peer row) is the fastest peer."
     )
