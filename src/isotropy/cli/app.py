@@ -1,4 +1,4 @@
-"""The ``isotropy`` commands (layer 5), assembled: each module registers its commands on :mod:`.root`'s typer objects.
+"""The ``isotropy`` commands (layer 8), assembled: each module registers its commands on :mod:`.root`'s typer objects.
 
 Every command parses, makes one call into the library (:mod:`isotropy.files`, the file-level
 jobs, or a feature's entry point) and prints; :func:`isotropy.cli.main` turns errors into one line.
