@@ -431,9 +431,7 @@ def render(run: dict, all_poolings: list[str] | None = None) -> str:
         *loto,
         "",
     ]
-    out.append(
-        "Kendall tau per task and every method's score per pooling and task are in `bench/results/auto.json` (`run`)."
-    )
+    out.append("Kendall tau per task and every method's score per pooling and task are in `bench/results/auto.json` (`run`).")
     return "\n".join(out)
 
 

@@ -291,8 +291,10 @@ def render(zoo: dict, tune: dict | None, pool: dict | None = None) -> str:
         "encoders (`Encoder('glove-6b-50d')`, `Encoder(model2vec folder)`, the default model at max_length 64).",
         "",
     ]
-    lines.append("Every cell (each entry x task: raw, the rule's choice, few-label auto, the oracle, the signals) is in "
-                 "`bench/results/auto.json` (`zoo`).")
+    lines.append(
+        "Every cell (each entry x task: raw, the rule's choice, few-label auto, the oracle, the signals) is in "
+        "`bench/results/auto.json` (`zoo`)."
+    )
     return "\n".join(lines)
 
 

@@ -35,8 +35,21 @@ def static_factory(data: dict) -> str:
     def line(name: str, corpus: str, r: dict) -> list:
         cran = r.get("cranfield") or {}
         runs = r.get("seconds_runs")
-        secs = "-" if r.get("seconds") is None else f"{r['seconds']:.1f}" + (f" ({', '.join(f'{v:.1f}' for v in runs)})" if runs else "")
-        return [name, corpus, r.get("sentences", "-"), f"**{f2(r['avg'])}**", *map(f2, r["sts"]), f2(cran.get("ndcg@10")), f2(cran.get("recall@100")), secs]
+        secs = (
+            "-"
+            if r.get("seconds") is None
+            else f"{r['seconds']:.1f}" + (f" ({', '.join(f'{v:.1f}' for v in runs)})" if runs else "")
+        )
+        return [
+            name,
+            corpus,
+            r.get("sentences", "-"),
+            f"**{f2(r['avg'])}**",
+            *map(f2, r["sts"]),
+            f2(cran.get("ndcg@10")),
+            f2(cran.get("recall@100")),
+            secs,
+        ]
 
     body = [line("teacher (all-MiniLM-L6-v2, mean)", "-", {"avg": mean(data["teacher_sts"]), "sts": data["teacher_sts"]})]
     body += [line(name, "-", rows[name]) for name in (raw, potion) if name in rows]

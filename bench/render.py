@@ -36,6 +36,7 @@ RENDERS = {  # section: the command that rewrites it from the saved results
 
 def token_solve() -> None:
     import _render
+
     from _report import update_section
 
     r = json.loads((HERE / "results" / "token_solve.json").read_text(encoding="utf-8"))

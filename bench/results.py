@@ -284,6 +284,8 @@ def _subsets(runs: dict) -> list[str]:
         row = [rr.f2(sc.extra["pooled"]), rr.f2(sc.extra["subset_mean"]), rr.f2(sc.extra["subset_wmean"])]
         out.append(f"| {t} | " + " | ".join(row) + f" | {subs} |")
     return out + [""]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(DATA))
