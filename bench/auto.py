@@ -97,10 +97,9 @@ def pooled(enc, pooling: str):
 
 
 def spearman(Y: np.ndarray, a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> float:
-    from scipy.stats import spearmanr
+    from isotropy.evaluation import cosine_rows, spearman
 
-    u = Y / np.maximum(np.linalg.norm(Y, axis=1, keepdims=True), 1e-300)
-    return float(spearmanr((u[a] * u[b]).sum(1), gold).statistic * 100)
+    return spearman(cosine_rows(Y[a], Y[b]), gold)
 
 
 def fit_corpus(corpora: list[Corpus], i: int, setting: str, others_plan) -> tuple[list[tuple[int, np.ndarray]], list[str]]:

@@ -40,11 +40,9 @@ CHUNK = 256
 
 
 def spearman(a, b, gold) -> float:
-    import numpy as np
-    from scipy.stats import spearmanr
+    from isotropy.evaluation import cosine_rows, spearman
 
-    cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
-    return float(spearmanr(cos, gold).statistic * 100)
+    return spearman(cosine_rows(a, b), gold)
 
 
 def main() -> None:

@@ -68,10 +68,9 @@ def plain_speeds(sents: list[str], sources: dict[str, Path], rounds: int) -> dic
 
 
 def spearman(a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> float:
-    from scipy.stats import spearmanr
+    from isotropy.evaluation import cosine_rows, spearman
 
-    cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
-    return float(spearmanr(cos, gold).statistic * 100)
+    return spearman(cosine_rows(a, b), gold)
 
 
 def main() -> None:
