@@ -167,20 +167,6 @@ def _best_rule(cells: dict, rules: dict) -> str:
     return max(rules, key=lambda n: (-scored[n][0], scored[n][1], scored[n][3]))
 
 
-def rules_table(run: dict, settings: list[str]) -> list[str]:
-    """Every label-free rule on every cell; then the rule chosen on six tasks applied to the seventh (leave one task out)."""
-    rules = candidate_rules(run)
-    out = ["| rule | fit setting | cells losing > 0.5 | big gains kept >= 50% | mean gain over raw |", "|---|---|---:|---:|---:|"]
-    for s in settings:
-        cells = _cells(run, s)
-        if not cells:
-            continue
-        for name, r in rules.items():
-            harm, kept, big, mean = _rule_stats(cells, r)
-            out.append(f"| {name} | {s} | {harm}/{len(cells)} | {kept}/{big} | {mean:+.2f} |")
-    return out
-
-
 def loto_rules(run: dict, settings: list[str]) -> tuple[list[str], dict]:
     """For each test task, the rule that is best on the other tasks' cells (all poolings), applied to the test task."""
     rules = candidate_rules(run)
@@ -228,30 +214,6 @@ def criteria_table(run: dict, settings: list[str]) -> list[str]:
                 f"| `{n}` | {s} | {sum(taus) / max(len(taus), 1):+.2f} | {sum(t > 0 for t in taus)}/{len(taus)} | "
                 f"{min(gains):+.2f} | {sum(g < -HARM for g in gains)}/{len(gains)} | {kept}/{len(big)} | {sum(gains) / len(gains):+.2f} |"
             )
-    return out
-
-
-def tau_tables(run: dict, setting: str, poolings: list[str], tasks: list[str]) -> list[str]:
-    cells = _cells(run, setting)
-    out = []
-    for p in poolings:
-        have = [t for t in tasks if (p, t) in cells]
-        if not have:
-            continue
-        crits = list(cells[(p, have[0])]["points"])
-        out += [
-            f"**{p}** (fitted on {setting})",
-            "",
-            "| criterion | " + " | ".join(have) + " | mean |",
-            "|---|" + "---:|" * (len(have) + 1),
-        ]
-        for n in crits:
-            taus = [_kendall(cells[(p, t)]["points"][n], cells[(p, t)]["truth"]) for t in have]
-            fin = [x for x in taus if math.isfinite(x)]
-            out.append(
-                f"| `{n}` | " + " | ".join(f2(x) for x in taus) + f" | {f2(sum(fin) / len(fin) if fin else float('nan'))} |"
-            )
-        out.append("")
     return out
 
 

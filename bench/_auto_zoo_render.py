@@ -122,28 +122,6 @@ def signal_table(zoo: dict, rule: dict) -> list[str]:
     return out
 
 
-def entry_table(zoo: dict, entry: str) -> list[str]:
-    cells = {k.split("|")[1]: c for k, c in zoo["cells"].items() if k.split("|")[0] == entry}
-    tasks = list(cells)
-    methods = list(next(iter(cells.values()))["truth"])
-    out = ["| method | " + " | ".join(tasks) + " | avg |", "|---|" + "---:|" * (len(tasks) + 1)]
-    for m in methods:
-        v = [cells[t]["truth"].get(m, np.nan) for t in tasks]
-        out.append(f"| {m} | " + " | ".join(f"{x:.2f}" for x in v) + f" | {np.mean(v):.2f} |")
-    orc = [max(cells[t]["truth"].values()) for t in tasks]
-    out.append("| **oracle** | " + " | ".join(f"{x:.2f}" for x in orc) + f" | {np.mean(orc):.2f} |")
-    lf = [cells[t]["truth"][cells[t]["label_free"]] for t in tasks]
-    out.append(
-        "| **auto, label-free** | "
-        + " | ".join(f"{x:.2f} ({cells[t]['label_free']})" for x, t in zip(lf, tasks))
-        + f" | {np.mean(lf):.2f} |"
-    )
-    for name, f in (("median", np.median), ("worst", np.min)):
-        v = [float(f([cells[t]["truth"][x] for x in cells[t]["few_label"]])) if cells[t]["few_label"] else np.nan for t in tasks]
-        out.append(f"| **auto, few-label ({name} of 20)** | " + " | ".join(f"{x:.2f}" for x in v) + f" | {np.mean(v):.2f} |")
-    return out
-
-
 def _few_words() -> str:
     from _auto_few import name
 

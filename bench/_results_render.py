@@ -14,19 +14,6 @@ TASKS = ["STS-B", "SICK-R", *YEARS]
 
 # Published BERT-base figures, copied from ../shared/data/README.md, grouped by the aggregation setting
 # of their STS-12..16 columns (bert-base-uncased: 768 dims, 12 layers, never trained on similarity).
-PUBLISHED = {
-    "wmean": [
-        ("BERT-base last2avg (BERT-flow paper)", [59.04, 63.75, 57.84, 61.95, 62.48, 70.95, 69.81]),
-        ("BERT-base-flow (target) (BERT-flow paper)", [70.72, 63.11, 63.48, 72.14, 68.42, 73.77, 75.37]),
-        ("BERT-base-whitening (target) (BERT-whitening blog)", [71.20, None, None, None, None, None, None]),
-        ("BERT-base-whitening-256 (target) (BERT-whitening blog)", [71.42, None, None, None, None, None, None]),
-    ],
-    "all": [
-        ("BERT-base first-last avg (SimCSE paper, via SimCSE#285)", [53.87, 62.06, 39.70, 59.38, 49.67, 66.03, 66.19]),
-        ("BERT-base-flow (SimCSE paper's rerun, SimCSE#4)", [None, None, 58.40, None, None, None, None]),
-        ("BERT-base-whitening (SimCSE paper's rerun, SimCSE#4)", [None, None, 57.83, None, None, None, None]),
-    ],
-}
 
 AGGREGATION_SOURCES = (
     "`all` is what SBERT and SimCSE report (princeton-nlp/SimCSE `evaluation.py` l.182 prints "
@@ -78,26 +65,6 @@ def summary_table(by_agg: dict, methods: list[str], poolings: list[str]) -> list
                 parts.append(f"**{f2(v)}**" if num(v) == best[(p, a)] and not math.isnan(v) else f2(v))
             cells.append(" / ".join(parts))
         out.append(f"| {m} | " + " | ".join(cells) + " |")
-    return out
-
-
-def detail_table(res, published: list | None) -> list[str]:
-    tasks = res.tasks
-    rows = res.rows
-    best = {t: max(num(r.scores[t].score) for r in rows) for t in tasks}
-    best_avg = max(num(_avg(r)) for r in rows)
-    out = ["| pooling | method | " + " | ".join(tasks) + " | avg |", "|---|---|" + "---:|" * (len(tasks) + 1)]
-    for r in rows:
-        cells = [f"**{f2(r.scores[t].score)}**" if num(r.scores[t].score) == best[t] else f2(r.scores[t].score) for t in tasks]
-        a = _avg(r)
-        out.append(
-            f"| {r.pooling} | {r.method} | " + " | ".join(cells) + f" | {'**' + f2(a) + '**' if num(a) == best_avg else f2(a)} |"
-        )
-    if published and tasks == TASKS:
-        out.append("| *published, bert-base-uncased (a different model):* | | " + " | " * len(tasks) + " |")
-        for name, vals in published:
-            avg = f2(sum(vals) / len(vals)) if all(v is not None for v in vals) else "-"
-            out.append(f"| *{name}* | | " + " | ".join(f2(v) for v in vals) + f" | {avg} |")
     return out
 
 
