@@ -132,7 +132,7 @@ def token_solve(r: dict) -> str:
     )
 
 
-# --------------------------------------------------------------------------- from _results_render.py
+# --------------------------------------------------------------------------- sts-default-model (RESULTS.md): tables and words
 
 
 EVEN = 0.05  # an average change smaller than this (Spearman x 100) is reported as "changes little"
@@ -309,7 +309,7 @@ def _aggregation_effect(runs: dict, methods: list[str], poolings: list[str]) -> 
     )
 
 
-# --------------------------------------------------------------------------- from results.py
+# --------------------------------------------------------------------------- sts-default-model (RESULTS.md)
 
 
 def sts_default_model(data: dict) -> str:
@@ -439,7 +439,7 @@ def _subsets(runs: dict) -> list[str]:
     return out + [""]
 
 
-# --------------------------------------------------------------------------- from retrieval.py
+# --------------------------------------------------------------------------- retrieval (RESULTS.md)
 
 
 FIXED = ["raw", "center", "abtt", "common-component", "whitening", "soft-0.25", "soft-0.5", "soft-0.75"]
@@ -641,7 +641,7 @@ def retrieval(results: list[dict], ran_on: str) -> str:
     return "\n\n".join(parts)
 
 
-# --------------------------------------------------------------------------- from static.py
+# --------------------------------------------------------------------------- sts-static (RESULTS.md)
 
 
 TOKEN_ROWS = {  # row name -> (calibrate method, fit settings it depends on)
@@ -764,7 +764,7 @@ def sts_static(data: dict) -> str:
     return "\n".join(lines)
 
 
-# --------------------------------------------------------------------------- from _auto_zoo_render.py
+# --------------------------------------------------------------------------- auto-zoo, auto-zoo-tuning (AUTO.md)
 
 
 HARM, BIG, KEEP_LF, KEEP_FEW, DRAWS_OK = 0.5, 3.0, 0.7, 0.75, 19  # KEEP_FEW: issue #34's 75%
@@ -1109,7 +1109,7 @@ def _passes(v: float, op: str, t: float) -> bool:
     return bool(np.isfinite(v)) and (v > t if op == ">" else v < t)
 
 
-# --------------------------------------------------------------------------- from _auto_few.py
+# --------------------------------------------------------------------------- auto-few (AUTO.md)
 
 
 def auto_few(tune: dict, zoo: dict | None) -> str:
@@ -1259,7 +1259,7 @@ def losing_signals(zoo: dict) -> str:
     )
 
 
-# --------------------------------------------------------------------------- from _auto_zoo_pool.py
+# --------------------------------------------------------------------------- auto-zoo: few-label auto choosing the pooling (AUTO.md)
 
 
 def pool_f(x: float) -> str:
@@ -1365,7 +1365,7 @@ def pool_verdict(s: dict[str, dict]) -> list[str]:
     ]
 
 
-# --------------------------------------------------------------------------- from auto_search.py
+# --------------------------------------------------------------------------- auto-search (AUTO.md)
 
 
 def _means(e: dict, rows: np.ndarray) -> dict[str, float]:
@@ -1458,7 +1458,7 @@ def _gain(m: dict[str, float], c: str) -> str:
     return f"{m[c] - m['raw']:+.2f}"
 
 
-# --------------------------------------------------------------------------- from auto_speed.py
+# --------------------------------------------------------------------------- auto-speed (BENCHMARKS.md)
 
 
 def auto_speed(res: dict) -> str:
@@ -1494,7 +1494,7 @@ def auto_speed(res: dict) -> str:
     return "\n".join(lines)
 
 
-# --------------------------------------------------------------------------- from static_speed.py
+# --------------------------------------------------------------------------- static-speed (BENCHMARKS.md)
 
 
 COMMAND = "nice -n 5 .venv/bin/python bench/static_speed.py"
@@ -1578,7 +1578,7 @@ def static_speed(results: list[dict], quiet_load: float, where: str) -> str:  # 
     return "\n".join(lines)
 
 
-# --------------------------------------------------------------------------- from _encode_render.py
+# --------------------------------------------------------------------------- encode (BENCHMARKS.md)
 
 
 SETTINGS = ("short@64", "short@256", "long@64", "long@256")
@@ -1951,7 +1951,7 @@ def conditions(result: dict) -> str:
     return txt
 
 
-# --------------------------------------------------------------------------- from _scale_render.py
+# --------------------------------------------------------------------------- scale (BENCHMARKS.md)
 
 
 CORES_PER_MACHINE = 32  # assumption of the 1B estimate: a common cloud machine size
