@@ -4,7 +4,8 @@ Each section is rewritten by its own script's render mode (listed here, one line
 measuring script any more (it compared round 4's solver, which git keeps at commit 440b70e), so it is rendered from
 ``bench/results/token_solve.json`` here. After a render the docs are unchanged unless the saved results changed:
 ``git diff --exit-code docs`` checks it. The sections of docs/BENCHMARKS.md whose scripts save no results (analysis,
-flow, distributed, search, whitening, onnx, poolings, serve) and cli-start are rewritten only by running their script.
+flow, distributed, whitening, onnx, serve), ECOSYSTEM.md's calibrate and cli-start are rewritten only by running their
+script.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ RENDERS = {  # section: the command that rewrites it from the saved results
     "scale": ["scale.py", "--render"],
     "static-speed": ["static_speed.py", "--render"],
     "factory-memory": ["factory_memory.py", "--render"],
+    "poolings": ["poolings.py", "--render"],
+    "search": ["search.py", "--render"],
     "cli-doc": ["cli_doc.py"],
 }
 
