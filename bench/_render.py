@@ -2368,3 +2368,94 @@ def search_verdict(rows, ref) -> str:
         )
     )
     return head + "**not met** on this data." + tail
+
+
+# --------------------------------------------------------------------------- serve (BENCHMARKS.md)
+
+
+def serve(r: dict) -> str:
+    (load0, load1), (wall, wall_max), (loading, loading_max) = r["load"], r["wall"], r["loading"]
+    return "\n".join(
+        [
+            "## Serving searches (`isotropy serve`)",
+            "",
+            "Regenerate: `.venv/bin/python bench/serve.py` (`--render` rewrites this from bench/results/serve.json).",
+            "",
+            f"Machine: {r['machine']}; load average {load0:.1f} before, {load1:.1f} after"
+            + (": the 2 cores were shared with other jobs, so every figure is inflated." if max(load0, load1) > 2.5 else "."),
+            "",
+            f"An index of a generated {r['lines']}-line corpus, default model, `isotropy index build`'s default "
+            "(soft whitening to 128 dims, flat).",
+            "",
+            "| | median | 90th percentile |",
+            "|---|---:|---:|",
+            f"| `isotropy search INDEX QUERY`, whole command (s, {r['repeats']} runs) | {wall:.2f} | {wall_max:.2f} (max) |",
+            f"| of which loading the index and model (s, as `search` reports it) | {loading:.2f} | {loading_max:.2f} (max) |",
+            f"| `isotropy serve`: start to `/health` answering (s, once) | {r['ready_s']:.2f} | |",
+            f"| `GET /search?q=...&k=10`, as the client sees it (ms, {r['requests']} requests) | {r['latency_ms'][0]:.1f} | "
+            f"{r['latency_ms'][1]:.1f} |",
+            f"| of which the search itself (ms, the server's `took_ms`) | {r['took_ms'][0]:.1f} | {r['took_ms'][1]:.1f} |",
+            "",
+            f"A search against the running server takes {r['latency_ms'][0]:.0f} ms; the one-shot command pays "
+            f"{wall:.1f} s each time, almost all of it starting Python and loading the model.",
+        ]
+    )
+
+
+# --------------------------------------------------------------------------- onnx (BENCHMARKS.md)
+
+
+def onnx(r: dict) -> str:
+    rows = [
+        "| pipeline | median wall time (s) | sentences/s | speed vs PyTorch | CPU time (s) | CPU vs PyTorch | STS-B Spearman x100 | "
+        "change vs PyTorch | cosine to PyTorch (mean / min) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for x in r["rows"]:
+        cos = "-" if x["cosine"] is None else f"{x['cosine'][0]:.4f} / {x['cosine'][1]:.4f}"
+        rows.append(
+            f"| {x['pipeline']} | {x['wall_s']:.2f} | {x['per_s']:.0f} | {x['ratio']:.2f}x | {x['cpu_s']:.2f} | "
+            f"{x['cpu_ratio']:.2f}x | {x['spearman']:.2f} | {x['change']:+.2f} | {cos} |"
+        )
+    speed = next(x["ratio"] for x in r["rows"] if x["pipeline"] == "ONNX int8")
+    loss = r["loss"]
+    met = speed >= 1.5 and loss <= 0.3
+    verdict = (
+        f"Target (int8 at least 1.5x faster than PyTorch, at most 0.3 Spearman points lost): "
+        f"**{'met' if met else 'missed'}** -- int8 is {speed:.2f}x PyTorch's throughput and "
+        f"{'loses' if loss > 0 else 'gains'} {abs(loss):.2f} points."
+    )
+    if not met:
+        verdict += (
+            " On this shared 2-core machine timings move with other users' load; the ratios come from "
+            "interleaved rounds of the same run, so they are comparable, but rerun before drawing conclusions."
+        )
+    return "\n".join(
+        [
+            "## onnx",
+            "",
+            'ONNX export (`isotropy export onnx`, `Encoder(backend="onnx")`) against the PyTorch backend and against '
+            "sentence-transformers, measured in one run by `bench/onnx_speed.py` (rerun it to regenerate this section; "
+            "`--render` rewrites it from bench/results/onnx.json).",
+            "",
+            f"Workload: the {r['n']:,} sentences of the STS-B test pairs, default model (all-MiniLM-L6-v2), last-avg pooling, "
+            f"max_length 64, batch 64, CPU. Each time is the median of {r['repeats']} rounds of encoding all sentences; "
+            f"within a round the sentences go in chunks of {r['chunk']} and every pipeline encodes each chunk in turn "
+            "(rotating who starts), so the background load of this shared machine falls on all of them alike. "
+            "CPU time is this process's (all threads). Speed ratios are PyTorch's time over the pipeline's within each "
+            "round, median over rounds (times: median over rounds). Whitening: Ledoit-Wolf "
+            'shrinkage, fitted on all STS-B sentences (train+dev+test, the papers\' "target" setting). '
+            "sentence-transformers runs the same folder with its Normalize module removed (same vectors as PyTorch).",
+            "",
+            *rows,
+            "",
+            verdict,
+            "",
+            f"int8 with whitening in the graph changes Spearman by {r['whitening_change']:+.2f} points against PyTorch + "
+            "whitening: whitening rescales every principal direction to unit variance, so the int8 rounding noise of the "
+            "encoder is magnified along the low-variance directions; prefer the float32 graph when whitening matters more "
+            "than speed, or measure on your own task.",
+            "",
+            f"Machine: {r['machine']}.",
+        ]
+    )
