@@ -2459,3 +2459,72 @@ def onnx(r: dict) -> str:
             f"Machine: {r['machine']}.",
         ]
     )
+
+
+# --------------------------------------------------------------------------- flow (BENCHMARKS.md)
+
+
+def _runs(times: list[float]) -> str:
+    return ", ".join(f"{t:.2f}" for t in times)
+
+
+def flow(r: dict) -> str:  # long: one template, as it reads in the docs
+    t_fit, t_w, rate = r["fit_s"], r["whitening_s"], r["rate"]
+    source = (
+        "synthetic random vectors of the same shape (NOT the recorded configuration)"
+        if r["synthetic"]
+        else "all 17,256 STS-B sentence vectors (train+dev+test, both sides), default model, `cls` pooling, max_length 64"
+    )
+    rows = [
+        (
+            "`Flow().fit` (l2_d3_w32, additive, 1 epoch, batch 32)",
+            f"{t_fit:.2f} s",
+            _runs(r["fit_runs"]),
+            f"{t_fit / t_w:.0f}x" if t_w else "-",
+        ),
+        ("`Flow.transform`", f"{r['transform_s']:.3f} s = {rate:,.0f} vectors/s", _runs(r["transform_runs"]), "-"),
+        ("`Flow.inverse_transform(transform(X))`", f"{r['inverse_s']:.3f} s", "-", "-"),
+    ]
+    if t_w is not None:
+        rows.append(("`Whitening().fit` (reference)", f"{t_w:.3f} s", _runs(r["whitening_runs"]), "1x"))
+    threads_md = ""
+    if r["threads"]:
+        threads_md = f"\n\n  | threads | fit, first {r['compare_steps']} steps | transform |\n  |---|---|---|\n" + "\n".join(
+            f"  | {k} | {v[0]:.2f} s | {v[1]:,.0f} vectors/s |" for k, v in r["threads"].items()
+        )
+    quality = ""
+    q = r["quality"]
+    if q:
+        quality = (
+            f"\n\nSTS-B test Spearman x100 (cls, fitted on train+dev+test): raw {q['raw']:.2f}, flow {q['flow']:.2f} "
+            f"({q['flow'] - q['raw']:+.2f})"
+        )
+        if "whitening" in q:
+            quality += f", whitening {q['whitening']:.2f} ({q['whitening'] - q['raw']:+.2f})"
+        quality += ". (The slow test `tests/test_flow.py::test_flow_beats_raw_cls_on_stsb` asserts flow >= raw + 3.)"
+    ok_fit = "meets" if t_fit <= r["fit_target_s"] else "MISSES"
+    ok_tr = "meets" if rate >= r["transform_target"] else "MISSES"
+    table = "\n".join(f"| {a} | {b} | {c} | {e} |" for a, b, c, e in rows)
+    return f"""## flow
+
+BERT-flow on {source}: {r["n"]} x {r["d"]} float32.
+Machine: {r["machine"]}. Load average (1 min) {r["load"][0]:.1f} before, {r["load"][1]:.1f} after: the
+machine is shared with other engineers' jobs, so timings are noisy; figures are medians of the repeats listed.
+
+| what | median | all runs (s) | vs whitening fit |
+|---|---|---|---|
+{table}
+
+- Fit target (at most {r["fit_target_s"]:.0f} s on the 2-core CI machine): **{ok_fit}** it ({t_fit:.1f} s, {r["steps"]} Adam steps of {r["batch_size"]} rows; repeated fits bit-identical: {r["same"]}).
+- Transform target (at least {r["transform_target"]:,.0f} vectors/s): **{ok_tr}** it ({rate:,.0f} vectors/s).
+- Round trip `inverse_transform(transform(X))`: max abs error {r["err"]:.2e} (float32).
+- `fit` runs on one intra-op thread (`isotropy.transforms.flow.THREADS = 1`, torch's setting restored afterwards).
+  This is the robust choice, not always the fastest: on an idle machine torch's threads can train a
+  32 x 384 batch somewhat faster (table below), but with more runnable threads than cores OpenMP's
+  synchronisation made training 12x slower (30 steps: 1.2 s on 1 thread, 14.9 s on 2, measured while
+  other jobs ran). On a dedicated machine set `isotropy.transforms.flow.THREADS = None`. `transform` keeps torch's
+  setting (`isotropy.transforms.flow.TRANSFORM_THREADS = None`): its large chunks gain from threads.
+  Load average (1 min) before and after this run is given above; the comparison:{threads_md}{quality}
+
+Rerun: `.venv/bin/python bench/flow.py` (a few minutes here); `--render` rewrites this from bench/results/flow.json.
+"""
