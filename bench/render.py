@@ -3,9 +3,8 @@
 Each section is rewritten by its own script's render mode (listed here, one line each); ``token-solve`` has no
 measuring script any more (it compared round 4's solver, which git keeps at commit 440b70e), so it is rendered from
 ``bench/results/token_solve.json`` here. After a render the docs are unchanged unless the saved results changed:
-``git diff --exit-code docs`` checks it. The sections of docs/BENCHMARKS.md whose scripts save no results (analysis,
-distributed), ECOSYSTEM.md's calibrate and cli-start are rewritten only by running their
-script.
+``git diff --exit-code docs`` checks it. The sections whose scripts save no results (BENCHMARKS.md's analysis and cli-start, ECOSYSTEM.md's
+calibrate) are rewritten only by running their script.
 """
 
 from __future__ import annotations
@@ -36,6 +35,7 @@ RENDERS = {  # section: the command that rewrites it from the saved results
     "onnx": ["onnx_speed.py", "--render"],
     "flow": ["flow.py", "--render"],
     "whitening": ["whitening.py", "--render"],
+    "distributed": ["distributed_fit.py", "--render"],
     "cli-doc": ["cli_doc.py"],
 }
 
