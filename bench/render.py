@@ -3,8 +3,8 @@
 Each section is rewritten by its own script's render mode (listed here, one line each); ``token-solve`` has no
 measuring script any more (it compared round 4's solver, which git keeps at commit 440b70e), so it is rendered from
 ``bench/results/token_solve.json`` here. After a render the docs are unchanged unless the saved results changed:
-``git diff --exit-code docs`` checks it. The sections whose scripts save no results (BENCHMARKS.md's analysis and cli-start, ECOSYSTEM.md's
-calibrate) are rewritten only by running their script.
+``git diff --exit-code docs`` checks it. The sections whose scripts save no results (BENCHMARKS.md's cli-start, ECOSYSTEM.md's calibrate) are
+rewritten only by running their script.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ RENDERS = {  # section: the command that rewrites it from the saved results
     "flow": ["flow.py", "--render"],
     "whitening": ["whitening.py", "--render"],
     "distributed": ["distributed_fit.py", "--render"],
+    "analysis": ["analysis.py", "--render"],
     "cli-doc": ["cli_doc.py"],
 }
 
