@@ -2749,3 +2749,42 @@ def analysis(r: dict) -> str:
         parts += ["### Anisotropy on STS-B", "", _analysis_stsb(r["stsb"]), ""]
     head = "## Analysis (`isotropy analyze`)\n\nRegenerate: `.venv/bin/python bench/analysis.py` (`--render` rewrites this "
     return head + "from bench/results/analysis.json).\n\n" + "\n".join(parts)
+
+
+# --------------------------------------------------------------------------- calibrate (ECOSYSTEM.md)
+
+
+def calibrate(res: dict) -> str:
+    r = res["run"]
+    return "\n".join(
+        [
+            "## Measured (bench/calibrate.py)",
+            "",
+            f"Parity: every affine method fitted on the {res['train']:,} STS-B train sentences (all-MiniLM-L6-v2, "
+            "max_length 64); the folder loaded by plain `SentenceTransformer(path)` in a `python -I` process where "
+            f"isotropy is not importable, against `Encoder` + the float64 transform on the {res['test']:,} STS-B test "
+            "sentences.",
+            "",
+            "| pooling | method | calibration module | max abs difference | largest entry |",
+            "|---|---|---|---:|---:|",
+            *res["parity_rows"],
+            "",
+            f"`run_calibration` on {r['train']:,} STS-B train sentences (last-avg, max_length 64, whitening with Ledoit-Wolf "
+            f"shrinkage, `--onnx --quantize int8 --eval STSBenchmark`): {r['total_s']:.0f} s in all, of which encoding the "
+            f"corpus {r['encode_s']:.0f} s and fitting {r['fit_s']:.2f} s; the rest is `--eval` (encoding 2,758 test "
+            "sentences), the two ONNX exports with their int8 graphs and writing the folder. Peak RSS of the process "
+            f"{r['peak_mib']:.0f} MiB (the model and torch included).",
+            "",
+            "| STS-B test (1,379 pairs), Spearman x 100 | |",
+            "|---|---:|",
+            f"| base model (isotropy eval) | {r['base']:.2f} |",
+            f"| calibrated (isotropy eval: Encoder + transform) | {r['calibrated']:.2f} |",
+            f"| calibrated folder through MTEB's STS evaluator ({r['mteb_s']:.0f} s) | {r['mteb']:.2f} |",
+            f"| calibrated folder, int8 graph for sentence-transformers' ONNX backend | {r['int8']:.2f} |",
+            "",
+            f"MTEB minus isotropy eval: {r['mteb_minus_eval']:+.4f}. This whitening is fitted on the train split only; "
+            "all-MiniLM-L6-v2 is already trained for similarity, so whitening lowers its STS-B score (docs/RESULTS.md).",
+            "",
+            f"Machine: {res['machine']}.",
+        ]
+    )
