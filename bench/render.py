@@ -52,6 +52,9 @@ def token_solve() -> None:
 
 
 def main() -> None:
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        print(__doc__ + "\nSections: " + ", ".join([*RENDERS, "token-solve"]))
+        return
     names = sys.argv[1:] or [*RENDERS, "token-solve"]
     for name in names:
         if name == "token-solve":
