@@ -105,10 +105,9 @@ def candidates(X: np.ndarray):
 
 
 def spearman(Y: np.ndarray, a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> float:
-    from scipy.stats import spearmanr
+    from isotropy.evaluation import cosine_rows, spearman
 
-    u = Y / np.maximum(np.linalg.norm(Y, axis=1, keepdims=True), 1e-300)
-    return float(spearmanr((u[a] * u[b]).sum(1), gold).statistic * 100)
+    return spearman(cosine_rows(Y[a], Y[b]), gold)
 
 
 def truths(sel, V: np.ndarray, a, b, gold) -> dict[str, float]:

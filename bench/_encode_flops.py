@@ -13,7 +13,7 @@ Peaks: the best throughput of one matrix product of the encoder's shapes (K x N 
   ``com.microsoft.DynamicQuantizeMatMul`` (f32 in, quantised per call, s8 weights, f32 out: what
   ``quantize_dynamic`` graphs run), as one-node graphs built here with onnx.helper.
 Written by hand because no library measures a peak at given shapes; the approach follows
-/work/notes/research-17.md section 6. The per-model peak weighs the three shapes by their FLOP
+earlier measurements (not kept in the repository). The per-model peak weighs the three shapes by their FLOP
 shares (4 x H^2 : H x I : I x H = 1 : 1 : 1 for MiniLM): time-weighted, i.e. a harmonic mean.
 """
 

@@ -1,4 +1,4 @@
-"""What bench/static_factory.py and bench/_factory_round3.py share: the cached teacher, one fit, the scores."""
+"""What the static-factory scripts share: the cached teacher, one fit, the scores."""
 
 from __future__ import annotations
 

@@ -57,8 +57,8 @@ def corpora() -> dict[str, list[str]]:
 
 
 def spans(sentences: list[str]) -> list[str]:
-    """The two halves of every long sentence (``isotropy.distill.corpus_fit.halves``): the spans of rounds 1-3's
-    rows (``spans="halves"``); round 4's product adds dropped-word and cut copies (bench/_factory_round4.py)."""
+    """The two halves of every long sentence (``isotropy.distill.corpus_fit.halves``): one kind of the
+    library's default spans (``isotropy.distill.corpus_fit.span_texts`` adds the dropped-word and cut copies)."""
     from isotropy.distill.corpus_fit import halves
 
     return halves(sentences)

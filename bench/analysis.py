@@ -23,6 +23,7 @@ Writes the ``analysis`` section of docs/BENCHMARKS.md.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import resource
@@ -33,10 +34,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import DATA, ROOT, machine, median_time, update_section  # noqa: E402
+import _render  # noqa: E402
+
+from _report import DATA, ROOT, machine, median_time, portable, update_section, write_json  # noqa: E402
 from isotropy import analysis as A  # noqa: E402
 
 BIN = Path(sys.executable).parent
+OUT = ROOT / "bench" / "results" / "analysis.json"
 TARGET_S = 15  # issue #25: 1,000 lines in at most 15 s on 2 cores, default model
 
 
@@ -114,7 +118,7 @@ def run_timed(args: list[str]) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def timing_section(lines: int, repeats: int) -> str:
+def timing_section(lines: int, repeats: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "corpus.txt"
         corpus.write_text("\n".join(make_corpus(lines)) + "\n")
@@ -139,41 +143,22 @@ def timing_section(lines: int, repeats: int) -> str:
         timings = json.loads((Path(tmp) / "report" / "report.json").read_text())["meta"]["timings"]
     c_ana = sorted(cpu["analyze"])[len(cpu["analyze"]) // 2]
     c_enc = sorted(cpu["encode"])[len(cpu["encode"]) // 2]
-    verdict = (
-        "met"
-        if t_ana <= TARGET_S
-        else ("met on CPU time, not on wall time (the machine was shared)" if c_ana <= TARGET_S else "missed")
-    )
-    return "\n".join(
-        [
-            f"`isotropy analyze` on the default model and a generated {lines}-line corpus "
-            f"(median of {repeats}; load average {load0:.1f} before, {load1:.1f} after"
-            + (": the 2 cores were shared with other jobs)." if max(load0, load1) > 2.5 else ")."),
-            "",
-            "| command | wall s | CPU s (user+sys) | wall vs encode |",
-            "|---|---:|---:|---:|",
-            f"| `isotropy encode` (reference: load + encode) | {t_enc:.1f} | {c_enc:.1f} | 1.00 |",
-            f"| `isotropy analyze` (everything, word level and figures included) | {t_ana:.1f} | {c_ana:.1f} | {t_ana / t_enc:.2f} |",
-            "",
-            "Inside the last analyze run (wall s): "
-            + ", ".join(f"{k.removesuffix('_s')} {v:.1f}" for k, v in timings.items())
-            + ".",
-            "",
-            f"Target (at most {TARGET_S} s on 2 cores): {verdict}"
-            + (
-                f" on this run, with the machine loaded (load average {max(load0, load1):.1f} on 2 cores): "
-                "wall time here is mostly waiting for a core; the CPU time is the better guide, though contention inflates it too"
-                if max(load0, load1) > 2.5 and t_ana > TARGET_S
-                else ""
-            )
-            + ". Encoding dominates; the statistics are "
-            "d x d eigenproblems computed once per representation and a sampled exact kNN "
-            f"(at most {A.MAX_QUERIES} queries per rank bucket).",
-        ]
-    )
+    return {
+        "lines": lines,
+        "repeats": repeats,
+        "load": [load0, load1],
+        "encode_s": t_enc,
+        "encode_cpu_s": c_enc,
+        "analyze_s": t_ana,
+        "analyze_cpu_s": c_ana,
+        "ratio": t_ana / t_enc,
+        "inside": timings,
+        "target_s": TARGET_S,
+        "max_queries": A.MAX_QUERIES,
+    }
 
 
-def stsb_section() -> str:
+def stsb_section() -> dict:
     sys.path.insert(0, str(ROOT / "tests"))
     from conftest import _encode_cached  # the test suite's vector cache: same model, same key
 
@@ -184,11 +169,7 @@ def stsb_section() -> str:
     folder = DATA / "sts" / "STSBenchmark"
     task = load_stsb(folder)
     uniq = list(dict.fromkeys(s for p in task.pairs() for s in (p.s1, p.s2)))
-    out = [
-        f"STS-B, all {len(uniq)} unique sentences (train+dev+test), default model, max_length 64; "
-        "whitening fitted on the same sentences (shrinkage 0, the papers' setting). 20,000 random pairs, seed 0.",
-        "",
-    ]
+    out: dict = {"sentences": len(uniq), "poolings": {}}
     import warnings
 
     for pooling in ("cls", "last-avg"):
@@ -196,33 +177,18 @@ def stsb_section() -> str:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # rank-deficient cls vectors: whitening drops the null directions
             w = Whitening().fit(X)
-        rep = A.sentence_report(X, {"whitening": w}, n_pairs=20000)
-        header, rows = A._sentence_rows(rep)
-        out += [f"**Pooling `{pooling}`**", "", A._markdown(header, rows), ""]
+        header, rows = A._sentence_rows(A.sentence_report(X, {"whitening": w}, n_pairs=20000))
+        out["poolings"][pooling] = {"header": header, "rows": rows}
     enc = Encoder(max_length=64)
     word = A.word_report(enc, uniq, n_pairs=20000)
     header, rows = A._word_rows(word)
-    out += [
-        f"**Word level** ({word['model']}, {word['ranked_tokens']} tokens ranked, {word['seen_tokens']} seen in STS-B, "
-        f"{word['corpus_tokens']} token occurrences; unseen tokens last in random order; kNN over at most {word['max_queries']} "
-        "queries per bucket):",
-        "",
-        A._markdown(header, rows),
-        "",
-        f"Random token pairs: average cosine {word['average_cosine']['mean']:.3f} (std {word['average_cosine']['std']:.3f}), "
-        f"I(W) {word['partition_isotropy']:.3f}, IsoScore {word['isoscore']:.3f}. "
-        "For comparison, the BERT-flow paper reports for BERT-base (ranks by pre-training frequency) mean l2 norms "
-        "0.95, 1.04, 1.22, 1.45 over the same four buckets.",
-        "",
-    ]
+    keys = ("model", "ranked_tokens", "seen_tokens", "corpus_tokens", "max_queries", "average_cosine")
+    out["word"] = {k: word[k] for k in keys} | {"partition_isotropy": word["partition_isotropy"], "isoscore": word["isoscore"]}
+    out["word"].update(header=header, rows=rows)
     drop = A.word_report(enc, uniq, unseen="drop", n_pairs=20000)
     header, rows = A._word_rows(drop)
-    out += [
-        f'The same with `unseen="drop"` (only the {drop["ranked_tokens"]} tokens seen in STS-B are ranked; kNN among them):',
-        "",
-        A._markdown(header, rows),
-    ]
-    return "\n".join(out)
+    out["drop"] = {"ranked_tokens": drop["ranked_tokens"], "header": header, "rows": rows}
+    return out
 
 
 def main() -> None:
@@ -232,15 +198,20 @@ def main() -> None:
     ap.add_argument("--skip-stsb", action="store_true")
     ap.add_argument("--skip-timing", action="store_true")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--render", action="store_true", help="rewrite the section from bench/results/analysis.json")
     args = ap.parse_args()
-    parts = [f"Machine: {machine()}", ""]
+    if args.render:
+        update_section("BENCHMARKS.md", "analysis", _render.analysis(json.loads(OUT.read_text(encoding="utf-8"))))
+        return
+    res = {"machine": machine()}
     if not args.skip_timing:
-        parts += ["### Time", "", timing_section(args.lines, args.repeats), ""]
+        res["timing"] = timing_section(args.lines, args.repeats)
     if not args.skip_stsb:
-        parts += ["### Anisotropy on STS-B", "", stsb_section(), ""]
-    md = "## Analysis (`isotropy analyze`)\n\nRegenerate: `.venv/bin/python bench/analysis.py`.\n\n" + "\n".join(parts)
+        res["stsb"] = stsb_section()
+    md = _render.analysis(res)
     print(md)
     if not args.no_write:
+        write_json(OUT, portable(res))
         print("wrote", update_section("BENCHMARKS.md", "analysis", md, title="Benchmarks"))
 
 

@@ -32,6 +32,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _render  # noqa: E402
+
 from _report import DATA, ROOT, machine, update_section, write_json  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "auto_search.json"
@@ -63,25 +65,6 @@ def entry(key: str, pooling: str, label: str, task) -> dict:
     return {"label": label, "kind": encoder_kind(encoder), "per_query": per, "seconds": time.perf_counter() - t0}
 
 
-def _means(e: dict, rows: np.ndarray) -> dict[str, float]:
-    return {c: float(np.mean(np.asarray(v)[rows])) for c, v in e["per_query"].items()}
-
-
-def tuned_search_rule(entries: list[dict], tune: np.ndarray, margin: float) -> dict[str, str]:
-    """Per kind: the calibration of best mean gain over raw among those gaining >= ``margin`` on every entry of the
-    kind (tuning queries only), else raw; ``unknown`` keeps raw."""
-    act = {"unknown": "raw"}
-    for kind in ("static", "transformer"):
-        gains = [{c: m - _means(e, tune)["raw"] for c, m in _means(e, tune).items()} for e in entries if e["kind"] == kind]
-        if not gains:
-            act[kind] = "raw"
-            continue
-        common = set.intersection(*(set(g) for g in gains)) - {"raw"}
-        safe = [c for c in common if min(g[c] for g in gains) >= margin]
-        act[kind] = max(safe, key=lambda c: np.mean([g[c] for g in gains])) if safe else "raw"
-    return act
-
-
 def run(only: list[str] | None, old: dict | None) -> dict:
     """Every zoo entry (``only``: those labels, the others kept from ``old``), in the zoo's order."""
     from isotropy.retrieval import load_retrieval
@@ -106,77 +89,6 @@ def run(only: list[str] | None, old: dict | None) -> dict:
     }
 
 
-def render(res: dict) -> str:
-    from isotropy.selection.signals import SEARCH_RULE, SIGNAL_RULE
-
-    tune, held = np.asarray(res["split"]["tune"]), np.asarray(res["split"]["held"])
-    tuned = tuned_search_rule(res["entries"], tune, res["margin"])
-    if tuned != SEARCH_RULE["act"]:
-        raise SystemExit(f"SEARCH_RULE['act'] = {SEARCH_RULE['act']} but the tuning queries give {tuned}: update the library")
-    lines = [
-        "## Search: label-free `auto --for search`, tuned on half of Cranfield's queries (issue #34)",
-        "",
-        f"Cranfield's {len(tune) + len(held)} queries split once by `SEARCH_SPLIT` in src/isotropy/selection/signals.py "
-        f"(numpy `default_rng({res['split']['seed']})` permutation): {len(tune)} tuning queries, {len(held)} held out. "
-        "Candidates fitted on the 1400 documents (no label), nDCG@10 x 100 of an exact search. The rule, read off the "
-        "tuning queries by `tuned_search_rule` in bench/auto_search.py (a kind acts only with the calibration of best "
-        f"mean gain among those that gained >= {res['margin']:g} on every zoo entry of that kind): "
-        + ", ".join(f"**{v}** on a {k} encoder" for k, v in tuned.items() if k != "unknown")
-        + "; it is the library's `SEARCH_RULE` (`isotropy index build --method auto` uses it by default, "
-        "`calibrate --method auto --for search` on request).",
-        "",
-        "### Tuning queries",
-        "",
-        "| entry | kind | raw | " + " | ".join(_shown(res)) + " |",
-        "|---|---|---:|" + "---:|" * len(_shown(res)),
-    ]
-    for e in res["entries"]:
-        m = _means(e, tune)
-        lines.append(f"| {e['label']} | {e['kind']} | {m['raw']:.2f} | " + " | ".join(_gain(m, c) for c in _shown(res)) + " |")
-    lines += [
-        "",
-        "### Held-out queries",
-        "",
-        "| entry | raw | **auto --for search** | auto --for similarity | best in hindsight |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    worst_static, n_static = float("inf"), 0
-    for e in res["entries"]:
-        m = _means(e, held)
-        s, sim = SEARCH_RULE["act"][e["kind"]], SIGNAL_RULE["act"][e["kind"]]
-        best = max(m, key=m.get)
-        lines.append(
-            f"| {e['label']} | {m['raw']:.2f} | **{m[s]:.2f}** ({s}, {m[s] - m['raw']:+.2f}) | {m[sim]:.2f} ({sim}, "
-            f"{m[sim] - m['raw']:+.2f}) | {m[best]:.2f} ({best}) |"
-        )
-        if e["kind"] == "static":
-            worst_static, n_static = min(worst_static, m[s] - m["raw"]), n_static + int(m[s] < m["raw"])
-    lines += [
-        "",
-        f"Target 'for search no static model below raw on the held-out queries': "
-        f"{'**met**' if n_static == 0 else '**not met**'} ({n_static} of "
-        f"{sum(e['kind'] == 'static' for e in res['entries'])} static entries below raw; smallest change "
-        f"{worst_static:+.2f}).",
-        "",
-        "Load average before / after the last entries run (each entry was run apart, `--entry`): "
-        + "; ".join(", ".join(f"{v:.2f}" for v in x) for x in res["loadavg"])
-        + f". {res['machine']}.",
-    ]
-    return "\n".join(lines)
-
-
-SHOWN = ["center", "abtt-1", "common-component", "soft-0.25", "soft-0.5", "soft-0.75", "whitening", "whitening-shrunk"]
-
-
-def _shown(res: dict) -> list[str]:
-    have = set.intersection(*(set(e["per_query"]) for e in res["entries"]))
-    return [c for c in SHOWN if c in have]
-
-
-def _gain(m: dict[str, float], c: str) -> str:
-    return f"{m[c] - m['raw']:+.2f}"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--render-only", action="store_true", help="rewrite the section from bench/results/auto_search.json")
@@ -191,7 +103,7 @@ def main() -> None:
     if len(res["entries"]) < len(ZOO):
         print(f"{len(res['entries'])} of {len(ZOO)} entries stored; rendering once all are", flush=True)
         return
-    update_section("AUTO.md", "auto-search", render(res))
+    update_section("AUTO.md", "auto-search", _render.auto_search(res))
 
 
 if __name__ == "__main__":

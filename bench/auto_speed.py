@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _render  # noqa: E402
 from _encode_data import stsb_rows  # noqa: E402
 
 from _report import ROOT, machine, update_section, write_json  # noqa: E402
@@ -92,39 +93,6 @@ def run(rounds: int) -> dict:
     }
 
 
-def render(res: dict) -> str:
-    lines = [
-        "## `calibrate --method auto` against `encode` (issue #34)",
-        "",
-        f"The {res['sentences']:,} distinct STS-B sentences (train, dev, test), the default model, each command in a "
-        "new process with a fresh vector cache (model load included in both), by `bench/auto_speed.py`. Label-free "
-        "auto decides by the encoder's kind before reading the corpus: on a transformer it keeps raw, so it encodes "
-        f"only a seeded sample ({res['signal_rows']:,} sentences) for the signals it reports, and writes the base model "
-        f"({' -> '.join(res['modules'])}). Target: auto <= 0.35x encode.",
-        "",
-        "| round | `isotropy encode` (s) | `calibrate --method auto` (s) | auto / encode |",
-        "|---:|---:|---:|---:|",
-    ]
-    for i, r in enumerate(res["rounds"], 1):
-        lines.append(f"| {i} | {r['encode_s']:.1f} | {r['auto_s']:.1f} | **{r['ratio']:.2f}x** |")
-    worst = max(r["ratio"] for r in res["rounds"])
-    sv = res["same_vectors"]
-    lines += [
-        "",
-        f"Target {'**met**' if worst <= 0.35 else '**not met**'}: worst ratio {worst:.2f}x (choice: {res['choice']}). "
-        f"The folder against the base model through sentence-transformers, on 200 sentences and one longer than the "
-        f"model's window: largest absolute difference {sv['max_abs_diff']:.2e}, norms {sv['norm_min']:.4f} to "
-        f"{sv['norm_max']:.4f} (the base model's `Normalize` kept).",
-        "",
-        "Load average (1, 5, 15 min) before and after each round: "
-        + "; ".join(", ".join(f"{v:.2f}" for v in x) for x in res["loadavg"])
-        + f". {res['machine']}. "
-        + ("Taken under load (a 1-minute load average above 2.5 on 2 cores). " if max(x[0] for x in res["loadavg"]) > 2.5 else "")
-        + "The ratio, both commands timed in the same round, is the figure to read, not the seconds.",
-    ]
-    return "\n".join(lines)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=1, help="encode / auto pairs, alternately")
@@ -135,7 +103,7 @@ def main() -> None:
     else:
         res = run(args.rounds)
         write_json(OUT, res, indent=2)
-    update_section("BENCHMARKS.md", "auto-speed", render(res))
+    update_section("BENCHMARKS.md", "auto-speed", _render.auto_speed(res))
 
 
 if __name__ == "__main__":

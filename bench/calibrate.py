@@ -31,7 +31,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _report import DATA, ROOT, machine, update_section  # noqa: E402
+import _render  # noqa: E402
+
+from _report import DATA, ROOT, machine, update_section, write_json  # noqa: E402
+
+OUT = ROOT / "bench" / "results" / "calibrate.json"
 
 ISOLATED = r"""
 import importlib.util, json, os, sys
@@ -139,7 +143,7 @@ def st_onnx_int8_spearman(folder: Path, pairs) -> float:
     return spearman(cosine_rows(a, b), np.array([p.score for p in pairs]))
 
 
-def run_once(train: list[str], pairs, tmp: Path) -> list[str]:
+def run_once(train: list[str], pairs, tmp: Path) -> dict:
     import resource
 
     from isotropy.calibration import run_calibration
@@ -164,30 +168,20 @@ def run_once(train: list[str], pairs, tmp: Path) -> list[str]:
     t_mteb = time.perf_counter() - t1
     int8 = st_onnx_int8_spearman(c.path, pairs)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return [
-        f"`run_calibration` on {len(train):,} STS-B train sentences (last-avg, max_length 64, whitening with Ledoit-Wolf "
-        f"shrinkage, `--onnx --quantize int8 --eval STSBenchmark`): {total:.0f} s in all, of which encoding the corpus "
-        f"{secs['encode_s']:.0f} s and fitting {secs['fit_s']:.2f} s; the rest is `--eval` (encoding 2,758 test sentences), "
-        f"the two ONNX exports with their int8 graphs and writing the folder. Peak RSS of the process "
-        f"{peak:.0f} MiB (the model and torch included).",
-        "",
-        "| STS-B test (1,379 pairs), Spearman x 100 | |",
-        "|---|---:|",
-        f"| base model (isotropy eval) | {ev['base']:.2f} |",
-        f"| calibrated (isotropy eval: Encoder + transform) | {ev['calibrated']:.2f} |",
-        f"| calibrated folder through MTEB's STS evaluator ({t_mteb:.0f} s) | {m:.2f} |",
-        f"| calibrated folder, int8 graph for sentence-transformers' ONNX backend | {int8:.2f} |",
-        "",
-        f"MTEB minus isotropy eval: {m - ev['calibrated']:+.4f}. This whitening is fitted on the train split only; "
-        "all-MiniLM-L6-v2 is already trained for similarity, so whitening lowers its STS-B score (docs/RESULTS.md).",
-    ]
+    r = {"train": len(train), "total_s": total, "encode_s": secs["encode_s"], "fit_s": secs["fit_s"], "peak_mib": peak}
+    r.update(base=ev["base"], calibrated=ev["calibrated"], mteb=m, mteb_s=t_mteb, int8=int8, mteb_minus_eval=m - ev["calibrated"])
+    return r
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--limit", type=int, default=None, help="only the first N train sentences (smoke runs)")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--render", action="store_true", help="rewrite the section from bench/results/calibrate.json")
     args = ap.parse_args()
+    if args.render:
+        update_section("ECOSYSTEM.md", "calibrate", _render.calibrate(json.loads(OUT.read_text(encoding="utf-8"))))
+        return
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from isotropy.evaluation import load_stsb
 
@@ -199,26 +193,11 @@ def main() -> None:
         rows = parity(train, test, Path(tmp))
     with tempfile.TemporaryDirectory() as tmp:
         run = run_once(train, pairs, Path(tmp))
-    md = "\n".join(
-        [
-            "## Measured (bench/calibrate.py)",
-            "",
-            f"Parity: every affine method fitted on the {len(train):,} STS-B train sentences (all-MiniLM-L6-v2, "
-            "max_length 64); the folder loaded by plain `SentenceTransformer(path)` in a `python -I` process where "
-            f"isotropy is not importable, against `Encoder` + the float64 transform on the {len(test):,} STS-B test "
-            "sentences.",
-            "",
-            "| pooling | method | calibration module | max abs difference | largest entry |",
-            "|---|---|---|---:|---:|",
-            *rows,
-            "",
-            *run,
-            "",
-            f"Machine: {machine()}.",
-        ]
-    )
+    res = {"train": len(train), "test": len(test), "parity_rows": rows, "run": run, "machine": machine()}
+    md = _render.calibrate(res)
     print(md)
     if not args.no_write:
+        write_json(OUT, res)
         print(f"wrote {update_section('ECOSYSTEM.md', 'calibrate', md)}")
 
 

@@ -23,6 +23,7 @@ Writes the ``distributed`` section of docs/BENCHMARKS.md.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -33,9 +34,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import DATA, machine, update_section  # noqa: E402
+import _render  # noqa: E402
+
+from _report import DATA, ROOT, machine, update_section, write_json  # noqa: E402
 
 SHARDS = 8
+OUT = ROOT / "bench" / "results" / "distributed.json"
 MAX_LENGTH = 64
 
 # Paper-estimate assumptions (stated in the report; change them here).
@@ -76,7 +80,12 @@ def main() -> None:
     ap.add_argument("--sentences", type=int, default=2400, help="use the first N unique sentences (0: all)")
     ap.add_argument("--workers", type=int, default=os.cpu_count(), help="local cluster workers (default: one per core)")
     ap.add_argument("--no-write", action="store_true", help="print the report instead of writing docs/BENCHMARKS.md")
+    ap.add_argument("--render", action="store_true", help="rewrite the section from bench/results/distributed.json")
     args = ap.parse_args()
+    if args.render:
+        r = json.loads(OUT.read_text(encoding="utf-8"))
+        update_section("BENCHMARKS.md", "distributed", _render.distributed(r), title="Benchmarks")
+        return
 
     import warnings
 
@@ -151,88 +160,17 @@ def main() -> None:
     load_after = os.getloadavg()
     per_core = n / (t_warm * args.workers)  # sentences per core-second, steady state
     per_core_single = n / (t_single * torch.get_num_threads())
-    billion = 1e9
-    core_hours = billion / per_core / 3600
-    gpu_hours = billion / GPU_SENTENCES_PER_S / 3600
-    rows = []
-    for cores in (64, 512, 4096):
-        rows.append(f"| {cores} CPU cores | {core_hours / cores:,.1f} h | ${core_hours * PRICE_CORE_HOUR:,.0f} |")
-    for gpus in (8, 64):
-        rows.append(
-            f"| {gpus} GPUs (assumed {GPU_SENTENCES_PER_S:,.0f} sentences/s each) | {gpu_hours / gpus:,.1f} h | ${gpu_hours * PRICE_GPU_HOUR:,.0f} |"
-        )
-    d = ms.dim
-    subset = ""
-    if n < n_all:
-        minutes = n_all / (n / t_single) / 60
-        subset = (
-            f". Why a subset: at the one-process rate measured here ({n / t_single:.0f} sentences/s) all "
-            f"{n_all:,} would take about {minutes:.0f} min per run, four runs; `--sentences 0` runs them all"
-        )
-    if t_warm <= t_single:
-        verdict = f"gains only what {args.workers} single-threaded processes win over one process with {torch.get_num_threads()} intra-op threads"
-        why = (
-            "On a busy machine that gain is mostly an artefact: torch's intra-op threads wait for each other "
-            "whenever one of them is descheduled, single-threaded workers never wait; on an idle machine expect a warm ratio near 1."
-        )
-    else:
-        verdict = f"is slower than one process with {torch.get_num_threads()} intra-op threads on the same cores"
-        why = (
-            "Not measured separately, but the likely causes: each worker length-sorts only its own shard "
-            "(more padding per batch), and each task pays the scheduler's overhead, while one process keeps "
-            "both cores on one stream of batches sorted over the whole corpus."
-        )
-    md = f"""## Distributed fit (`bench/distributed_fit.py`)
-
-{n:,} unique sentences ({", ".join(args.tasks)}{f": the first {n:,} of its {n_all:,}" if n < n_all else ""}) in {SHARDS} shards,
-embedded all-MiniLM-L6-v2 (mean pooling, max_length {MAX_LENGTH}, {d} dims), whitening fit.
-Machine: {machine()}. **This machine has 2 cores and was shared with other jobs during the run**
-(load average {load_before[0]:.1f} before, {load_after[0]:.1f} after, on 2 cores): absolute times are
-several times slower than on an idle machine, and all ratios carry that noise. One run each (no repeats:
-a run is minutes here){subset}.
-
-| run | wall time | vs one process |
-|---|---|---|
-| one process (`Encoder.encode` + `Whitening.fit`, torch on {torch.get_num_threads()} threads; model load and warm-up {t_load:.1f} s not included) | {t_single:.1f} s | 1.00 |
-| `fit_whitening` without address: starts a {args.workers}-worker local cluster, loads the model in each worker, fits, stops | {t_cold:.1f} s | {t_cold / t_single:.2f} |
-| the same on a cluster already up (start-up {t_start:.1f} s not included), first call (workers load the model) | {t_first:.1f} s | {t_first / t_single:.2f} |
-| the same, warm (model cached in each worker process) | {t_warm:.1f} s | {t_warm / t_single:.2f} |
-
-One machine has no more compute to give a cluster: the cold call also pays process start-up and a
-model load in every worker (cold minus warm here: {t_cold - t_warm:+.1f} s; a one-run difference, so
-within this machine's noise when it is near zero), and the warm cluster
-{verdict} ({t_warm / t_single:.2f}x the one-process time). {why}
-The point is the next machine: the shards are independent and the
-merge is exact, so throughput grows with workers, and start-up is paid once per job, not per shard.
-
-Statistics: the cold and warm cluster fits agree to {same_runs:.1e} relative (the merge tree
-is fixed, so reruns are bit-identical). Against the one-process fit the mean differs by
-{vs_single_mean:.1e} and the covariance by {vs_single_cov:.1e} relative (max |difference| / max |value|):
-not the merge, which is exact to 1e-9 and better (tests/test_distributed.py), but the vectors
-themselves, which float32 forward passes compute with another rounding when the batches
-(per-shard length sorting) and torch's thread count (1 per worker, {torch.get_num_threads()} here) differ.
-With one thread and `batch_size=1` they are bit-identical and so are the statistics (tested).
-
-### Paper estimate: 1 billion sentences
-
-Measured steady-state throughput here: {per_core:,.1f} sentences per core-second in the cluster
-({per_core_single:,.1f} per core-second for the one-process run). Assumptions, not measurements:
-CPU at ${PRICE_CORE_HOUR:.2f} per core-hour (on-demand general-purpose VMs), the per-core rate above
-holds on the cluster's cores (it was measured on a shared, busy machine, so an idle core is likely
-faster: the estimate is pessimistic), reading shards and merging are negligible (one merge moves
-{d}x{d} float64 = {d * d * 8 / 2**20:.1f} MiB; a billion sentences at ~100 bytes is ~100 GB of text).
-**GPU speed is an assumption**: {GPU_SENTENCES_PER_S:,.0f} sentences/s per T4/L4-class GPU for
-MiniLM-L6 at max_length {MAX_LENGTH} in fp16 (not measured: no GPU here), at ${PRICE_GPU_HOUR:.2f} per GPU-hour.
-
-| workers | wall time | cost |
-|---|---|---|
-{chr(10).join(rows)}
-
-Total CPU work: {core_hours:,.0f} core-hours; GPU: {gpu_hours:,.0f} GPU-hours (assumed rate).
-"""
+    r = {"n": n, "n_all": n_all, "tasks": args.tasks, "shards": SHARDS, "max_length": MAX_LENGTH, "d": ms.dim}
+    r.update(machine=machine(), load=[load_before[0], load_after[0]], workers=args.workers, threads=torch.get_num_threads())
+    r.update(load_s=t_load, single_s=t_single, cold_s=t_cold, start_s=t_start, first_s=t_first, warm_s=t_warm)
+    r.update(same_runs=same_runs, vs_single_mean=vs_single_mean, vs_single_cov=vs_single_cov, per_core=per_core)
+    r.update(per_core_single=per_core_single, core_hours=1e9 / per_core / 3600, gpu_rate=GPU_SENTENCES_PER_S)
+    r.update(price_core=PRICE_CORE_HOUR, price_gpu=PRICE_GPU_HOUR)
+    md = _render.distributed(r)
     if args.no_write:
         print(md)
     else:
+        write_json(OUT, r)
         print(f"wrote {update_section('BENCHMARKS.md', 'distributed', md, title='Benchmarks')}")
 
 

@@ -146,7 +146,7 @@ def setup(args, bench_s: float) -> dict:
 def main() -> None:
     args = parse_args()
     if args.render:
-        from _encode_render import render
+        from _render import encode as render
 
         from _report import update_section
 
@@ -171,7 +171,7 @@ def main() -> None:
         time_rounds,
         tokenise_seconds,
     )
-    from _encode_render import render
+    from _render import encode as render
 
     from isotropy.encoders import Encoder, default_model_path
 

@@ -122,7 +122,8 @@ def time_rounds(models: dict, workloads: dict, rounds: int, batch_size: int) -> 
 def accuracy(models: dict, rows, max_length: int) -> dict:
     """STS-B test Spearman x 100 of cls and mean pooling (token embeddings -> pooled here, scipy)."""
     import numpy as np
-    from scipy.stats import spearmanr
+
+    from isotropy.evaluation import cosine_rows, spearman
 
     sents = short_sentences(rows)
     gold = np.array([r[2] for r in rows])
@@ -133,9 +134,7 @@ def accuracy(models: dict, rows, max_length: int) -> dict:
         res = {}
         for pooling, f in (("cls", lambda t: t[0]), ("last-avg", lambda t: t.mean(0))):
             v = np.stack([np.asarray(f(t.float() if hasattr(t, "float") else t), dtype=np.float64) for t in toks])
-            a, b = v[0::2], v[1::2]
-            cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
-            res[pooling] = float(spearmanr(cos, gold).statistic) * 100
+            res[pooling] = spearman(cosine_rows(v[0::2], v[1::2]), gold)
         out[name] = res
     return out
 

@@ -17,6 +17,7 @@ unless asked). Writes the ``flow`` section of docs/BENCHMARKS.md.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -24,13 +25,16 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import DATA, ROOT, machine, median_time, update_section  # noqa: E402
+import _render  # noqa: E402
+
+from _report import DATA, ROOT, machine, median_time, update_section, write_json  # noqa: E402
 from isotropy.transforms import flow as flow_mod  # noqa: E402
 from isotropy.transforms.flow import Flow  # noqa: E402
 
 FIT_TARGET_S = 60.0
 COMPARE_STEPS = 30
 TRANSFORM_TARGET = 10_000.0
+OUT = ROOT / "bench" / "results" / "flow.json"
 
 
 def stsb_vectors() -> dict:
@@ -62,11 +66,9 @@ def synthetic() -> dict:
 
 
 def spearman_cos(a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> float:
-    from scipy.stats import spearmanr
+    from isotropy.evaluation import cosine_rows, spearman
 
-    a, b = a.astype(np.float64), b.astype(np.float64)
-    cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
-    return float(spearmanr(cos, gold).statistic * 100)
+    return spearman(cosine_rows(a, b), gold)
 
 
 def fmt(times: list[float]) -> str:
@@ -79,7 +81,11 @@ def main() -> None:
     ap.add_argument("--synthetic", action="store_true", help="random vectors of the same shape instead of STS-B")
     ap.add_argument("--no-threads-comparison", action="store_true", help="skip the comparison with torch's default threads")
     ap.add_argument("--no-write", action="store_true", help="print the section instead of writing docs/BENCHMARKS.md")
+    ap.add_argument("--render", action="store_true", help="rewrite the section from bench/results/flow.json")
     args = ap.parse_args()
+    if args.render:
+        update_section("BENCHMARKS.md", "flow", _render.flow(json.loads(OUT.read_text(encoding="utf-8"))), title="Benchmarks")
+        return
 
     data = synthetic() if args.synthetic else stsb_vectors()
     X = data["fit"]
@@ -135,68 +141,23 @@ def main() -> None:
         cmp = res
     load_after = os.getloadavg()
 
-    quality = ""
+    quality = None
     if "gold" in data:
         raw = spearman_cos(data["a"], data["b"], data["gold"])
         fl = spearman_cos(flow.transform(data["a"]), flow.transform(data["b"]), data["gold"])
-        quality = f"\n\nSTS-B test Spearman x100 (cls, fitted on train+dev+test): raw {raw:.2f}, flow {fl:.2f} ({fl - raw:+.2f})"
+        quality = {"raw": raw, "flow": fl}
         if Whitening is not None:
-            wh = spearman_cos(white.transform(data["a"]), white.transform(data["b"]), data["gold"])
-            quality += f", whitening {wh:.2f} ({wh - raw:+.2f})"
-        quality += ". (The slow test `tests/test_flow.py::test_flow_beats_raw_cls_on_stsb` asserts flow >= raw + 3.)"
-        print(quality.strip(), file=sys.stderr)
-
-    ok_fit = "meets" if t_fit <= FIT_TARGET_S else "MISSES"
-    ok_tr = "meets" if rate >= TRANSFORM_TARGET else "MISSES"
-    source = (
-        "synthetic random vectors of the same shape (NOT the recorded configuration)"
-        if args.synthetic
-        else "all 17,256 STS-B sentence vectors (train+dev+test, both sides), default model, `cls` pooling, max_length 64"
-    )
-    rows = [
-        (
-            "`Flow().fit` (l2_d3_w32, additive, 1 epoch, batch 32)",
-            f"{t_fit:.2f} s",
-            fmt(fit_times),
-            f"{t_fit / t_w:.0f}x" if t_w else "-",
-        ),
-        ("`Flow.transform`", f"{t_tr:.3f} s = {rate:,.0f} vectors/s", fmt(tr_times), "-"),
-        ("`Flow.inverse_transform(transform(X))`", f"{t_inv:.3f} s", "-", "-"),
-    ]
-    if t_w is not None:
-        rows.append(("`Whitening().fit` (reference)", f"{t_w:.3f} s", fmt(w_times), "1x"))
-    threads_md = ""
-    if cmp:
-        threads_md = f"\n\n  | threads | fit, first {COMPARE_STEPS} steps | transform |\n  |---|---|---|\n" + "\n".join(
-            f"  | {k} | {v[0]:.2f} s | {v[1]:,.0f} vectors/s |" for k, v in cmp.items()
-        )
-    table = "\n".join(f"| {a} | {b} | {c} | {e} |" for a, b, c, e in rows)
-    md = f"""## flow
-
-BERT-flow on {source}: {n} x {d} float32.
-Machine: {machine()}. Load average (1 min) {load_before[0]:.1f} before, {load_after[0]:.1f} after: the
-machine is shared with other engineers' jobs, so timings are noisy; figures are medians of the repeats listed.
-
-| what | median | all runs (s) | vs whitening fit |
-|---|---|---|---|
-{table}
-
-- Fit target (at most {FIT_TARGET_S:.0f} s on the 2-core CI machine): **{ok_fit}** it ({t_fit:.1f} s, {flow.n_iter_} Adam steps of {flow.batch_size} rows; repeated fits bit-identical: {same}).
-- Transform target (at least {TRANSFORM_TARGET:,.0f} vectors/s): **{ok_tr}** it ({rate:,.0f} vectors/s).
-- Round trip `inverse_transform(transform(X))`: max abs error {err:.2e} (float32).
-- `fit` runs on one intra-op thread (`isotropy.transforms.flow.THREADS = 1`, torch's setting restored afterwards).
-  This is the robust choice, not always the fastest: on an idle machine torch's threads can train a
-  32 x 384 batch somewhat faster (table below), but with more runnable threads than cores OpenMP's
-  synchronisation made training 12x slower (30 steps: 1.2 s on 1 thread, 14.9 s on 2, measured while
-  other jobs ran). On a dedicated machine set `isotropy.transforms.flow.THREADS = None`. `transform` keeps torch's
-  setting (`isotropy.transforms.flow.TRANSFORM_THREADS = None`): its large chunks gain from threads.
-  Load average (1 min) before and after this run is given above; the comparison:{threads_md}{quality}
-
-Rerun: `.venv/bin/python bench/flow.py` (a few minutes here).
-"""
+            quality["whitening"] = spearman_cos(white.transform(data["a"]), white.transform(data["b"]), data["gold"])
+    r = {"synthetic": args.synthetic, "n": n, "d": d, "machine": machine(), "load": [load_before[0], load_after[0]]}
+    r.update(fit_s=t_fit, fit_runs=fit_times, transform_s=t_tr, transform_runs=tr_times, rate=rate, inverse_s=t_inv)
+    r.update(whitening_s=t_w, whitening_runs=w_times if t_w is not None else None, err=err, same=same)
+    r.update(steps=flow.n_iter_, batch_size=flow.batch_size, threads=cmp, quality=quality)
+    r.update(fit_target_s=FIT_TARGET_S, transform_target=TRANSFORM_TARGET, compare_steps=COMPARE_STEPS)
+    md = _render.flow(r)
     if args.no_write:
         print(md)
     else:
+        write_json(OUT, r)
         path = update_section("BENCHMARKS.md", "flow", md, title="Benchmarks")
         print(f"wrote section 'flow' of {path}", file=sys.stderr)
 

@@ -24,6 +24,7 @@ Spearman x 100 of the cosine of each pipeline's vectors against the gold scores.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import statistics
 import sys
@@ -34,17 +35,19 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _report import DATA, ROOT, machine, update_section  # noqa: E402
+import _render  # noqa: E402
+
+from _report import DATA, ROOT, machine, update_section, write_json  # noqa: E402
+
+OUT = ROOT / "bench" / "results" / "onnx.json"
 
 CHUNK = 256
 
 
 def spearman(a, b, gold) -> float:
-    import numpy as np
-    from scipy.stats import spearmanr
+    from isotropy.evaluation import cosine_rows, spearman
 
-    cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
-    return float(spearmanr(cos, gold).statistic * 100)
+    return spearman(cosine_rows(a, b), gold)
 
 
 def main() -> None:
@@ -52,7 +55,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--limit", type=int, default=None, help="only the first N test pairs (smoke runs)")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--render", action="store_true", help="rewrite the section from bench/results/onnx.json")
     args = ap.parse_args()
+    if args.render:
+        update_section("BENCHMARKS.md", "onnx", _render.onnx(json.loads(OUT.read_text(encoding="utf-8"))))
+        return
 
     import numpy as np
     import torch
@@ -153,66 +160,24 @@ def main() -> None:
     ref_w = "PyTorch + whitening"
 
     def cos_to(name, ref):
-        a, b = vectors[name], vectors[ref]
-        c = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
-        return f"{c.mean():.4f} / {c.min():.4f}"
+        from isotropy.evaluation import cosine_rows
 
-    rows = [
-        "| pipeline | median wall time (s) | sentences/s | speed vs PyTorch | CPU time (s) | CPU vs PyTorch | STS-B Spearman x100 | change vs PyTorch | cosine to PyTorch (mean / min) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
-    ]
+        c = cosine_rows(vectors[name], vectors[ref])
+        return [float(c.mean()), float(c.min())]
+
+    rows = []
     for name in pipelines:
         ref = ref_w if "whitening" in name else ref_raw
-        rows.append(
-            f"| {name} | {med[name]:.2f} | {n / med[name]:.0f} | {ratio[name]:.2f}x | {med_cpu[name]:.2f} | "
-            f"{cpu_ratio[name]:.2f}x | {sp[name]:.2f} | "
-            f"{sp[name] - sp[ref]:+.2f} | {cos_to(name, ref) if name != ref else '-'} |"
-        )
-    speed = ratio["ONNX int8"]
-    loss = sp[ref_raw] - sp["ONNX int8"]
-    met = speed >= 1.5 and loss <= 0.3
-    verdict = (
-        f"Target (int8 at least 1.5x faster than PyTorch, at most 0.3 Spearman points lost): "
-        f"**{'met' if met else 'missed'}** -- int8 is {speed:.2f}x PyTorch's throughput and "
-        f"{'loses' if loss > 0 else 'gains'} {abs(loss):.2f} points."
-    )
-    if not met:
-        verdict += (
-            " On this shared 2-core machine timings move with other users' load; the ratios come from "
-            "interleaved rounds of the same run, so they are comparable, but rerun before drawing conclusions."
-        )
-    wl = sp[ref_w] - sp["ONNX int8 + whitening (in graph)"]
-    md = "\n".join(
-        [
-            "## onnx",
-            "",
-            'ONNX export (`isotropy export onnx`, `Encoder(backend="onnx")`) against the PyTorch backend and against '
-            "sentence-transformers, measured in one run by `bench/onnx_speed.py` (rerun it to regenerate this section).",
-            "",
-            f"Workload: the {n:,} sentences of the STS-B test pairs, default model (all-MiniLM-L6-v2), last-avg pooling, "
-            f"max_length 64, batch 64, CPU. Each time is the median of {args.repeats} rounds of encoding all sentences; "
-            f"within a round the sentences go in chunks of {CHUNK} and every pipeline encodes each chunk in turn "
-            "(rotating who starts), so the background load of this shared machine falls on all of them alike. "
-            "CPU time is this process's (all threads). Speed ratios are PyTorch's time over the pipeline's within each "
-            "round, median over rounds (times: median over rounds). Whitening: Ledoit-Wolf "
-            'shrinkage, fitted on all STS-B sentences (train+dev+test, the papers\' "target" setting). '
-            "sentence-transformers runs the same folder with its Normalize module removed (same vectors as PyTorch).",
-            "",
-            *rows,
-            "",
-            verdict,
-            "",
-            f"int8 with whitening in the graph changes Spearman by {-wl:+.2f} points against PyTorch + whitening: whitening "
-            "rescales every principal direction to unit variance, so the int8 rounding noise of the encoder is magnified "
-            "along the low-variance directions; prefer the float32 graph when whitening matters more than speed, or "
-            "measure on your own task.",
-            "",
-            f"Machine: {machine()}; onnxruntime {__import__('onnxruntime').__version__}, torch threads "
-            f"{torch.get_num_threads()}.",
-        ]
-    )
+        rows.append({"pipeline": name, "wall_s": med[name], "per_s": n / med[name], "ratio": ratio[name]})
+        rows[-1].update(cpu_s=med_cpu[name], cpu_ratio=cpu_ratio[name], spearman=sp[name], change=sp[name] - sp[ref])
+        rows[-1]["cosine"] = cos_to(name, ref) if name != ref else None
+    res = {"n": n, "repeats": args.repeats, "chunk": CHUNK, "rows": rows, "loss": sp[ref_raw] - sp["ONNX int8"]}
+    res["whitening_change"] = sp["ONNX int8 + whitening (in graph)"] - sp[ref_w]
+    res["machine"] = f"{machine()}; onnxruntime {__import__('onnxruntime').__version__}, torch threads {torch.get_num_threads()}"
+    md = _render.onnx(res)
     print(md)
     if not args.no_write:
+        write_json(OUT, res)
         path = update_section("BENCHMARKS.md", "onnx", md)
         print(f"wrote section onnx of {path}", file=sys.stderr)
 

@@ -31,6 +31,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _render  # noqa: E402
+
 from _report import DATA, ROOT, machine, median_time, portable, update_section, write_json  # noqa: E402
 
 MAX_LENGTH = 64
@@ -68,17 +70,21 @@ def plain_speeds(sents: list[str], sources: dict[str, Path], rounds: int) -> dic
 
 
 def spearman(a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> float:
-    from scipy.stats import spearmanr
+    from isotropy.evaluation import cosine_rows, spearman
 
-    cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
-    return float(spearmanr(cos, gold).statistic * 100)
+    return spearman(cosine_rows(a, b), gold)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", help="src folder of another checkout: measure its plain last-avg speed too")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (poolings; each code with --baseline)")
+    parser.add_argument("--render", action="store_true", help="rewrite the section from bench/results/poolings.json")
     args = parser.parse_args()
+    if args.render:
+        result = json.loads(OUT.read_text(encoding="utf-8"))
+        update_section("BENCHMARKS.md", "poolings", _render.poolings(result, POOLINGS, NEW, SPEED_ROWS))
+        return
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from isotropy.encoders import Encoder
     from isotropy.evaluation import load_stsb
@@ -120,39 +126,7 @@ def main() -> None:
     OUT.parent.mkdir(parents=True, exist_ok=True)
     write_json(OUT, portable(result), indent=2)
 
-    rows = ["| pooling | Spearman x 100 | sentences / s | speed vs last-avg |", "|---|---:|---:|---:|"]
-    for p in POOLINGS:
-        name = f"**{p}**" if p in NEW else p
-        rows.append(f"| {name} | {scores[p]:.2f} | {speed[p]:.0f} | {relative[p]:.2f}x |")
-    both = "all in one encode_multi"
-    rows.append(f"| all {len(POOLINGS)} in one `encode_multi` | | {speed[both]:.0f} | {relative[both]:.2f}x |")
-    baseline = [f"{k}: {v:.0f} sentences / s" for k, v in speed.items() if k.startswith("last-avg plain path")]
-    md = "\n".join(
-        [
-            "## Poolings (issue #14)",
-            "",
-            f"`bench/poolings.py`: {result['setting']}. New poolings in bold, each with its paper's defaults, "
-            f"nothing tuned. Speed: each pooling alone encoding {SPEED_ROWS} test sentences, the median of "
-            f"{args.rounds} interleaved rounds ({machine()}; a shared machine: read the ratios to last-avg, "
-            "measured in the same rounds).",
-            "",
-            *rows,
-            "",
-            "Against `last-avg`, the mean pooling this model was trained with: "
-            + ", ".join(f"{q} {scores[q] - scores['last-avg']:+.2f}" for q in POOLINGS if q in NEW)
-            + ". No new pooling beats the model's own on raw cosine: all-MiniLM-L6-v2 was fine-tuned "
-            "(contrastively) for mean pooling, so re-weighting its tokens (sif, idf, ditto) can only move away from "
-            "what was trained, and its mask-token state was never trained to summarise a sentence (prompt; the "
-            "template's own vector dominates it, which denoising removes). The papers measured these poolings on "
-            "BERT-base without fine-tuning, where the average is weak; this table does not test that setting.",
-            "",
-            *(
-                [f"The plain path, this code against the baseline, timed in alternating subprocesses: {'; '.join(baseline)}."]
-                if baseline
-                else []
-            ),
-        ]
-    )
+    md = _render.poolings(result, POOLINGS, NEW, SPEED_ROWS)
     update_section("BENCHMARKS.md", "poolings", md)
     print(md)
 

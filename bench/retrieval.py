@@ -44,15 +44,15 @@ import argparse
 import json
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _render  # noqa: E402
+
 from _report import DATA, ROOT, machine, portable, update_section, write_json  # noqa: E402
 
-FIXED = ["raw", "center", "abtt", "common-component", "whitening", "soft-0.25", "soft-0.5", "soft-0.75"]
 KS = [12, 48, 96, 128, 192, 256]
 INDEX_METHODS = ["raw", "whitening-128", "pca-128"]
 MODELS = {  # key -> (what Encoder loads; "distilled:D" = bench/static.py's distilled folder, poolings, name)
@@ -63,7 +63,6 @@ MODELS = {  # key -> (what Encoder loads; "distilled:D" = bench/static.py's dist
 }
 SEED = 2026  # the draws of dev queries
 OUT = ROOT / "bench" / "results" / "retrieval.json"
-MARGIN = 0.5  # nDCG@10 points: a change smaller than this is "about the same"
 
 
 # ------------------------------------------------------------------ running
@@ -144,7 +143,7 @@ def run_model(key: str, poolings: list[str] | None, task, n_dev: int, draws: int
     encoder, pools, name = _encoder(key, poolings)
     dim = int(encoder.dim)
     ks = [k for k in KS if k < dim]
-    methods = FIXED + [f"{m}-{k}" for k in ks for m in ("whitening", "pca")]
+    methods = _render.FIXED + [f"{m}-{k}" for k in ks for m in ("whitening", "pca")]
     common = dict(encoder=encoder, poolings=pools, show_progress=True)
     main = evaluate_retrieval(task, methods=methods, kinds=["exact", "sq8", "binary"], **common)
     idx = evaluate_retrieval(task, methods=[m for m in INDEX_METHODS if m == "raw" or int(m.split("-")[1]) < dim], kinds=["flat", "hnsw", "ivf"], **common)  # fmt: skip
@@ -166,221 +165,6 @@ def rerun_dev(stored: dict, task, n_dev: int, draws: int) -> dict:
 # ------------------------------------------------------------------ rendering
 
 
-def _f(v) -> str:
-    return "-" if v is None else f"{100 * v:.2f}"
-
-
-def _exact(rows: list[dict], pooling: str) -> dict[str, dict]:
-    return {r["method"]: r for r in rows if r["pooling"] == pooling and r.get("kind") == "exact"}
-
-
-def _method_table(rows: list[dict], pooling: str) -> list[str]:
-    ex = _exact(rows, pooling)
-    raw = ex["raw"]
-    out = [
-        "| method | dim | bytes/vector | nDCG@10 | recall@100 | MRR@10 | nDCG@10 - raw |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for m, r in ex.items():
-        out.append(
-            f"| {m} | {r['dim']} | {r['bytes_per_vector']:.0f} | {_f(r['ndcg@10'])} | {_f(r['recall@100'])} | {_f(r['mrr@10'])} | "
-            f"{100 * (r['ndcg@10'] - raw['ndcg@10']):+.2f} |"
-        )
-    return out
-
-
-def _size_table(rows: list[dict], pooling: str) -> list[str]:
-    """Every (method, kind) of raw, whitening-K and pca-K, smallest first."""
-    keep = [
-        r
-        for r in rows
-        if r["pooling"] == pooling
-        and "bytes_per_vector" in r
-        and (r["method"] == "raw" or r["method"].split("-")[0] in ("pca", "whitening"))
-    ]
-    keep.sort(key=lambda r: (r["bytes_per_vector"], -r["ndcg@10"]))
-    out = [
-        "| method | search | bytes/vector | query ms | nDCG@10 | recall@100 | top-10 vs exact |",
-        "|---|---|---:|---:|---:|---:|---:|",
-    ]
-    for r in keep:
-        agree = "" if r.get("agree@10") is None else f"{100 * r['agree@10']:.1f}"
-        out.append(
-            f"| {r['method']} | {r['kind']} | {r['bytes_per_vector']:.0f} | {r['query_ms']:.3f} | {_f(r['ndcg@10'])} | "
-            f"{_f(r['recall@100'])} | {agree} |"
-        )
-    return out
-
-
-def verdict(rows: list[dict], pooling: str) -> tuple[str, str]:
-    """``(helps | hurts | mixed | neutral, the sentence)`` from the fixed full-dimension calibrations against raw."""
-    ex = _exact(rows, pooling)
-    raw = ex["raw"]["ndcg@10"]
-    delta = {m: 100 * (ex[m]["ndcg@10"] - raw) for m in FIXED if m != "raw" and m in ex}
-    up = sorted((m for m, d in delta.items() if d >= MARGIN), key=lambda m: -delta[m])
-    down = sorted((m for m, d in delta.items() if d <= -MARGIN), key=lambda m: delta[m])
-    kind = "mixed" if up and down else "helps" if up else "hurts" if down else "neutral"
-    said = {
-        "helps": "calibration **helps** search",
-        "hurts": "calibration **hurts** search",
-        "mixed": "calibration **helps or hurts** search, by method",
-        "neutral": f"calibration **changes search little** (every method within {MARGIN} points of raw)",
-    }[kind]
-    parts = [f"{said}: full whitening {delta.get('whitening', float('nan')):+.2f} nDCG@10 points"]
-    if up:
-        parts.append("gains with " + ", ".join(f"{m} ({delta[m]:+.2f})" for m in up))
-    if down:
-        parts.append("losses with " + ", ".join(f"{m} ({delta[m]:+.2f})" for m in down))
-    parts.append(f"{len(up)} of {len(delta)} fixed calibrations gain >= {MARGIN}, {len(down)} lose >= {MARGIN}")
-    return kind, "; ".join(parts)
-
-
-def _compression(rows: list[dict], pooling: str) -> str:
-    by_kind = {(r["method"], r["kind"]): r for r in rows if r["pooling"] == pooling and "bytes_per_vector" in r}
-    pairs = []
-    for kind in ("sq8", "binary"):
-        q = by_kind.get(("raw", kind))
-        if q is None:
-            continue
-        k = int(q["bytes_per_vector"]) // 4  # float32 dimensions at the same size (the codes carry a few bytes of header)
-        same = [
-            f"{m} in float32 {_f(by_kind[(m, 'exact')]['ndcg@10'])}"
-            for m in (f"pca-{k}", f"whitening-{k}")
-            if (m, "exact") in by_kind
-        ]
-        if same:
-            pairs.append(
-                f"at about {q['bytes_per_vector']:.0f} bytes per vector raw {kind} scores {_f(q['ndcg@10'])}, "
-                + " and ".join(same)
-            )
-    return (" Compression at equal size: " + "; ".join(pairs) + ".") if pairs else ""
-
-
-def _dev_summary(dev: list[dict]) -> dict:
-    n = len(dev)
-    keys = ("test_raw", "test_label_free", "test_auto", "test_whitening", "test_best")
-    mean = {k: float(np.mean([r[k] for r in dev])) for k in keys}
-    gain = [100 * (r["test_auto"] - r["test_raw"]) for r in dev]
-    kept = sum(r["choice"] == r["incumbent"] for r in dev)
-    return {
-        "n": n,
-        "kept": kept,
-        "incumbent": dev[0]["incumbent"],
-        **mean,
-        "worst": min(gain),
-        "best_gain": max(gain),
-        "choices": Counter(r["choice"] for r in dev),
-    }
-
-
-def _dev_sentence(dev: list[dict]) -> str:
-    s = _dev_summary(dev)
-    r = dev[0]
-    picks = ", ".join(f"{c} x{k}" for c, k in s["choices"].most_common())
-    return (
-        f"Few-label auto with {r['dev_queries']} dev queries ({s['n']} draws, scored on the other {r['test_queries']}): "
-        f"{picks} (incumbent {s['incumbent']}, label-free auto: {_f(s['test_label_free'])}); test nDCG@10 "
-        f"{_f(s['test_auto'])} against raw {_f(s['test_raw'])} "
-        f"({100 * (s['test_auto'] - s['test_raw']):+.2f}, worst draw {s['worst']:+.2f}) and the best candidate in hindsight "
-        f"{_f(s['test_best'])}."
-    )
-
-
-def _dev_table(results: list[dict]) -> list[str]:
-    out = [
-        "| model | pooling | label-free auto (the incumbent) | few-label choices | kept the incumbent | raw | label-free auto | "
-        "few-label auto | few-label - raw (worst draw) | whitening | best in hindsight |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for res in results:
-        for p in res["settings"]["poolings"]:
-            dev = [r for r in res.get("dev", []) if r["pooling"] == p]
-            if not dev:
-                continue
-            s = _dev_summary(dev)
-            picks = ", ".join(f"{c} x{k}" for c, k in s["choices"].most_common())
-            best = Counter(r["best_in_hindsight"] for r in dev).most_common(1)[0][0]
-            out.append(
-                f"| {res['name']} | {p} | {s['incumbent']} | {picks} | {s['kept']} of {s['n']} | {_f(s['test_raw'])} | "
-                f"{_f(s['test_label_free'])} | {_f(s['test_auto'])} | "
-                f"{100 * (s['test_auto'] - s['test_raw']):+.2f} ({s['worst']:+.2f}) | {_f(s['test_whitening'])} | "
-                f"{_f(s['test_best'])} ({best}) |"
-            )
-    return out
-
-
-def _overview(results: list[dict]) -> str:
-    """One line per model and pooling: does calibration help or hurt search, from the numbers."""
-    verbs = {
-        "helps": "**helps** search",
-        "hurts": "**hurts** search",
-        "mixed": "**helps with some calibrations and hurts with others**",
-        "neutral": "**changes search little**",
-    }
-    lines = [
-        f"**In short** (exact search; the fixed calibrations at full dimension against raw, a change of {MARGIN} "
-        "nDCG@10 points or more counted; few-label auto scored on queries it did not see):",
-        "",
-    ]
-    for res in results:
-        for p in res["settings"]["poolings"]:
-            ex = _exact(res["rows"], p)
-            delta = {m: 100 * (ex[m]["ndcg@10"] - ex["raw"]["ndcg@10"]) for m in FIXED if m != "raw" and m in ex}
-            best, worst = max(delta, key=delta.get), min(delta, key=delta.get)
-            text = (
-                f"- {res['name']}, {p}: calibration {verbs[verdict(res['rows'], p)[0]]} (best {best} {delta[best]:+.2f}, "
-                f"worst {worst} {delta[worst]:+.2f}, full whitening {delta.get('whitening', float('nan')):+.2f})"
-            )
-            dev = [r for r in res.get("dev", []) if r["pooling"] == p]
-            if dev:
-                d = _dev_summary(dev)
-                text += (
-                    f"; label-free auto ({d['incumbent']}) {100 * (d['test_label_free'] - d['test_raw']):+.2f}, few-label "
-                    f"auto {100 * (d['test_auto'] - d['test_raw']):+.2f} (kept {d['incumbent']} in {d['kept']} of "
-                    f"{d['n']} draws, worst draw {d['worst']:+.2f}); both against raw on the held-out queries"
-                )
-            lines.append(text + ".")
-    return "\n".join(lines)
-
-
-def render(results: list[dict]) -> str:
-    total = sum(r["settings"].get("total_s", 0.0) for r in results)
-    parts = [
-        "Cranfield 1400 (1400 abstracts, 225 queries, graded qrels), every fixed calibration fitted on the documents "
-        "(label-free; nothing was tuned on the qrels). Metrics x 100 from trec_eval (nDCG@10 with gains 5 - code). "
-        "The tables below score the fixed calibrations on all 225 queries; label-free auto's search rule was tuned on "
-        "half of them (`SEARCH_SPLIT`), so it is measured on the other half only, in docs/AUTO.md ('Search'), and the "
-        "few-label draws below use that held-out half alone. "
-        f"Generated by `bench/retrieval.py` on {machine()} ({total / 60:.1f} minutes of running); query times are medians of one "
-        "query's search on a shared machine (an order of magnitude, not a ranking).",
-        _overview(results),
-    ]
-    if any(r.get("dev") for r in results):
-        parts.append(
-            "#### Few-label auto on dev queries (`calibrate --method auto --dev FOLDER`)\n\n"
-            "Seeded draws of dev queries from the held-out half of the queries (`search_split`: the tuning half of the "
-            "search rule is never scored here); auto's candidates fitted on the documents choose by the dev "
-            "queries' nDCG@10 (the incumbent, label-free auto's choice for the encoder's kind by the rule for search, "
-            "unless another candidate "
-            "beats it in 90% of 1000 bootstrap resamples of the dev queries); every "
-            "figure is the mean test nDCG@10 x 100 over the draws on the queries that were NOT dev queries. 'Best in "
-            "hindsight': the candidate best on those test queries (the most common one named), a bound no rule reaches "
-            "without their labels.\n\n" + "\n".join(_dev_table(results))
-        )
-    for res in results:
-        pools = res["settings"]["poolings"]
-        parts.append(f"### {res['name']} (`{res['key']}`, max_length {res['settings']['max_length']})")
-        for p in pools:
-            text = f"**{res['name']}, {p}** (raw nDCG@10 {_f(_exact(res['rows'], p)['raw']['ndcg@10'])}): "
-            text += verdict(res["rows"], p)[1] + "." + _compression(res["rows"], p)
-            dev = [r for r in res.get("dev", []) if r["pooling"] == p]
-            parts.append(text + (" " + _dev_sentence(dev) if dev else ""))
-        for p in pools:
-            parts.append(f"#### {p}: calibrations, exact search\n\n" + "\n".join(_method_table(res["rows"], p)))
-            parts.append(f"#### {p}: size against quality (raw, whitening-K, pca-K)\n\n" + "\n".join(_size_table(res["rows"], p)))
-    return "\n\n".join(parts)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument(
@@ -393,7 +177,8 @@ def main() -> None:
     ap.add_argument("--dev-only", action="store_true", help="rerun only the few-label part; keep the stored tables")
     args = ap.parse_args()
     if args.render_only:
-        results = json.loads(OUT.read_text())["results"]
+        saved = json.loads(OUT.read_text())
+        results, ran_on = saved["results"], saved["machine"]
     else:
         from isotropy.retrieval import load_retrieval
 
@@ -406,8 +191,9 @@ def main() -> None:
         keys = {n["key"] for n in new}
         results = [r for r in old if r.get("key") in MODELS and r["key"] not in keys] + new  # keep the others' entries
         results.sort(key=lambda r: list(MODELS).index(r["key"]) if r["key"] in MODELS else len(MODELS))
-        write_json(OUT, portable({"results": results}), indent=1, default=float)
-    update_section("RESULTS.md", "retrieval", "## Retrieval: Cranfield\n\n" + render(results))
+        ran_on = machine()
+        write_json(OUT, portable({"results": results, "machine": ran_on}), indent=1, default=float)
+    update_section("RESULTS.md", "retrieval", "## Retrieval: Cranfield\n\n" + _render.retrieval(results, ran_on))
     print(f"wrote {OUT} and the retrieval section of docs/RESULTS.md")
 
 

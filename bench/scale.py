@@ -45,7 +45,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import DATA, ROOT, portable, update_section, write_json  # noqa: E402, I001
 from _scale_data import tuning_queries, vectors  # noqa: E402
-from _scale_render import render  # noqa: E402
+from _render import scale as render  # noqa: E402
 
 
 NPROBE, RERANK, K = 32, 100, 10

@@ -29,9 +29,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _render  # noqa: E402
 from analysis import make_corpus  # noqa: E402
 
-from _report import machine, update_section  # noqa: E402
+from _report import ROOT, machine, update_section, write_json  # noqa: E402
+
+OUT = ROOT / "bench" / "results" / "serve.json"
 
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
@@ -93,7 +96,11 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--render", action="store_true", help="rewrite the section from bench/results/serve.json")
     args = ap.parse_args()
+    if args.render:
+        update_section("BENCHMARKS.md", "serve", _render.serve(json.loads(OUT.read_text(encoding="utf-8"))), title="Benchmarks")
+        return
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "corpus.txt"
         corpus.write_text("\n".join(make_corpus(args.lines)) + "\n")
@@ -109,35 +116,14 @@ def main() -> None:
         srv = served(index, args.requests)
         load1 = os.getloadavg()[0]
     lat, took = srv["latency_ms"], srv["took_ms"]
-    md = "\n".join(
-        [
-            "## Serving searches (`isotropy serve`)",
-            "",
-            "Regenerate: `.venv/bin/python bench/serve.py`.",
-            "",
-            f"Machine: {machine()}; load average {load0:.1f} before, {load1:.1f} after"
-            + (": the 2 cores were shared with other jobs, so every figure is inflated." if max(load0, load1) > 2.5 else "."),
-            "",
-            f"An index of a generated {args.lines}-line corpus, default model, `isotropy index build`'s default "
-            "(soft whitening to 128 dims, flat).",
-            "",
-            "| | median | 90th percentile |",
-            "|---|---:|---:|",
-            f"| `isotropy search INDEX QUERY`, whole command (s, {args.repeats} runs) | {statistics.median(walls):.2f} | "
-            f"{max(walls):.2f} (max) |",
-            f"| of which loading the index and model (s, as `search` reports it) | {statistics.median(loads):.2f} | "
-            f"{max(loads):.2f} (max) |",
-            f"| `isotropy serve`: start to `/health` answering (s, once) | {srv['ready_s']:.2f} | |",
-            f"| `GET /search?q=...&k=10`, as the client sees it (ms, {len(lat)} requests) | {statistics.median(lat):.1f} | "
-            f"{p90(lat):.1f} |",
-            f"| of which the search itself (ms, the server's `took_ms`) | {statistics.median(took):.1f} | {p90(took):.1f} |",
-            "",
-            f"A search against the running server takes {statistics.median(lat):.0f} ms; the one-shot command pays "
-            f"{statistics.median(walls):.1f} s each time, almost all of it starting Python and loading the model.",
-        ]
-    )
+    res = {"machine": machine(), "load": [load0, load1], "lines": args.lines, "repeats": args.repeats}
+    res.update(wall=[statistics.median(walls), max(walls)], loading=[statistics.median(loads), max(loads)])
+    res.update(ready_s=srv["ready_s"], requests=len(lat), latency_ms=[statistics.median(lat), p90(lat)])
+    res["took_ms"] = [statistics.median(took), p90(took)]
+    md = _render.serve(res)
     print(md)
     if not args.no_write:
+        write_json(OUT, res)
         print("wrote", update_section("BENCHMARKS.md", "serve", md, title="Benchmarks"))
 
 

@@ -37,18 +37,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _render  # noqa: E402
 from results import METHODS  # noqa: E402
 
 from _report import DATA, ROOT, machine, portable, update_section, write_json  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "static.json"
 SENTENCE_METHODS = [m for m in METHODS if m != "flow"]
-TOKEN_ROWS = {  # row name -> (calibrate method, fit settings it depends on)
-    "token-whitening": ("token-whitening", False),
-    "zipfian-whitening-rank": ("zipfian-whitening-rank", False),
-    "zipfian-whitening": ("zipfian-whitening", True),
-}
-TARGETS = {"distilled": 72.5, "teacher-map": 75.0, "glove-token": 65.0}
 
 
 def distilled_folder(dims: int) -> Path:
@@ -118,7 +113,7 @@ def token_rows(enc, tasks, plans, X: list[np.ndarray]) -> dict[str, dict[str, li
     from isotropy.calibration.token_fit import TOKEN_METHODS, fit_table_whitening, token_counts, token_estimator
 
     out: dict[str, dict[str, list[float]]] = {"others": {}, "target": {}}
-    for name, (method, needs_corpus) in TOKEN_ROWS.items():
+    for name, (method, needs_corpus) in _render.TOKEN_ROWS.items():
         source = TOKEN_METHODS[method][1]
         if not needs_corpus:
             t, _ = fit_table_whitening(enc, token_estimator(method), source)
@@ -192,7 +187,7 @@ def run(args) -> dict:
         "settings": {
             "aggregate": "all pairs of a task pooled",
             "sentence_methods": SENTENCE_METHODS,
-            "token_methods": list(TOKEN_ROWS),
+            "token_methods": list(_render.TOKEN_ROWS),
             "zipf_offset": 2.7,
             "sif_a": 1e-3,
             "others_removed": {t.name: p.removed for t, p in zip(tasks, plans)},
@@ -205,119 +200,6 @@ def run(args) -> dict:
 
 # --------------------------------------------------------------------------- the section
 
-TOKEN_NAMES = {
-    "token-whitening": "token-level: uniform whitening of the table",
-    "zipfian-whitening-rank": "token-level: Zipfian whitening, Zipf-rank p",
-    "zipfian-whitening": "token-level: Zipfian whitening, p counted on the fit corpus",
-    "teacher map": "teacher map (fitted on others, teacher's vectors)",
-}
-
-
-def _avg(xs: list[float]) -> float:
-    return float(np.mean(xs)) if xs and not any(np.isnan(xs)) else float("nan")
-
-
-def _f(x: float) -> str:
-    return "-" if np.isnan(x) else f"{x:.2f}"
-
-
-def best(data: dict, model_prefix: str, names: list[str] | None) -> tuple[float, str]:
-    """The best 7-task average on ``others`` among rows ``names`` (None: every calibration but raw and the teacher map)."""
-    found = []
-    for mname, m in data["models"].items():
-        if not mname.startswith(model_prefix):
-            continue
-        for row, scores in m["rows"]["others"].items():
-            if (names is None and row not in ("raw", "teacher map")) or (names is not None and row in names):
-                found.append((_avg(scores), f"{mname}, {TOKEN_NAMES.get(row, row)}"))
-    return max(found) if found else (float("nan"), "not run")
-
-
-def targets(data: dict) -> list[str]:
-    lines = ["| target (7-task average, fitted on `others`) | needed | best measured | met |", "|---|---|---|---|"]
-    checks = [
-        ("calibrated distilled default model", TARGETS["distilled"], best(data, "default model", None)),
-        ("corpus-fitted teacher map", TARGETS["teacher-map"], best(data, "default model", ["teacher map"])),
-        ("GloVe 6B 50d with a token-level calibration", TARGETS["glove-token"], best(data, "GloVe", list(TOKEN_ROWS))),
-    ]
-    for what, need, (got, where) in checks:
-        met = "n/a" if np.isnan(got) else ("**met**" if got >= need else f"not met ({got - need:+.2f})")
-        lines.append(f"| {what} | >= {need} | {_f(got)} ({where}) | {met} |")
-    return lines
-
-
-def model_table(name: str, m: dict, tasks: list[str], teacher: list[float] | None) -> list[str]:
-    raw = _avg(m["rows"]["others"]["raw"])
-    head = f"| calibration | fit | {' | '.join(tasks)} | avg | vs raw |"
-    lines = [f"#### {name}", "", head, "|---|---|" + "---|" * (len(tasks) + 2)]
-    for setting in ("others", "target"):
-        for row, scores in m["rows"][setting].items():
-            if setting == "target" and (row == "raw" or (row in TOKEN_ROWS and not TOKEN_ROWS[row][1])):
-                continue  # the same as under others: nothing is fitted on the corpus
-            fit = "none" if row == "raw" else ("table" if row in TOKEN_ROWS and not TOKEN_ROWS[row][1] else setting)
-            a = _avg(scores)
-            lines.append(
-                f"| {TOKEN_NAMES.get(row, row)} | {fit} | {' | '.join(_f(x) for x in scores)} | {_f(a)} | {'' if row == 'raw' else f'{a - raw:+.2f}'} |"
-            )
-    if teacher is not None:
-        lines.append(
-            f"| *teacher transformer (all-MiniLM-L6-v2)* | - | {' | '.join(_f(x) for x in teacher)} | {_f(_avg(teacher))} | |"
-        )
-    cov = m["coverage"]
-    lines += ["", f"Out-of-vocabulary tokens over the 7 tasks' sentences: {100 * cov['oov_rate']:.2f}%.", ""]
-    return lines
-
-
-def hurts(data: dict) -> list[str]:
-    out = []
-    for name, m in data["models"].items():
-        for setting in ("others", "target"):
-            raw = _avg(m["rows"][setting].get("raw", m["rows"]["others"]["raw"]))
-            table_only = [r for r, (_, corpus) in TOKEN_ROWS.items() if not corpus]
-            rows = {r: s for r, s in m["rows"][setting].items() if r != "raw" and not (setting == "target" and r in table_only)}
-            bad = [f"`{r}` ({_avg(s) - raw:+.2f})" for r, s in rows.items() if _avg(s) < raw]
-            if bad:
-                where = "fitted on others, or on the table alone" if setting == "others" else "fitted on target"
-                out.append(f"- {name}, {where}: {', '.join(bad)}")
-    return out or ["- none: every calibration beat raw on every model"]
-
-
-def render(data: dict) -> str:
-    tasks = data["tasks"]
-    lines = ["## Static models on the seven STS tasks (issue #23)", "", "### Targets", ""] + targets(data) + [""]
-    lines += [
-        "Best measured: the highest 7-task average among the rows that qualify, so it is the most favourable "
-        "reading of this table (the choice among rows is itself made on these labels); each row's own figure is below.",
-        "",
-        "### What was tried",
-        "",
-        "Every model is an `isotropy.Encoder` on a static table (GloVe 6B 50d, words in frequency order, mean or SIF "
-        "pooling with a = 1e-3 and p from Zipf's law over the rank; the default model distilled by `isotropy distill`, "
-        "model2vec 0.10, at 384 d and with model2vec's PCA to 256 d). On each: every fixed sentence-level calibration "
-        f"that bench/results.py runs on the default model ({', '.join(f'`{m}`' for m in SENTENCE_METHODS[1:])}; the flow is left out: it is "
-        "not affine, so it cannot be folded into a table), fitted on `others` (the six other tasks' sentences, minus any "
-        "the test task holds) and on `target` (the task's own sentences); the token-level calibrations of `isotropy "
-        "calibrate --method token-whitening | zipfian-whitening-rank | zipfian-whitening`, fitted on the rows the model "
-        "averages (uniform; Zipf-rank weights; token counts on `others` or `target`); and the teacher map, least squares "
-        "from the static vectors of the `others` sentences to the teacher's normalised vectors of the same sentences. "
-        "Every calibration here is affine and folds into the table exactly, so each row is a static model of the raw "
-        "one's size and speed. No setting was tuned on any label: a, the Zipf offset (2.7) and the method list were "
-        "fixed beforehand. Zipf-rank weights assume a vocabulary in frequency order, true for GloVe, not for the "
-        "distilled models' WordPiece vocabulary (its rows are in the tokenizer's id order), so that row is a control there.",
-        "",
-        "### Calibrations that hurt (7-task average below raw)",
-        "",
-    ]
-    lines += hurts(data) + ["", "### Per model", ""]
-    for name, m in data["models"].items():
-        lines += model_table(name, m, tasks, data["teacher"])
-    lines += [
-        f"Spearman x 100 of cosine, all evaluation pairs of a task pooled; data `{data['settings']['data']}`. "
-        f"Ran in {data['meta']['wall_s'] / 60:.1f} min on {data['meta']['machine']}. "
-        "Regenerate with `nice -n 10 .venv/bin/python bench/static.py` (writes this section and `bench/results/static.json`).",
-    ]
-    return "\n".join(lines)
-
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -326,7 +208,7 @@ def main() -> None:
     ap.add_argument("--render-only", action="store_true", help="re-render the section from bench/results/static.json")
     args = ap.parse_args()
     data = json.loads(OUT.read_text(encoding="utf-8")) if args.render_only else run(args)
-    text = render(data)
+    text = _render.sts_static(data)
     print(text)
     if args.no_write:
         return

@@ -46,9 +46,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import _render  # noqa: E402
+
 from _report import DATA, machine, portable, update_section, write_json  # noqa: E402
 
-COMMAND = "nice -n 5 .venv/bin/python bench/static_speed.py"
 RESULTS = HERE / "results" / "static_speed.json"  # the last run's figures (--render rewrites the section from them)
 CHUNK = 8192
 
@@ -241,84 +242,6 @@ def run_model(name: str, folder: Path, sizes: list[int], repeats: dict, base: li
     return out
 
 
-def findings(results: list[dict]) -> list[str]:
-    """Where the tokenizer path (before #33) loses, in this run's figures, and what the word cache changes."""
-    first = results[0]["sizes"][min(results[0]["sizes"])]
-    parts, med = first["breakdown"], first["median"]
-    if not parts or "tokenizer" not in med:
-        return []
-    tok, ids, whole, product = parts.values()
-    return [
-        f"Where the tokenizer path loses ({results[0]['name']}, one thread): of {whole + product:.2f} s, the Rust "
-        f"tokenizer's call takes {tok:.2f} s ({100 * tok / (whole + product):.0f}%), reading the ids off its encodings "
-        f"{ids:.2f} s and the sparse product only {product:.2f} s. model2vec runs the same tokenizer, in threads over "
-        f"batches of 1,024 above 10k sentences ({med['model2vec']:.2f} s against the tokenizer path's "
-        f"{med['tokenizer']:.2f} s here). The arithmetic was never the cost. The word cache "
-        "(encoders/static/wordcache.py) takes the tokenizer out for every word already seen: printable-ASCII sentences "
-        "are split with numpy exactly as the table's pre-tokenizer splits them, each word's ids come from a bounded hash "
-        "table (a miss runs the tokenizer's model on that word), and every other sentence (accents, CJK, emoji, control "
-        "characters, an added token's text) and every other tokenizer family (Metaspace, ByteLevel, BPE dropout) still "
-        "goes through the tokenizer, so the ids are the same; chunks run in threads.",
-    ]
-
-
-def render(results: list[dict], quiet_load: float, where: str) -> str:  # long: the section, table by table
-    lines = ["## Static encode speed (#23, #33)", ""]
-    lines.append(
-        f"`bench/static_speed.py` (`{COMMAND}`): sentences of the 7 STS tasks (unique, then recombined halves of two, "
-        f"shuffled), median of the rounds (each encoder in turn) in one process; {where}."
-    )
-    lines += ["", *findings(results)]
-    loaded = False
-    for res in results:
-        for n, r in res["sizes"].items():
-            med = r["median"]
-            bound = min(med["bound: sparse"], med["bound: reduceat"])
-            (b1, _, _), (a1, _, _) = r["load"]
-            under = max(b1, a1) > quiet_load
-            loaded |= under
-            tag = (
-                f"UNDER LOAD (load average {b1:.1f} before, {a1:.1f} after): not a result"
-                if under
-                else (f"quiet (load average {b1:.1f} before, {a1:.1f} after)")
-            )
-            lines += ["", f"### {res['name']}, {n:,} sentences, median of {r['rounds']} round(s) -- {tag}", ""]
-            lines += [
-                "| encoder | sentences timed | median wall time (s) | sentences/s | ours vs it | peak traced memory (MiB) |",
-                "|---|---|---|---|---|---|",
-            ]
-            rate = {k: r["counts"][k] / t for k, t in med.items()}
-            for k, t in med.items():
-                mem = f"{r['peaks'][k]:.0f}" if k in r["peaks"] else "-"
-                lines.append(f"| {k} | {r['counts'][k]:,} | {t:.3f} | {rate[k]:,.0f} | {rate['ours'] / rate[k]:.2f}x | {mem} |")
-            lines.append(f"| ours, first round (word cache empty) | {n:,} | {r['cold']:.3f} | {n / r['cold']:,.0f} | - | - |")
-            vs = rate["ours"] / rate["model2vec"]
-            share = bound / med["ours"]
-            agree = ", ".join(f"{k} {v:.7f}" for k, v in r["agree"].items())
-            lines += [
-                "",
-                f"Ours: **{vs:.2f}x** model2vec's encode (target >= 3x at 100k: {'met' if vs >= 3 else 'MISSED'}), "
-                f"**{100 * share:.0f}%** of the gather bound (target >= 40%: {'met' if share >= 0.4 else 'MISSED'}). "
-                f"Minimum cosine of ours against each on the first {min(n, 20000):,} sentences: {agree} (target >= 0.999999 against "
-                "the tokenizer path and model2vec; st-static averages unknown tokens).",
-            ]
-            if "teacher" in rate:
-                vs_t = rate["ours"] / rate["teacher"]
-                lines += ["", f"#23's target, >= 50x the teacher: **{vs_t:.0f}x** ({'met' if vs_t >= 50 else 'MISSED'})."]
-            if r["breakdown"]:
-                parts = ", ".join(f"{k} {v:.3f} s" for k, v in r["breakdown"].items())
-                lines += ["", f"Where the tokenizer path's time goes (one thread, same sentences): {parts}."]
-    if loaded:
-        lines += ["", f"Figures marked UNDER LOAD were taken on a shared machine; rerun `{COMMAND}` on a quiet one."]
-    lines += [
-        "",
-        "Peak memory is tracemalloc's (Python and numpy allocations; not the Rust tokenizer's, not torch's). "
-        "The gather bound pools ids tokenised beforehand (the faster of the sparse product and numpy's "
-        "gather + reduceat); ours as a share of it is the bound's time over ours.",
-    ]
-    return "\n".join(lines)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
@@ -335,7 +258,7 @@ def main() -> None:
         saved = json.loads(RESULTS.read_text(encoding="utf-8"))
         for res in saved["results"]:
             res["sizes"] = {int(n): r for n, r in res["sizes"].items()}
-        md = render(saved["results"], args.quiet_load, saved["machine"])
+        md = _render.static_speed(saved["results"], args.quiet_load, saved["machine"])
         print(md)
         if not args.no_write:
             update_section("BENCHMARKS.md", "static-speed", md)
@@ -349,7 +272,7 @@ def main() -> None:
             label = {"glove": "GloVe 6B 50d (model2vec folder)", "distilled": "default model distilled to 256 d"}[name]
             results.append(run_model(label, model_folder(name, Path(tmp)), args.sizes, repeats, base, caps))
     write_json(RESULTS, portable({"machine": machine(), "results": results}), indent=1)
-    md = render(results, args.quiet_load, machine())
+    md = _render.static_speed(results, args.quiet_load, machine())
     print(md)
     if not args.no_write:
         update_section("BENCHMARKS.md", "static-speed", md)

@@ -14,6 +14,7 @@ and precision. Writes the ``whitening`` section of docs/BENCHMARKS.md.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -26,7 +27,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import ROOT, machine, median_time, update_section  # noqa: E402
+import _render  # noqa: E402
+
+from _report import ROOT, machine, median_time, update_section, write_json  # noqa: E402
 from isotropy.files import fit_file  # noqa: E402
 from isotropy.transforms.moments import BLOCK_BYTES, Moments  # noqa: E402
 
@@ -37,6 +40,7 @@ def fit_whitening_file(vectors, show_progress=None):
 
 D = 768
 SHARDS = 4
+OUT = ROOT / "bench" / "results" / "whitening.json"
 
 
 def workdir(nbytes: int) -> Path:
@@ -88,7 +92,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=None, help="BLAS threads for the whole run (default: as configured)")
     ap.add_argument("--no-write", action="store_true", help="print the section instead of writing docs/BENCHMARKS.md")
+    ap.add_argument("--render", action="store_true", help="rewrite the section from bench/results/whitening.json")
     args = ap.parse_args()
+    if args.render:
+        r = json.loads(OUT.read_text(encoding="utf-8"))
+        update_section("BENCHMARKS.md", "whitening", _render.whitening(r), title="Benchmarks")
+        return
     if args.threads:
         import scipy.linalg.blas  # noqa: F401  (load scipy's own OpenBLAS first, so the limit covers it too)
         from threadpoolctl import threadpool_limits
@@ -178,51 +187,17 @@ def main() -> None:
         blas = ", ".join(
             sorted({f"{i['internal_api']} {i.get('version')} ({i['num_threads']} threads)" for i in threadpool_info()})
         )
-        verdict = (
-            f"**Target (within 1.5x of `X.T @ X`) met: {ratio:.2f}x.**"
-            if ratio <= 1.5
-            else f"**Target (within 1.5x of `X.T @ X`) missed: {ratio:.2f}x.**"
-        )
-        md = f"""## whitening
-
-`bench/whitening.py` -- fit BERT-whitening on {N:,} x {D} float32 rows streamed from {SHARDS} `.npy`
-shards on disk (page-cached: the script writes them just before), against one `X.T @ X` on the
-same rows held in memory as float32, measured in the same run (median of {args.repeats} interleaved repeats; the fp32 row: one run).
-Command: `.venv/bin/python bench/whitening.py{f" --threads {args.threads}" if args.threads else ""}`{f" (BLAS limited to {args.threads} thread(s): on this shared, oversubscribed machine multi-threaded OpenBLAS was slower, not faster)" if args.threads else ""}.
-Load average when it finished: {os.getloadavg()[0]:.1f} (the 2 cores are shared with other jobs, so
-absolute times are noisy; the ratios are what to read).
-
-Machine: {machine()}; BLAS: {blas}.
-
-| what | time (s) | vs `X.T @ X` |
-|---|---:|---:|
-| reference: `X.T @ X`, float32, in memory (numpy -> `ssyrk`) | {t_ref:.2f} | 1.00x |
-| `isotropy fit whitening` path (`isotropy.files.fit_file`), streamed from disk, float64, eigh included | {t_fit:.2f} | {ratio:.2f}x |
-| of which: eigendecomposition + kernel (768 x 768) | {t_eigh:.2f} | {t_eigh / t_ref:.2f}x |
-| `Moments().update(X)` on the in-memory array (no file reading), float64 | {t_mem:.2f} | {t_mem / t_ref:.2f}x |
-| rejected: float32 GEMM on centred blocks, summed in float64 | {t_fp32:.2f} | {t_fp32 / t_ref:.2f}x |
-| for scale: `X.T @ X` on a {len_sl:,}-row slice, float64 vs float32 | {t64:.2f} vs {t32:.2f} | {t64 / t32:.2f}x |
-
-{verdict} The statistics are accumulated in float64: each block of
-{block:,} rows (`BLOCK_BYTES` = {BLOCK_BYTES // 2**20} MiB of float64) is centred on its chunk's mean and added
-into the scatter matrix with one BLAS `dsyrk` (half a GEMM, in place), then chunks are
-Chan-merged. float64 BLAS runs at half the SIMD width of float32 (the same `X.T @ X` costs
-{t64 / t32:.2f}x in float64 here), so the float64 fit cannot come near the float32 reference;
-the remaining gap is the O(n d) passes per block (centring, column sums, the two small
-Ledoit-Wolf moments) and reading the shards. The float32-GEMM alternative runs at
-{t_fp32 / t_ref:.2f}x of the reference, but its scatter matrix is off by {err_fp32:.1e} (relative,
-max-entry) from the float64 one, far outside the required 1e-9, so it is not used. For
-comparison, the float64 path agrees with a one-shot float64 `numpy.cov` on a
-{len_sl:,}-row slice to {err_ours:.1e}.
-
-Peak extra memory of the streamed fit (tracemalloc, Python heap incl. numpy buffers; the
-memory-mapped input is page cache, not heap): **{mem_small / 2**20:.1f} MiB at {n_one:,} rows,
-{mem_full / 2**20:.1f} MiB at {N:,} rows** -- independent of N (chunk buffers + a few d x d
-float64 matrices).
-"""
+        r = {"rows": N, "d": D, "shards": SHARDS, "repeats": args.repeats, "threads": args.threads}
+        r.update(load=os.getloadavg()[0], machine=machine(), blas=blas, block=block, block_mib=BLOCK_BYTES // 2**20)
+        r.update(ref_s=t_ref, fit_s=t_fit, eigh_s=t_eigh, mem_s=t_mem, fp32_s=t_fp32, slice_rows=len_sl, t64=t64, t32=t32)
+        r.update(ratio=ratio, eigh_ratio=t_eigh / t_ref, mem_ratio=t_mem / t_ref, fp32_ratio=t_fp32 / t_ref, t64_ratio=t64 / t32)
+        r.update(err_fp32=err_fp32, err_ours=err_ours, mem_small_mib=mem_small / 2**20, mem_full_mib=mem_full / 2**20)
+        r["rows_small"] = n_one
+        md = _render.whitening(r)
         if args.no_write:
             print(md)
         else:
+            write_json(OUT, r)
             path = update_section("BENCHMARKS.md", "whitening", md, title="Benchmarks")
             print(f"wrote section 'whitening' of {path}", file=sys.stderr)
             print(md)

@@ -1,4 +1,4 @@
-"""Input checks shared by every layer (layer 0): one clear IsotropyError line, or a clean value."""
+"""Input checks shared by every layer (layer 1): one clear IsotropyError line, or a clean value."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Can the Hugging Face hub be reached? Decided within seconds (layer 0).
+"""Can the Hugging Face hub be reached? Decided within seconds (layer 1).
 
 transformers retries an unreachable hub for most of a minute before it fails; isotropy
 asks first, so a model id that cannot be fetched is one line at once. The offline switch

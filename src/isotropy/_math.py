@@ -1,4 +1,4 @@
-"""Two pieces of linear algebra several layers share (layer 0)."""
+"""Two pieces of linear algebra several layers share (layer 1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The progress bar every long step shows (layer 0): rich on a terminal, silent in logs."""
+"""The progress bar every long step shows (layer 1): rich on a terminal, silent in logs."""
 
 from __future__ import annotations
 

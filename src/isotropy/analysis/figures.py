@@ -1,4 +1,4 @@
-"""The report's figures, drawn from the numbers of ``report.json`` alone (layer 4).
+"""The report's figures, drawn from the numbers of ``report.json`` alone (layer 5).
 
 Every ``plot_*`` function takes the ``"sentence"`` or ``"word"`` part of a report and
 returns a matplotlib ``Figure`` on an Agg canvas (no pyplot state, no display needed).

@@ -1,4 +1,4 @@
-"""Sentence-level statistics of embeddings (layer 4, :mod:`isotropy.analysis`).
+"""Sentence-level statistics of embeddings (layer 5, :mod:`isotropy.analysis`).
 
 The average cosine of random pairs, the covariance spectrum and the dimensions holding
 a share of the variance, Mu & Viswanath's partition isotropy ``I(W)``, IsoScore, the 2-D

@@ -1,4 +1,4 @@
-"""How an analysis report reads: its tables (rich, for the terminal) and ``report.md`` (layer 4).
+"""How an analysis report reads: its tables (rich, for the terminal) and ``report.md`` (layer 5).
 
 The tables are data first (a header and rows of strings: :func:`_sentence_rows`,
 :func:`_word_rows`), rendered as rich tables (:func:`rich_tables`, which the command line

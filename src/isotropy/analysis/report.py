@@ -1,4 +1,4 @@
-"""The analysis report: the report folder, and the calls that make it all (layer 4).
+"""The analysis report: the report folder, and the calls that make it all (layer 5).
 
 * :func:`write_report` writes one report folder atomically: ``report.json`` (with the
   artefact header), one PNG per figure and ``report.md`` embedding them (its text and the

@@ -1,4 +1,4 @@
-"""Word-level statistics: the model's input token-embedding matrix by frequency rank (layer 4).
+"""Word-level statistics: the model's input token-embedding matrix by frequency rank (layer 5).
 
 From the BERT-flow paper (Li et al. 2020, Table 1): tokens ranked by their frequency in
 the user's corpus, the mean l2 norm per rank bucket, the mean l2 distance and dot product

@@ -1,4 +1,4 @@
-"""The ``isotropy`` command line (layer 5): :data:`app` holds the commands, :func:`main` runs them.
+"""The ``isotropy`` command line (layer 8): :data:`app` holds the commands, :func:`main` runs them.
 
 Every command parses its options, makes one call into the library (:mod:`isotropy.files`,
 the file-level jobs, or a feature's entry point) and prints. :func:`main` turns every failure into one line.

@@ -1,4 +1,4 @@
-"""The ``isotropy`` commands (layer 5), assembled: each module registers its commands on a typer object, and the root
+"""The ``isotropy`` commands (layer 8), assembled: each module registers its commands on a typer object, and the root
 group (:class:`.root.LazyRoot`) builds a command only when it is run or its own ``--help`` is asked.
 
 Every command parses, makes one call into the library (:mod:`isotropy.files`, the file-level

@@ -1,4 +1,4 @@
-"""Encoders (layer 3): sentences to pooled sentence vectors.
+"""Encoders (layer 4): sentences to pooled sentence vectors.
 
 * :class:`Encoder` -- tokenizer, batching, pooling, progress; composed with a backend;
 * :mod:`.backends` -- torch (transformers) and onnxruntime, one registry;

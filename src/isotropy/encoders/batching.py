@@ -1,4 +1,4 @@
-"""Batches of token ids for the forward passes (layer 3).
+"""Batches of token ids for the forward passes (layer 4).
 
 Sentences are tokenised once, without padding, sorted longest first and cut into batches
 padded only to their own longest sentence, so short sentences never pay for long ones;

@@ -1,4 +1,4 @@
-"""Encoded sentence vectors on disk, never served unless verified (layer 3).
+"""Encoded sentence vectors on disk, never served unless verified (layer 4).
 
 Encoding is where the time goes; an evaluation or a benchmark that asks again for the
 same sentences, model, pooling and max_length reads them back instead. Every entry is

@@ -1,4 +1,4 @@
-"""The encoder: sentences in, pooled sentence vectors out, in input order (layer 3).
+"""The encoder: sentences in, pooled sentence vectors out, in input order (layer 4).
 
 An :class:`Encoder` owns what every backend shares -- the tokenizer, length-sorted
 batching, the pooling names, progress, and putting rows back in input order -- and is

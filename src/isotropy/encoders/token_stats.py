@@ -1,4 +1,4 @@
-"""Token statistics for the poolings that weight tokens by frequency, ``sif`` and ``idf`` (layer 3).
+"""Token statistics for the poolings that weight tokens by frequency, ``sif`` and ``idf`` (layer 4).
 
 A :class:`TokenFrequencies` is fitted like a transform, but on sentences: every sentence of
 a fit corpus is tokenised with the encoder's own tokenizer (no special tokens, no

@@ -1,4 +1,4 @@
-"""Fit corpora (layer 4): what each task's transforms are fitted on, and the fits themselves.
+"""Fit corpora (layer 5): what each task's transforms are fitted on, and the fits themselves.
 
 ``fit_on`` (``--fit-on``) is one of:
 

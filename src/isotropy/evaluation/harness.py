@@ -1,4 +1,4 @@
-"""The benchmark harness (layer 4): :func:`evaluate`, one named step at a time.
+"""The benchmark harness (layer 5): :func:`evaluate`, one named step at a time.
 
 An evaluation resolves its methods, fitting corpus and tasks (every problem with the
 input is said before any encoding), loads the encoder, encodes each task's unique

@@ -1,4 +1,4 @@
-"""The calibrations a table compares (layer 4): method names and the transforms they build.
+"""The calibrations a table compares (layer 5): method names and the transforms they build.
 
 A method is named on the command line (``--method``) and in :func:`~isotropy.evaluation.evaluate`:
 ``raw``; ``whitening``, ``whitening-K`` (K components), ``soft-whitening-BETA`` (power BETA),

@@ -1,4 +1,4 @@
-"""The scores of the STS tables (layer 4): Spearman, ROC-AUC, thresholded accuracy.
+"""The scores of the STS tables (layer 5): Spearman, ROC-AUC, thresholded accuracy.
 
 Every figure is x 100, as the papers print them. :func:`cosine_rows` is
 :mod:`isotropy._math`'s, re-exported here because the harness scores cosines.

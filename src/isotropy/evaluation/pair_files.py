@@ -1,4 +1,4 @@
-"""The sentence pairs a user brings: generic pair files (TSV, CSV, JSON Lines) and Hugging Face datasets (layer 4).
+"""The sentence pairs a user brings: generic pair files (TSV, CSV, JSON Lines) and Hugging Face datasets (layer 5).
 
 A pair file has the columns ``sentence1``, ``sentence2`` and ``score`` (graded) or ``label`` (0/1),
 an optional ``subset``; a folder of them is split by file name (``train``, ``dev``/``validation``,

@@ -1,4 +1,4 @@
-"""A scored sentence pair, a task (named pairs by split), and the checks of what a pair file holds (layer 4).
+"""A scored sentence pair, a task (named pairs by split), and the checks of what a pair file holds (layer 5).
 
 :class:`Pair` and :class:`Task` are what every loader returns (:mod:`.tasks`: the STS folders;
 :mod:`.pair_files`: a user's pair files and Hugging Face datasets); the line reader and the score

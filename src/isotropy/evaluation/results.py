@@ -1,4 +1,4 @@
-"""The tables (layer 4): every pooling x method row of an evaluation, saved and printed.
+"""The tables (layer 5): every pooling x method row of an evaluation, saved and printed.
 
 :class:`Results` is what :func:`~isotropy.evaluation.evaluate` returns: the scores, the
 settings and timings that produced them, and the notes its caption carries. It saves as

@@ -1,4 +1,4 @@
-"""One task's score from its pairs' cosines, and whether its gold column can be scored at all (layer 4).
+"""One task's score from its pairs' cosines, and whether its gold column can be scored at all (layer 5).
 
 :func:`score_task` turns the cosines of a task's evaluated pairs into its figure: Spearman x 100
 (aggregated over a task's subsets as ``aggregate`` says) or, for 0/1 labels, ROC-AUC x 100 and the

@@ -1,4 +1,4 @@
-"""Sentence-pair tasks (layer 4): the STS folders, and finding any task by name.
+"""Sentence-pair tasks (layer 5): the STS folders, and finding any task by name.
 
 Everything here reads sentence-pair benchmarks: the STS folders in their original
 formats (STS Benchmark, SICK, SemEval STS 2012-2016), and :func:`find_tasks` /

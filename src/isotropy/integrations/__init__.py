@@ -1,4 +1,4 @@
-"""Integrations (layer 4): fitting into what users already run.
+"""Integrations (layer 5): fitting into what users already run.
 
 * :mod:`.sentence_transformers` -- calibrated model folders ``SentenceTransformer`` loads
   (:func:`to_sentence_transformer`), and :func:`calibrate` for a model in memory;

@@ -1,4 +1,4 @@
-"""MTEB, the field's evaluation harness, on sentence pairs you hold locally (layer 4).
+"""MTEB, the field's evaluation harness, on sentence pairs you hold locally (layer 5).
 
 MTEB's own STS tasks download their data from the Hugging Face hub. :func:`local_sts_task`
 builds an MTEB STS task from pairs already in memory (anything with ``s1``, ``s2`` and

@@ -1,4 +1,4 @@
-"""ONNX export: encoder + pooling (+ fitted transform) as one graph in one folder (layer 4).
+"""ONNX export: encoder + pooling (+ fitted transform) as one graph in one folder (layer 5).
 
 What the folder holds and how it is verified on load is the onnxruntime backend's
 (:mod:`isotropy.encoders.backends.onnx`, which also owns the format's constants); this

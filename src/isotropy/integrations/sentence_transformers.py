@@ -1,4 +1,4 @@
-"""sentence-transformers: calibrated model folders that ``SentenceTransformer`` loads like any other (layer 4).
+"""sentence-transformers: calibrated model folders that ``SentenceTransformer`` loads like any other (layer 5).
 
 :func:`to_sentence_transformer` writes a model folder whose ``modules.json`` lists the
 encoder's ``Transformer`` module, :class:`IsotropyPooling` (every pooling of

@@ -1,4 +1,4 @@
-"""scikit-learn: sentences as the first step of a pipeline (layer 4).
+"""scikit-learn: sentences as the first step of a pipeline (layer 5).
 
 The transforms follow the estimator contract (``get_params``, ``set_params``, ``clone``,
 ``fit`` returns self, not-fitted errors), so ``make_pipeline(Whitening(256),

@@ -1,4 +1,4 @@
-"""The input module of a sentence-transformers export whose pooling needs more than the plain pass (layer 4).
+"""The input module of a sentence-transformers export whose pooling needs more than the plain pass (layer 5).
 
 sentence-transformers' ``Transformer`` module tokenises the plain sentence and hands on the
 token states (and every layer's, with ``output_hidden_states``). Two poolings need more:

@@ -1,4 +1,4 @@
-"""The two sentence-transformers module classes isotropy defines: its pooling and its transform (layer 4).
+"""The two sentence-transformers module classes isotropy defines: its pooling and its transform (layer 5).
 
 :func:`pooling_class` builds ``IsotropyPooling`` (every pooling of :class:`isotropy.encoders.Encoder`,
 read off the features a ``Transformer`` module returns) and :func:`transform_class` builds

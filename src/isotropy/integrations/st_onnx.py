@@ -1,4 +1,4 @@
-"""The ONNX graph that sentence-transformers' own ONNX backend loads (layer 4).
+"""The ONNX graph that sentence-transformers' own ONNX backend loads (layer 5).
 
 ``SentenceTransformer(path, backend="onnx")`` hands the folder to optimum's
 ``ORTModelForFeatureExtraction``, which runs ``onnx/model.onnx`` (another file with

@@ -1,4 +1,4 @@
-"""Stock sentence-transformers modules for every pooling and calibration they can express (layer 4).
+"""Stock sentence-transformers modules for every pooling and calibration they can express (layer 5).
 
 A folder made only of sentence-transformers' own modules loads with a plain
 ``SentenceTransformer(path)``: no ``trust_remote_code``, no isotropy installed. What each

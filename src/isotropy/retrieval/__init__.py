@@ -7,7 +7,7 @@
   (``isotropy eval --retrieval FOLDER``);
 * :mod:`.index_eval`: what an index costs against exact search (``index build --eval-queries``).
 
-It sits above the features (layer 6) because it uses two of them: the evaluation's calibrations
+It sits (layer 5.5) above the features (layer 5) because it uses two of them: the evaluation's calibrations
 and the search index.
 """
 

@@ -1,4 +1,4 @@
-"""Retrieval tasks (layer 6): documents, queries and graded relevance judgements (qrels).
+"""Retrieval tasks (layer 5.5): documents, queries and graded relevance judgements (qrels).
 
 Three folder layouts are read, recognised by their files:
 

@@ -1,4 +1,4 @@
-"""The retrieval evaluation (layer 6): every pooling x calibration x way of searching, scored by qrels.
+"""The retrieval evaluation (layer 5.5): every pooling x calibration x way of searching, scored by qrels.
 
 :func:`evaluate_retrieval` encodes the documents and the queries once per pooling (through the
 vector cache), fits each calibration on the documents (``fit_on="target"``), on the queries

@@ -1,4 +1,4 @@
-"""What an index costs its user (layer 6): ``isotropy index build --eval-queries Q --qrels R``.
+"""What an index costs its user (layer 5.5): ``isotropy index build --eval-queries Q --qrels R``.
 
 The queries (one a line; a query's id is its line number - 1) are searched in the built index and
 scored against the qrels (``query document gain``, a document's id being its corpus line number - 1,

@@ -1,4 +1,4 @@
-"""Ways to search calibrated vectors (layer 6), each with its size and its time per query.
+"""Ways to search calibrated vectors (layer 5.5), each with its size and its time per query.
 
 * ``exact``: every cosine, in numpy (the reference the others are measured against);
 * ``flat``, ``hnsw``, ``ivf``: :class:`isotropy.search.Index` with its defaults, exactly what

@@ -1,4 +1,4 @@
-"""Ranking metrics (layer 6): nDCG@10 (graded), recall@100 and MRR@10, computed by trec_eval.
+"""Ranking metrics (layer 5.5): nDCG@10 (graded), recall@100 and MRR@10, computed by trec_eval.
 
 The code is :mod:`isotropy._ranking` (in the basics, because ``--method auto --dev`` with qrels,
 in the selection layer below this one, scores rankings with the same functions); this module

@@ -1,4 +1,4 @@
-"""What a search returns, and how the command line prints it (layer 4)."""
+"""What a search returns, and how the command line prints it (layer 5)."""
 
 from __future__ import annotations
 

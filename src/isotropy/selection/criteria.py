@@ -29,7 +29,7 @@ m = 1000 sentences.
   their overlap is 1.
 
 Each criterion's own settings (deletion rate, t, lam, k) were tuned on the STS-B train split
-only (``bench/auto.py --tune``; docs/AUTO.md).
+only (``bench/auto.py --tune`` at commit 440b70e; docs/AUTO.md, 'What we tried').
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Storage (layer 1): everything isotropy reads from and writes to disk.
+"""Storage (layer 2): everything isotropy reads from and writes to disk.
 
 * :mod:`.atomic` -- atomic files and folders, stale temporaries;
 * :mod:`.signals` -- SIGTERM and SIGHUP as interrupts, held back during renames;

@@ -1,4 +1,4 @@
-"""isotropy's artefacts: the one header, the one guard, the one way to save and load state (layer 1).
+"""isotropy's artefacts: the one header, the one guard, the one way to save and load state (layer 2).
 
 Every folder isotropy writes carries a header -- ``library: "isotropy"``, its ``kind``,
 ``format_version`` and the ``isotropy_version`` that wrote it -- in its ``config.json``

@@ -1,4 +1,4 @@
-"""Writing files and folders so that nothing is ever half-written, and nothing is lost (layer 1).
+"""Writing files and folders so that nothing is ever half-written, and nothing is lost (layer 2).
 
 * :func:`atomic_file` / :func:`atomic_dir`: write beside the output, ``fsync``, then one
   ``os.replace``; an interrupted write (an exception, Ctrl-C, SIGTERM, SIGHUP) removes its

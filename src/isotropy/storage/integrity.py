@@ -1,4 +1,4 @@
-"""What an artefact owns, proven on load: per-file sha256 digests, confined paths, encoder provenance (layer 1).
+"""What an artefact owns, proven on load: per-file sha256 digests, confined paths, encoder provenance (layer 2).
 
 * :func:`seal` records, in an artefact folder's header JSON (``config.json``,
   ``isotropy.json``, ``isotropy_onnx.json``, ``report.json``), the sha256 of every other

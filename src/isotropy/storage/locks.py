@@ -1,4 +1,4 @@
-"""Locks: one writer per output, across processes (layer 1).
+"""Locks: one writer per output, across processes (layer 2).
 
 * :func:`artefact_lock`: the lock every read-modify-write of an artefact holds (a second writer waits).
 * :func:`output_locks` / :func:`lock_output`: within a command, every output it checks is locked

@@ -1,4 +1,4 @@
-"""Signals: SIGTERM and SIGHUP end an isotropy command like Ctrl-C, never in the middle of a rename (layer 1).
+"""Signals: SIGTERM and SIGHUP end an isotropy command like Ctrl-C, never in the middle of a rename (layer 2).
 
 * :func:`terminate_as_interrupt`: SIGTERM/SIGHUP raise :class:`~isotropy.errors.Terminated`.
 * :func:`signals_deferred`: held back while a rename or a cleanup runs, in any thread.

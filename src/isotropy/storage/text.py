@@ -1,4 +1,4 @@
-"""Sentence files: UTF-8 text, one sentence a line, or standard input (layer 1)."""
+"""Sentence files: UTF-8 text, one sentence a line, or standard input (layer 2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Vectors on disk: every ``.npy`` read, write and chunked stream goes through here (layer 1).
+"""Vectors on disk: every ``.npy`` read, write and chunked stream goes through here (layer 2).
 
 A vector file is a 2-D ``.npy`` array (rows x dims); a folder of them is read as shards,
 in name order. Reading memory-maps, so memory stays bounded whatever the file size;

@@ -1,4 +1,4 @@
-"""Calibration transforms (layer 2): fitted on sentence vectors, no labels.
+"""Calibration transforms (layer 3): fitted on sentence vectors, no labels.
 
 Every transform follows one protocol (:class:`~isotropy.transforms.base.Transform`:
 scikit-learn's estimator contract, ``n_features_in_``/``n_features_out_``, ``save``/``load``,

@@ -1,4 +1,4 @@
-"""The transform protocol every calibration follows (layer 2).
+"""The transform protocol every calibration follows (layer 3).
 
 A transform is a scikit-learn estimator over sentence vectors (it derives from scikit-learn's
 ``BaseEstimator`` and ``TransformerMixin``):

@@ -1,4 +1,4 @@
-"""Exact, mergeable, streaming first and second moments of row vectors (layer 2).
+"""Exact, mergeable, streaming first and second moments of row vectors (layer 3).
 
 Every linear calibration (centering, all-but-the-top, common-component removal,
 whitening with any k, power and shrinkage) is a function of the row count, the mean and

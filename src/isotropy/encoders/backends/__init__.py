@@ -1,4 +1,4 @@
-"""Backends: what runs the model's forward pass for an :class:`~isotropy.encoders.Encoder` (layer 3).
+"""Backends: what runs the model's forward pass for an :class:`~isotropy.encoders.Encoder` (layer 4).
 
 An :class:`~isotropy.encoders.Encoder` owns tokenisation, batching, pooling names and
 progress; a backend owns the model. Each backend has the same small surface:

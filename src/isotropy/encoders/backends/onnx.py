@@ -1,4 +1,4 @@
-"""The onnxruntime backend: runs a graph written by ``isotropy export onnx`` (layer 3).
+"""The onnxruntime backend: runs a graph written by ``isotropy export onnx`` (layer 4).
 
 Layout of an export (written by :mod:`isotropy.integrations.onnx_export`, atomically, as one folder)::
 

@@ -1,4 +1,4 @@
-"""The torch backend: any Hugging Face encoder through transformers' ``AutoModel`` (layer 3)."""
+"""The torch backend: any Hugging Face encoder through transformers' ``AutoModel`` (layer 4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Poolings: how a sentence vector is read off a transformer's forward pass (layer 3).
+"""Poolings: how a sentence vector is read off a transformer's forward pass (layer 4).
 
 Each pooling is a :class:`~.base.Pooling`: it says what the forward pass must return
 (every layer's hidden states, attentions, the pooler output) and computes the vector

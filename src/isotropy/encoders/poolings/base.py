@@ -1,4 +1,4 @@
-"""The pooling protocol: how a sentence vector is read off one forward pass (layer 3)."""
+"""The pooling protocol: how a sentence vector is read off one forward pass (layer 4)."""
 
 from __future__ import annotations
 

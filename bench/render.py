@@ -1,0 +1,70 @@
+"""Re-render every docs section from the saved results, running no model: ``python bench/render.py [SECTION ...]``.
+
+Each section is rewritten by its own script's render mode (listed here, one line each); ``token-solve`` has no
+measuring script any more (it compared round 4's solver, which git keeps at commit 440b70e), so it is rendered from
+``bench/results/token_solve.json`` here. After a render the docs are unchanged unless the saved results changed:
+``git diff --exit-code docs`` checks it. BENCHMARKS.md's cli-start is
+rewritten only by running bench/cli_start.py (it has no render mode yet).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+RENDERS = {  # section: the command that rewrites it from the saved results
+    "sts-default-model": ["results.py", "--render-only"],
+    "retrieval": ["retrieval.py", "--render-only"],
+    "sts-static": ["static.py", "--render-only"],
+    "static-factory": ["static_factory.py", "--render"],
+    "auto-zoo": ["auto.py", "--render"],
+    "auto-search": ["auto_search.py", "--render-only"],
+    "auto-speed": ["auto_speed.py", "--render-only"],
+    "encode": ["encode.py", "--render", str(HERE / "results" / "encode.json")],
+    "scale": ["scale.py", "--render"],
+    "static-speed": ["static_speed.py", "--render"],
+    "factory-memory": ["factory_memory.py", "--render"],
+    "poolings": ["poolings.py", "--render"],
+    "search": ["search.py", "--render"],
+    "serve": ["serve.py", "--render"],
+    "onnx": ["onnx_speed.py", "--render"],
+    "flow": ["flow.py", "--render"],
+    "whitening": ["whitening.py", "--render"],
+    "distributed": ["distributed_fit.py", "--render"],
+    "analysis": ["analysis.py", "--render"],
+    "calibrate": ["calibrate.py", "--render"],
+    "cli-doc": ["cli_doc.py"],
+}
+
+
+def token_solve() -> None:
+    import _render
+
+    from _report import update_section
+
+    r = json.loads((HERE / "results" / "token_solve.json").read_text(encoding="utf-8"))
+    update_section("BENCHMARKS.md", "token-solve", _render.token_solve(r))
+
+
+def main() -> None:
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        print(__doc__ + "\nSections: " + ", ".join([*RENDERS, "token-solve"]))
+        return
+    names = sys.argv[1:] or [*RENDERS, "token-solve"]
+    for name in names:
+        if name == "token-solve":
+            token_solve()
+        elif name in RENDERS:
+            subprocess.run([sys.executable, str(HERE / RENDERS[name][0]), *RENDERS[name][1:]], check=True)
+        else:
+            sys.exit(f"error: no section {name!r}; one of: {', '.join([*RENDERS, 'token-solve'])}")
+        print(f"rendered {name}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
