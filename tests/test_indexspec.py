@@ -135,7 +135,7 @@ def test_dask_build_honours_pooling_stats_and_batch_size(tiny_model_dir, tmp_pat
         model=str(tiny_model_dir),
         pooling="sif",
         pooling_stats=str(corpus),
-        batch_size=7,
+        batch_size=128,  # not the default 64: the Dask index's encoder must take it too
     )
     one = build_index(corpus, tmp_path / "one", spec)
     with distributed.Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=":0") as client:
@@ -143,7 +143,7 @@ def test_dask_build_honours_pooling_stats_and_batch_size(tiny_model_dir, tmp_pat
             corpus, tmp_path / "vecs", tmp_path / "dask", dataclasses.replace(spec, engine="dask"), address=client
         )
     assert [r["status"] for r in report] == ["added", "added"]
-    assert on_cluster.encoder.batch_size == one.encoder.batch_size == 7
+    assert on_cluster.encoder.batch_size == one.encoder.batch_size == 128
     assert on_cluster.encoder.pooling_stats is not None
     assert on_cluster.encoder.record() == one.encoder.record()  # the token frequencies' identity included
     # the same calibrated, normalised vectors: the one apply path, on the workers too
