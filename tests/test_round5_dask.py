@@ -142,7 +142,7 @@ def test_u22_u15_trailing_slash_and_no_work_folder_left_after_success(cluster, r
 
 def test_u15_an_interrupted_build_keeps_its_work_folder_and_the_rerun_resumes(cluster, raw, tmp_path, monkeypatch):
     from isotropy.distributed import index_build
-    from isotropy.files.index_scale import build_index_dask
+    from isotropy.search.build_dask import build_index_dask
 
     _shards(tmp_path / "vecs", raw)
     corpus = _corpus(tmp_path)
@@ -170,7 +170,7 @@ def test_u20_unreachable_address_leaves_nothing(raw, tmp_path):
 
 
 def test_u18_a_damaged_work_folder_is_trained_again_and_resume_still_works(cluster, raw, tmp_path):
-    from isotropy.files.index_scale import build_index_dask
+    from isotropy.search.build_dask import build_index_dask
 
     _shards(tmp_path / "vecs", raw)
     corpus = _corpus(tmp_path)
@@ -195,7 +195,7 @@ def test_u18_a_damaged_work_folder_is_trained_again_and_resume_still_works(clust
 
 
 def test_w3_shards_of_one_name_in_different_folders_keep_their_own_rows(cluster, raw, tmp_path):
-    from isotropy.files.index_scale import build_index_dask
+    from isotropy.search.build_dask import build_index_dask
 
     names = [f"{d}/x.npy" for d in "abcd"]
     _shards(tmp_path / "v", raw, names)
@@ -206,7 +206,7 @@ def test_w3_shards_of_one_name_in_different_folders_keep_their_own_rows(cluster,
 
 
 def test_w4_a_changed_shard_retrains_the_calibration(cluster, raw, tmp_path):
-    from isotropy.files.index_scale import build_index_dask
+    from isotropy.search.build_dask import build_index_dask
 
     paths = _shards(tmp_path / "vc", raw)
     corpus = _corpus(tmp_path)
@@ -263,7 +263,7 @@ def numbered(cluster, tmp_path_factory):
 
 def test_w6_numeric_shard_order_is_proven_by_the_sidecars(cluster, numbered, tmp_path):
     from isotropy.encoders import Encoder
-    from isotropy.files.index_scale import build_index_dask
+    from isotropy.search.build_dask import build_index_dask
 
     root, lines = numbered
     index, _ = build_index_dask(
@@ -297,7 +297,7 @@ def test_w6_an_unprovable_ambiguous_order_is_refused(cluster, raw, tmp_path):
 
 @pytest.mark.parametrize("how", ["--no-whiten", "whiten", "--transform"])
 def test_w7_t1_u17_a_nan_anywhere_is_one_line_naming_shard_and_row(cluster, raw, tmp_path, how):
-    from isotropy.files.index import default_whitening
+    from isotropy.search.build import default_whitening
 
     paths = _shards(tmp_path / "vn", raw)
     bad = np.load(paths[2])
@@ -316,7 +316,7 @@ def test_w7_t1_u17_a_nan_anywhere_is_one_line_naming_shard_and_row(cluster, raw,
 
 
 def test_w7_a_nan_outside_the_training_sample(cluster, raw, tmp_path, monkeypatch):
-    from isotropy.files.index_scale import build_index_dask
+    from isotropy.search.build_dask import build_index_dask
 
     monkeypatch.setattr(pqmod, "MIN_TRAIN", 256)  # the sample (256 of 400 rows) leaves rows out
     sample = set(pqmod.train_sample(N, 4).tolist())

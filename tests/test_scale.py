@@ -1,5 +1,5 @@
 """Compressed index kinds (ivfpq, opq: isotropy.search.pq) and their Dask build merged on disk
-(isotropy.files.index_scale, isotropy.distributed.index_build).
+(isotropy.search.build_dask, isotropy.distributed.index_build).
 
 Small on purpose: 1,200 synthetic anisotropic 50-d vectors stand in for GloVe's output (the
 encoder is the embedded glove-6b-50d, never asked to encode), a calibration to 40 dims, 8 bytes.
@@ -12,8 +12,8 @@ import pytest
 
 from isotropy.encoders import Encoder
 from isotropy.errors import IsotropyError
-from isotropy.files.index import default_whitening
 from isotropy.search import Index
+from isotropy.search.build import default_whitening
 
 N, D = 1200, 50
 
@@ -109,8 +109,8 @@ def test_bytes_must_divide_the_calibrated_dimension(glove, raw):
 
 def test_dask_build_equals_one_process_and_resumes_per_shard(glove, raw, tmp_path, monkeypatch):
     distributed = pytest.importorskip("distributed")
-    from isotropy.files.index_scale import build_index_dask
     from isotropy.search import pq
+    from isotropy.search.build_dask import build_index_dask
 
     monkeypatch.setattr(pq, "MIN_TRAIN", 256)  # the sample (8 lists x 64 = 512 rows) is below the 1,200 rows
     assert pq.train_rows(N, 8) < N

@@ -17,6 +17,7 @@ _EXPORTS = {
     "Whitening": "isotropy.transforms.whitening",
     "Flow": "isotropy.transforms.flow",
     "Index": "isotropy.search",
+    "IndexSpec": "isotropy.search",
     "IsotropyError": "isotropy.errors",
     "NotFittedError": "isotropy.errors",
     "load_transform": "isotropy.transforms",

@@ -78,9 +78,10 @@ def index_build(
     task: ForTask("search") = None,
     evidence: Evidence = False,
     kind: Annotated[
-        choice("flat", "hnsw", "ivf", "ivfpq", "opq"),
+        str,
         typer.Option(
             "--kind",
+            metavar="[flat|hnsw|ivf|ivfpq|opq]",  # checked once, by the IndexSpec built below (search.spec.INDEX_KINDS)
             help="flat (exact), hnsw or ivf (approximate), ivfpq or opq (compressed: product quantisation behind an "
             "inverted file, opq with faiss's learnt rotation; memory-mapped when searched).",
         ),
@@ -121,65 +122,49 @@ def index_build(
     """Index a sentence file for semantic search (with --engine dask --input 'vecs/*.npy': an ivfpq/opq index
     filled shard by shard on a cluster from the corpus's vector shards and merged on disk)."""
     from ..encoders import default_device
-    from ..files import build_index
+    from ..search.spec import IndexCalibration, IndexSpec
 
-    auto = _index_method(method, candidates, task, evidence, transform=transform, whiten=whiten, power=power, no_whiten=no_whiten)
-    pq = _pq_options(kind, bytes_per_vector, keep_vectors)
-    if engine is not None or inputs is not None or address is not None:
-        _build_on_cluster(
-            corpus,
-            output,
-            kind,
-            engine,
-            inputs,
-            address,
-            method,
-            eval_queries,
-            progress,
-            force,
-            pq,
-            model=model,
-            pooling=pooling,
-            max_length=max_length,
+    # the request, built and checked once, here (the one place that reads these options' raw values)
+    spec = IndexSpec(
+        kind=kind,
+        m=hnsw_m,
+        ef_construction=ef_construction,
+        ef_search=ef_search,
+        nlist=nlist,
+        nprobe=nprobe,
+        bytes_per_vector=bytes_per_vector,
+        keep_vectors=keep_vectors,
+        calibration=IndexCalibration(
             transform=transform,
             whiten=whiten,
             power=power,
             no_whiten=no_whiten,
-            nlist=nlist,
-            nprobe=nprobe,
-            allow_other_encoder=allow_other_encoder,
-        )
-        return
-    judged = rcli.index_eval_task(corpus, eval_queries, qrels)
-    how = (
-        {"candidates": candidates, "task": task or "search", "evidence": evidence}
-        if auto
-        else {"transform": transform, "whiten": whiten, "power": power, "no_whiten": no_whiten}
+            method=method,
+            candidates=candidates,
+            task=(task or "search") if method is not None else task,
+            evidence=evidence,
+        ),
+        model=model,
+        pooling=pooling,
+        max_length=max_length,
+        batch_size=batch_size,
+        pooling_stats=pooling_stats,
+        allow_other_encoder=allow_other_encoder,
+        engine=engine,
+        force=force,
+        show_progress=progress,
     )
+    if engine is not None or inputs is not None or address is not None:
+        _build_on_cluster(corpus, output, spec, inputs, address, eval_queries)
+        return
+    from ..search.build import build_index
+
+    judged = rcli.index_eval_task(corpus, eval_queries, qrels)
     with default_device(check_device(device)):
-        index = (auto or build_index)(
-            corpus,
-            output,
-            model=model,
-            pooling=pooling,
-            max_length=max_length,
-            **how,
-            kind=kind,
-            batch_size=batch_size,
-            show_progress=progress,
-            m=hnsw_m,
-            ef_construction=ef_construction,
-            ef_search=ef_search,
-            nlist=nlist,
-            nprobe=nprobe,
-            force=force,
-            pooling_stats=pooling_stats,
-            **pq,
-            **({} if auto else {"allow_other_encoder": allow_other_encoder}),
-        )
+        index = build_index(corpus, output, spec)
         for warning in index.warnings:
             typer.echo(f"warning: {warning}", err=True)
-        _pq_notes(index, pq)
+        _pq_notes(index, spec)
         if index.selection:
             from ..selection import Selection
 
@@ -188,40 +173,29 @@ def index_build(
         rcli.report_index_eval(index, judged, progress)
 
 
-def _pq_options(kind: str, bytes_per_vector: int | None, keep_vectors: bool) -> dict:
-    """The compressed kinds' options, refused (one line) with another kind."""
-    if kind in ("ivfpq", "opq"):  # bytes None: chosen to fit the calibrated dimension (search.pq.default_bytes)
-        return {"keep_vectors": keep_vectors, "bytes_per_vector": bytes_per_vector}
-    if bytes_per_vector is not None or keep_vectors:
-        raise IsotropyError(f"--bytes-per-vector and --keep-vectors apply to --kind ivfpq or opq, not {kind}")
-    return {}
-
-
-def _pq_notes(index, pq: dict) -> None:
+def _pq_notes(index, spec) -> None:
     """A compressed index: the code size the default chose (when not 32) and a training sample below faiss's advice."""
-    from ..search.pq import PQ_KINDS, default_bytes_note, training_note
+    from ..search.pq import default_bytes_note, training_note
 
-    if index.kind not in PQ_KINDS:
+    if not spec.compressed:
         return
-    notes = [default_bytes_note(index.kind, index.dim) if pq.get("bytes_per_vector") is None else None]
+    notes = [default_bytes_note(index.kind, index.dim) if spec.bytes_per_vector is None else None]
     notes.append(training_note(index.kind, index.params, len(index)))
     for note in filter(None, notes):
         typer.echo(f"note: {note}", err=True)
 
 
-def _build_on_cluster(corpus, output, kind, engine, inputs, address, method, eval_queries, progress, force, pq, **how) -> None:
-    """``--engine dask``: :func:`isotropy.files.index_scale.build_index_dask`, a line per redone shard."""
-    if engine is None or inputs is None:
+def _build_on_cluster(corpus, output, spec, inputs, address, eval_queries) -> None:
+    """``--engine dask``: :func:`isotropy.search.build_dask.build_index_dask`, a line per redone shard."""
+    if spec.engine is None or inputs is None:
         raise IsotropyError(
             "--engine dask needs --input, the corpus's vector shards ('vecs/*.npy'), and --input/--address need --engine"
         )
-    if method is not None or eval_queries is not None:
+    if eval_queries is not None:
         raise IsotropyError("--method and --eval-queries are not available with --engine dask yet; drop them")
-    from ..files.index_scale import build_index_dask
+    from ..search.build_dask import build_index_dask
 
-    index, report = build_index_dask(
-        corpus, inputs, output, kind=kind, address=address, show_progress=progress, force=force, **pq, **how
-    )
+    index, report = build_index_dask(corpus, inputs, output, spec, address=address)
     for r in report:
         if r["reason"]:
             typer.echo(f"shard {r['shard']}: {r['reason']}; added again", err=True)
@@ -229,23 +203,8 @@ def _build_on_cluster(corpus, output, kind, engine, inputs, address, method, eva
     typer.echo(f"{len(report)} shards, {skipped} already done (resumed)" if skipped else f"{len(report)} shards added", err=True)
     for warning in index.warnings:
         typer.echo(f"warning: {warning}", err=True)
-    _pq_notes(index, pq)
+    _pq_notes(index, spec)
     typer.echo(f"wrote index of {index.describe()} to {output}", err=True)
-
-
-def _index_method(method: str | None, candidates: str | None, task: str | None, evidence: bool, **others: object):
-    """``isotropy.files.build_auto_index`` for ``--method auto`` (None: the other options decide)."""
-    if method is None:
-        for name, v in (("--candidates", candidates), ("--for", task), ("--evidence", evidence)):
-            if v not in (None, False):
-                raise IsotropyError(f"{name} applies to --method auto only")
-        return None
-    given = [f"--{k.replace('_', '-')}" for k, v in others.items() if v not in (None, False)]
-    if given:
-        raise IsotropyError(f"--method auto chooses the calibration itself: drop {', '.join(given)}")
-    from ..files import build_auto_index
-
-    return build_auto_index
 
 
 def index_add(
@@ -258,7 +217,7 @@ def index_add(
 ) -> None:
     """Add sentences to an index, encoded exactly like its corpus; the folder is rewritten atomically."""
     from ..encoders import default_device
-    from ..files import add_to_index
+    from ..search.build import add_to_index
 
     with default_device(check_device(device)):
         index, added = add_to_index(index_dir, more, show_progress=progress)
@@ -288,8 +247,8 @@ def search(
 ) -> None:
     """Find the sentences of an index most similar to each query (cosine after the index's transform)."""
     from ..encoders import default_device
-    from ..files import search_index
     from ..search import format_results
+    from ..search.build import search_index
 
     k = deprecated("search", "-k", old_k, None if top_k == 10 else top_k)
     k = top_k if k is None else k

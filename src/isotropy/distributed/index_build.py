@@ -16,9 +16,9 @@ into ``WORK/index.ivfdata`` (``OnDiskInvertedLists``), memory-mapped, never all 
 
 Resumable like the distributed encode: a shard whose file and sidecar verify is not added again;
 one missing or damaged is redone and :func:`add_shards` names it and why. The transform and
-normalisation repeat :meth:`isotropy.search.Index._apply` (three lines) because this package sits
-beside ``search`` in the layers and may not import it; ``tests/test_scale.py`` checks that both
-give the same codes.
+normalisation are the caller's ``prepare``, :func:`isotropy.search.index.index_vectors` (what
+:meth:`isotropy.search.Index.add` applies; this package sits below ``search`` and does not import it):
+one apply path, handed to the workers by reference.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -153,9 +154,20 @@ def check_shards(shards: list[Path], rows: list[int], *, address: Any = None, sh
 
 @input_errors_as_values
 def add_shard(
-    source: str, start: int, work: str, expect: dict, transform: str | None, tdigest: str | None, position: int | None = None
+    # long: one shard's task: where it reads and writes, what it expects, the transform and the apply path
+    source: str,
+    start: int,
+    work: str,
+    expect: dict,
+    transform: str | None,
+    tdigest: str | None,
+    position: int | None = None,
+    prepare: Callable[..., np.ndarray] | None = None,
 ) -> dict:
-    """Worker side: verify the shard's existing output, else add its vectors to the trained index and write it."""
+    """Worker side: verify the shard's existing output, else add its vectors, as ``prepare(raw, transform)`` gives
+    them, to the trained index and write it."""
+    if prepare is None:
+        raise IsotropyError("add_shard needs prepare, the index's apply path (isotropy.search.index.index_vectors)")
     import faiss
 
     src, wdir = Path(source), Path(work)
@@ -165,14 +177,12 @@ def add_shard(
     digest = file_sha256(src)
     if expect.get("source_sha256", digest) != digest:
         raise IsotropyError(f"{src} changed while the index was built (its sha256 differs from the check's); run again")
-    X = np.asarray(np.load(src, allow_pickle=False), dtype=np.float32)  # read into memory: ours to normalise in place
-    if transform is not None:
-        X = np.asarray(worker_transform(transform, tdigest).transform(X), dtype=np.float32)
+    X = np.load(src, allow_pickle=False)
+    # the index's own apply path (transform, float32, L2 normalisation); a NaN or infinite value stays one after it
+    X = prepare(X, None if transform is None else worker_transform(transform, tdigest), own=True)  # ours: no copy
     bad = _first_bad_row(X)
     if bad is not None:
         raise _nan_error(src, bad, start, "gives" if transform is not None else "has")
-    X = np.ascontiguousarray(X)
-    faiss.normalize_L2(X)
     index = faiss.read_index(str(wdir / TRAINED_FILE))
     index.add_with_ids(X, np.arange(start, start + X.shape[0], dtype=np.int64))
     out, side = _outputs(src, wdir, position)
@@ -204,10 +214,14 @@ def add_shards(
     show_progress: bool | None = None,
     keep_vectors: bool = False,
     digests: list[str] | None = None,
+    prepare: Callable[..., np.ndarray] | None = None,
 ) -> list[dict]:
     """Add every shard (in ``shards`` order: ids are global row numbers) to ``work/trained.faiss`` on the
     cluster; returns one ``{"shard", "status" (added | skipped), "reason"}`` per shard. ``digests``: the
-    shards' sha256 as :func:`check_shards` read them (a shard whose file differs is named)."""
+    shards' sha256 as :func:`check_shards` read them (a shard whose file differs is named). ``prepare(raw,
+    transform)``: the index's apply path, :func:`isotropy.search.index.index_vectors` (required)."""
+    if prepare is None:
+        raise IsotropyError("add_shards needs prepare, the index's apply path (isotropy.search.index.index_vectors)")
     work = Path(work)
     trained = work / TRAINED_FILE
     if not trained.is_file():
@@ -234,6 +248,7 @@ def add_shards(
                 transform,
                 tdigest,
                 i,
+                prepare,
                 key=f"isotropy-index-shard-{i}-{tsha[:8]}-{os.getpid()}",
                 retries=retries,
                 pure=False,

@@ -8,13 +8,15 @@ before encoding anything, streams what can be streamed, and raises one-line
 :class:`~isotropy.errors.IsotropyError` for bad input.
 
 * :mod:`.vectors`: :func:`encode_file`, :func:`fit_file`, :func:`transform_file`;
-* :mod:`.index`: :func:`build_index` (:func:`build_auto_index`: ``--method auto``), :func:`add_to_index`, :func:`search_index` (and
-  :func:`default_whitening`, what ``index build`` fits on the corpus by default).
+* the index jobs live next to :class:`isotropy.search.Index` (:mod:`isotropy.search.build`: :func:`build_index`,
+  :func:`build_auto_index`, :func:`add_to_index`, :func:`search_index`, :func:`default_whitening`;
+  :mod:`isotropy.search.build_dask`; :mod:`isotropy.search.shards`) and are re-exported here; the old module
+  paths ``isotropy.files.index``, ``.index_scale`` and ``.index_shards`` answer with a DeprecationWarning.
 """
 
 from __future__ import annotations
 
-from .index import add_to_index, build_auto_index, build_index, default_whitening, search_index
+from ..search.build import add_to_index, build_auto_index, build_index, default_whitening, search_index
 from .vectors import ENCODE_CHUNK, encode_file, fit_file, transform_file
 
 __all__ = [

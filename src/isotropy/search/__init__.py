@@ -5,8 +5,10 @@ Pipeline, identical for documents and queries: encode (the index's own
 flow, or one fitted on the corpus itself) -> L2-normalise -> faiss inner-product
 index, so scores are cosine similarities in the transformed space.
 
-Modules: :mod:`.index` (the :class:`Index`: add and search), :mod:`.kinds` (the faiss
-kinds), :mod:`.store` (the saved folder: write, read back, verify), :mod:`.mapped` (the
+Modules: :mod:`.index` (the :class:`Index`: add and search), :mod:`.spec` (:class:`IndexSpec`: what an
+index build is asked for, checked once), :mod:`.build` (``index build``/``index add``/``search`` on files),
+:mod:`.build_dask` (``index build --engine dask``) and :mod:`.shards` (what it proves about its shards first),
+:mod:`.kinds` (the faiss kinds), :mod:`.store` (the saved folder: write, read back, verify), :mod:`.mapped` (the
 memory-mapped files of a loaded index, checked before each search), :mod:`.serve` (``isotropy serve``;
 :mod:`.serve_http`, :mod:`.served`), :mod:`.results`.
 
@@ -24,7 +26,7 @@ encoder/transform bookkeeping and the save format):
   bytes behind an inverted file (``opq``: after faiss's learnt rotation), an HNSW coarse quantiser
   from 1M rows; ``keep_vectors`` keeps the exact vectors (``vectors.npy``) for ``rerank``. Saved
   indexes of these kinds are memory-mapped on load (read-only: ``Index.load(..., mmap=False)`` to
-  add); one built with ``--engine dask`` (:func:`isotropy.files.index_scale.build_index_dask`)
+  add); one built with ``--engine dask`` (:func:`isotropy.search.build_dask.build_index_dask`)
   holds its inverted lists on disk in ``index.ivfdata`` beside ``index.faiss``.
 
 Saved index (a folder, written to a temporary sibling and renamed into place, so
@@ -40,7 +42,7 @@ an interrupted build or ``add`` never leaves a half index that a search would lo
 * ``sentences.jsonl`` -- one JSON string per line (a sentence given through the API
   may contain newlines), row ``i`` = id ``i``;
 * ``transform/`` -- the fitted transform's own saved folder (absent for raw vectors);
-  built with ``--method auto`` (:func:`isotropy.files.build_auto_index`), ``config.json`` also holds the
+  built with ``--method auto`` (:func:`isotropy.search.build.build_auto_index`), ``config.json`` also holds the
   ``selection`` evidence (``Index.selection``).
 
 On load the encoder is rebuilt from the recorded settings -- its backend too, so an index
@@ -53,5 +55,6 @@ from __future__ import annotations
 
 from .index import INDEX_KINDS, Index
 from .results import SearchResults, format_results
+from .spec import IndexCalibration, IndexSpec
 
-__all__ = ["Index", "SearchResults", "INDEX_KINDS", "format_results"]
+__all__ = ["Index", "IndexSpec", "IndexCalibration", "SearchResults", "INDEX_KINDS", "format_results"]

@@ -19,18 +19,35 @@ from ..errors import IsotropyError
 from ..storage.integrity import check_encoder_of, provenance_of_record
 from ..transforms import TRANSFORMS, load_transform
 from ..transforms.base import Transform
-from .kinds import INDEX_KINDS, check_params, describe_kind, faiss_module, new_faiss, set_query_params
+from .kinds import describe_kind, faiss_module, new_faiss, set_query_params
 from .pq import rerank
 from .results import SearchResults
+from .spec import INDEX_KINDS, IndexSpec, check_params
 from .store import KIND, load_index, save_index
 
-__all__ = ["Index", "INDEX_KINDS", "KIND"]
+__all__ = ["Index", "INDEX_KINDS", "KIND", "index_vectors"]
 
 ADD_CHUNK = 8192  # rows handed to faiss at a time (progress granularity; memory stays bounded)
 
 
 def _is_fitted(transform: Any) -> bool:
     return transform.__sklearn_is_fitted__()
+
+
+def index_vectors(raw: np.ndarray, transform: Any = None, *, own: bool = False) -> np.ndarray:
+    """Encoder output -> the vectors an index stores and searches with: ``transform`` (a fitted one, or None),
+    float32, L2-normalised, C-contiguous; never the caller's array (faiss normalises in place) unless ``own`` (the
+    caller hands it over: a worker's freshly read shard). The one apply path: :meth:`Index.add` and search, and
+    each worker of a Dask build (:mod:`isotropy.distributed.index_build`)."""
+    X = np.asarray(raw, dtype=np.float32)
+    if transform is not None:
+        X = np.asarray(transform.transform(X), dtype=np.float32)
+    if not own and (X is raw or np.shares_memory(X, raw)):
+        X = X.copy()
+    X = np.ascontiguousarray(X, dtype=np.float32)
+    if X.shape[0]:
+        faiss_module().normalize_L2(X)
+    return X
 
 
 class Index:
@@ -91,6 +108,17 @@ class Index:
             keep_vectors=keep_vectors,
             rerank=rerank,
         )
+        self._setup(encoder, transform, kind, params, allow_other_encoder)
+
+    @classmethod
+    def from_spec(cls, encoder: Any, transform: Any, spec: IndexSpec) -> Index:
+        """An empty index of ``spec``'s kind and parameters (checked once, when the spec was made) over ``encoder``
+        and ``transform`` (as the constructor takes them)."""
+        index = cls.__new__(cls)
+        index._setup(encoder, transform, spec.kind, spec.params, spec.allow_other_encoder)
+        return index
+
+    def _setup(self, encoder: Any, transform: Any, kind: str, params: dict[str, Any], allow_other_encoder: bool) -> None:
         if encoder is None:
             encoder = Encoder()
         if isinstance(transform, (str, os.PathLike)):
@@ -172,16 +200,7 @@ class Index:
     # ------------------------------------------------------------------ vectors
 
     def _apply(self, raw: np.ndarray, transform: Any = None) -> np.ndarray:
-        X = np.asarray(raw, dtype=np.float32)
-        transform = self.transform if transform is None else transform
-        if transform is not None:
-            X = np.asarray(transform.transform(X), dtype=np.float32)
-        if X is raw or np.shares_memory(X, raw):
-            X = X.copy()  # faiss normalises in place: never the caller's array
-        X = np.ascontiguousarray(X, dtype=np.float32)
-        if X.shape[0]:
-            faiss_module().normalize_L2(X)
-        return X
+        return index_vectors(raw, self.transform if transform is None else transform)
 
     def embed(self, sentences: Sequence[str] | str, show_progress: bool | None = None) -> np.ndarray:
         """The vectors this index stores or searches with: encode -> transform -> L2-normalise (float32)."""

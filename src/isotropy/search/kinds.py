@@ -18,10 +18,11 @@ import numpy as np
 
 from ..errors import IsotropyError
 from . import pq
+from .spec import INDEX_KINDS, _is_int, check_params
 
 __all__ = ["INDEX_KINDS", "faiss_module", "check_params", "new_faiss", "set_query_params", "describe_kind", "reconstruct"]
 
-INDEX_KINDS = ("flat", "hnsw", "ivf", *pq.PQ_KINDS)
+# INDEX_KINDS and check_params live with the build's spec (.spec: the kind is checked once, where a request enters)
 
 
 def faiss_module():
@@ -29,56 +30,6 @@ def faiss_module():
     import faiss
 
     return faiss
-
-
-def _is_int(value: Any, low: int) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= low
-
-
-def check_params(
-    kind: str,
-    *,
-    m: int,
-    ef_construction: int,
-    ef_search: int,
-    nlist: int | None,
-    nprobe: int,
-    bytes_per_vector: int | None = None,
-    keep_vectors: bool = False,
-    rerank: int = 0,
-) -> dict[str, Any]:
-    """The parameters of an index of ``kind``, checked (one line naming a bad one), as plain ints."""
-    if kind not in INDEX_KINDS:
-        raise IsotropyError(f"unknown index kind {kind!r}; valid kinds: {', '.join(INDEX_KINDS)}")
-    for name, value, low in (
-        ("m", m, 2),
-        ("ef_construction", ef_construction, 1),
-        ("ef_search", ef_search, 1),
-        ("nprobe", nprobe, 1),
-    ):
-        if not _is_int(value, low):
-            raise IsotropyError(f"{name} must be an integer >= {low}, got {value!r}")
-    if nlist is not None and not _is_int(nlist, 1):
-        raise IsotropyError(f"nlist must be a positive integer or None, got {nlist!r}")
-    params: dict[str, Any] = {
-        "m": int(m),
-        "ef_construction": int(ef_construction),
-        "ef_search": int(ef_search),
-        "nlist": None if nlist is None else int(nlist),
-        "nprobe": int(nprobe),
-    }
-    if kind in pq.PQ_KINDS:
-        if bytes_per_vector is not None and not _is_int(bytes_per_vector, 1):  # None: pq.default_bytes at training
-            raise IsotropyError(f"bytes_per_vector must be an integer >= 1, got {bytes_per_vector!r}")
-        if not _is_int(rerank, 0):
-            raise IsotropyError(f"rerank must be an integer >= 0, got {rerank!r}")
-        if rerank and not keep_vectors:
-            raise IsotropyError("rerank needs the exact vectors: build the index with keep_vectors (--keep-vectors)")
-        bytes_per_vector = None if bytes_per_vector is None else int(bytes_per_vector)
-        params.update(bytes_per_vector=bytes_per_vector, keep_vectors=bool(keep_vectors), rerank=int(rerank))
-    elif keep_vectors or rerank:
-        raise IsotropyError(f"keep_vectors and rerank apply to the compressed kinds ({', '.join(pq.PQ_KINDS)}), not {kind!r}")
-    return params
 
 
 def new_faiss(kind: str, params: dict[str, Any], X: np.ndarray):
