@@ -64,8 +64,11 @@ def _type(p) -> str:
     ann = p.type_descriptor.annotation
     while typing.get_origin(ann) in (list, typing.Union, types.UnionType):
         ann = next(a for a in typing.get_args(ann) if a is not type(None))
+    metavar = getattr(p, "metavar", None) or ""
     if isinstance(ann, type) and issubclass(ann, enum.Enum):
         text = " \\| ".join(f"`{c.value}`" for c in ann)
+    elif metavar.startswith("[") and "|" in metavar:  # a choice checked by the library, not by click
+        text = " \\| ".join(f"`{c}`" for c in metavar.strip("[]").split("|"))
     else:
         text = {"str": "text", "Path": "path", "int": "integer", "float": "number"}.get(getattr(ann, "__name__", ""), "text")
     return f"{text}, repeatable" if p.multiple else text

@@ -78,7 +78,7 @@ def calibrate(X: np.ndarray, Q: np.ndarray, power: float | None, k: int) -> tupl
     """Calibrated, L2-normalised corpus and queries (what the library's Index stores and searches with)."""
     import faiss
 
-    from isotropy.files.index import default_whitening
+    from isotropy.search.build import default_whitening
 
     if power is None:
         Xc, Qc = np.array(X, dtype=np.float32), [np.array(q, dtype=np.float32) for q in Q]
@@ -250,8 +250,8 @@ def dask_vs_one(X: np.ndarray, rows: int) -> dict:
     import faiss
 
     from isotropy.encoders import Encoder
-    from isotropy.files.index import default_whitening
-    from isotropy.files.index_scale import build_index_dask
+    from isotropy.search.build import default_whitening
+    from isotropy.search.build_dask import build_index_dask
     from isotropy.search import Index
     from isotropy.search.pq import new_pq_index, train_sample
 
@@ -297,7 +297,7 @@ def cranfield() -> list[dict]:
     """nDCG@10 on Cranfield (its own 1,400 documents and 225 queries, GloVe) through the compressed index
     (nlist 35 = the library's default for 1,400 rows, nprobe 8) and exactly, per calibration at 16 and 25 bytes."""
     from isotropy.encoders import Encoder
-    from isotropy.files.index import default_whitening
+    from isotropy.search.build import default_whitening
     from isotropy.retrieval.data import load_cranfield
     from isotropy.retrieval.index_eval import evaluate_index
     from isotropy.search import Index

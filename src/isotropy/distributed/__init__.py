@@ -1,4 +1,4 @@
-"""Beyond one machine: encode sentence shards and fit whitening on a Dask cluster (layer 5).
+"""Beyond one machine: encode sentence shards and fit whitening on a Dask cluster (layer 4.7).
 
 The whitening statistics (row count, mean, centred scatter, plus the two small
 Ledoit-Wolf moments) merge exactly (:class:`isotropy.transforms.moments.Moments`), so a
