@@ -250,9 +250,9 @@ def dask_vs_one(X: np.ndarray, rows: int) -> dict:
     import faiss
 
     from isotropy.encoders import Encoder
+    from isotropy.search import Index
     from isotropy.search.build import default_whitening
     from isotropy.search.build_dask import build_index_dask
-    from isotropy.search import Index
     from isotropy.search.pq import new_pq_index, train_sample
 
     work = ROOT / ".cache" / "scale" / f"dask-{rows}"
@@ -297,10 +297,10 @@ def cranfield() -> list[dict]:
     """nDCG@10 on Cranfield (its own 1,400 documents and 225 queries, GloVe) through the compressed index
     (nlist 35 = the library's default for 1,400 rows, nprobe 8) and exactly, per calibration at 16 and 25 bytes."""
     from isotropy.encoders import Encoder
-    from isotropy.search.build import default_whitening
     from isotropy.retrieval.data import load_cranfield
     from isotropy.retrieval.index_eval import evaluate_index
     from isotropy.search import Index
+    from isotropy.search.build import default_whitening
 
     task = load_cranfield(DATA / "retrieval" / "cranfield")
     enc = Encoder("glove-6b-50d")
