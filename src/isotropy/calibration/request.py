@@ -88,6 +88,17 @@ def _path_or_value(value: Any) -> Any:
     return str(value) if isinstance(value, os.PathLike) else value
 
 
+PATHS = ("model", "pooling_stats", "eval_data", "dev")  # options that may name a local file or folder
+
+
+def _portable(value: Any) -> Any:
+    """A local file or folder as its name only (a calibrated folder is shared: no absolute path in it); a hub id, or
+    anything else, as :func:`_jsonable` writes it."""
+    if isinstance(value, (str, os.PathLike)) and (Path(value).is_absolute() or Path(value).exists()):
+        return Path(value).name
+    return _jsonable(value)
+
+
 def _jsonable(value: Any) -> Any:
     """A value as isotropy.json records it: JSON's own types as they are, a path as its text, anything else
     (pairs, a task, a client, given from Python) as ``{"python": its type}``: named, not saved."""
@@ -176,11 +187,12 @@ class CalibrationRequest:
         return [x if isinstance(x, str) else None for x in (self.encoder.model, dev, self.encoder.pooling_stats)]
 
     def to_dict(self) -> dict[str, Any]:
-        """The request as ``isotropy.json`` records it (JSON: values given from Python that are not JSON are named)."""
+        """The request as ``isotropy.json`` records it: JSON; a local file or folder by its name only (no absolute path
+        in a folder that is shared), values given from Python that are not JSON by their type."""
         out: dict[str, Any] = {"method": self.method.to_dict()}
-        out["method"]["params"] = {k: _jsonable(v) for k, v in out["method"]["params"].items()}
+        out["method"]["params"] = {k: (_portable if k in PATHS else _jsonable)(v) for k, v in out["method"]["params"].items()}
         for name in _GROUPS:
-            out[name] = {k: _jsonable(v) for k, v in asdict(getattr(self, name)).items()}
+            out[name] = {k: (_portable if k in PATHS else _jsonable)(v) for k, v in asdict(getattr(self, name)).items()}
         return out
 
     @classmethod
