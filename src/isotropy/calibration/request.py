@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import IsotropyError
-from ..transforms.methods import Method, parse_method, refuse_auto_only
+from ..transforms.methods import TOKEN_METHODS, Method, method_forms, parse_method, refuse_auto_only
 
 __all__ = [
     "CalibrationRequest",
@@ -130,7 +130,7 @@ class CalibrationRequest:
         unknown = sorted(set(options) - set(OPTION_NAMES))
         if unknown:
             raise IsotropyError(f"unknown calibrate option {unknown[0]!r}; the options are {', '.join(OPTION_NAMES)}")
-        m, notes = _modern(parse_method(method))
+        m, notes = _modern(_parse(method))
         if m.kind == "raw":
             raise IsotropyError("method 'raw' calibrates nothing; choose a calibration such as whitening")
         m = m.with_options(**{k: _path_or_value(options.get(k)) for k in METHOD_OPTIONS})  # the auto-only check too
@@ -203,6 +203,19 @@ class CalibrationRequest:
             options.update(data.get(name) or {})
         options = {k: (None if isinstance(v, dict) and "python" in v else v) for k, v in options.items()}
         return cls.from_options(data["method"]["name"], **options)
+
+
+def _parse(method: Any) -> Method:
+    """Calibrate's ``--method``, read by the one grammar; an unknown name lists what calibrate takes."""
+    try:
+        return parse_method(method)
+    except IsotropyError:
+        from ..transforms import PRESETS, TRANSFORMS
+
+        raise IsotropyError(
+            f"{method!r} is not a transform; the transforms are {', '.join(TRANSFORMS)} (presets: {', '.join(PRESETS)}); "
+            f"valid methods: {', '.join(method_forms())}; on a static model also {', '.join(TOKEN_METHODS)}"
+        ) from None
 
 
 def _modern(m: Method) -> tuple[Method, tuple[str, ...]]:
