@@ -241,3 +241,28 @@ def test_the_grammar_imports_no_scikit_learn():
         [sys.executable, "-c", f"import sys; sys.path.insert(0, {env_src!r}); {code}"], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "False"
+
+
+def test_the_old_names_stay_importable_and_go_through_the_one_grammar():
+    from isotropy.calibration.fit import resolve_method
+    from isotropy.calibration.pooling_fit import check_auto_pooling
+    from isotropy.calibration.token_fit import TOKEN_METHODS as OLD_TABLE
+    from isotropy.calibration.token_fit import is_token_method, token_estimator
+    from isotropy.evaluation import parse_method as eval_parse
+    from isotropy.selection import parse_candidate
+
+    assert eval_parse is parse_method and OLD_TABLE is TOKEN_METHODS
+    with pytest.warns(DeprecationWarning):
+        assert resolve_method("whitening-8").n_components == 8
+    with pytest.warns(DeprecationWarning):
+        assert is_token_method("zipfian-whitening") and not is_token_method("whitening")
+    with pytest.warns(DeprecationWarning):
+        assert type(token_estimator("zipfian-whitening", shrinkage="auto")).__name__ == "ZipfianWhitening"
+    with pytest.warns(DeprecationWarning):
+        assert check_auto_pooling("auto", "auto") and not check_auto_pooling("cls", "whitening")
+    c = parse_candidate("soft-whitening-0.5")
+    assert (c.name, c.kind, c.params) == ("soft-whitening-0.5", "whitening", parse_method("soft-whitening-0.5").params)
+    assert parse_candidate("whitening-shrunk").params == (("shrinkage", "auto"),) and parse_candidate("none").kind is None
+    for bad in ("auto", "zipfian-whitening", "flow"):
+        with pytest.raises(IsotropyError, match="candidate"):
+            parse_candidate(bad)

@@ -129,10 +129,14 @@ def _prepare(corpus: Any, output: Any, request: CalibrationRequest, token: bool)
     return src, n, out, est, want_onnx
 
 
-def _check_against_model(est: Any, encoder: Any, src: Corpus, n: int | None, stock_only: bool) -> None:
-    """What needs the model's width and pooling, the corpus's size included."""
+def _check_against_model(est: Any, encoder: Any, src: Corpus, n: int | None, request: CalibrationRequest, onnx: bool) -> None:
+    """The request checked against the encoder, once: what needs the model's kind, width and pooling, the corpus's
+    size included (``n``; None: not checked, a token-level fit takes any size)."""
+    stock_only = request.outputs.stock_only
     if getattr(encoder, "backend", "torch") not in ("torch", "static"):
         raise IsotropyError("calibrate needs a torch model (a Hugging Face folder or id) or a static model, not an ONNX export")
+    if encoder.backend == "static":
+        check_static_method(est, encoder, onnx, request.engine.engine)
     if isinstance(est, AutoMethod):  # every candidate is affine; a corpus too small for one skips it (the evidence says)
         parts = custom_parts(encoder.pooling) if stock_only else []
         if parts:
@@ -352,9 +356,7 @@ def run_calibration(
     t0 = time.perf_counter()
     encoder = Encoder(**request.encoder_kwargs())
     outputs, gate = request.outputs, request.gate
-    if encoder.backend == "static":
-        check_static_method(est, encoder, want_onnx, request.engine.engine)
-    _check_against_model(est, encoder, src, None if token else total, outputs.stock_only)  # a token fit: any size
+    _check_against_model(est, encoder, src, None if token else total, request, want_onnx)  # a token fit: any size
     encoder, fitted = _fit(encoder, src, est, request, token, total, progress)
     if encoder.backend == "static":
         return _static_calibration(out, encoder, fitted, request, src, progress, t0)
