@@ -144,7 +144,7 @@ class CalibrationRequest:
 
     def _check(self) -> None:
         """What the request says of itself (no file read, no model loaded)."""
-        m, enc, eng, out, gate = self.method, self.encoder, self.engine, self.outputs, self.gate
+        m, eng, out, gate = self.method, self.engine, self.outputs, self.gate
         if gate.min_gain is not None and (gate.eval_data is None or not math.isfinite(gate.min_gain)):
             raise IsotropyError(
                 f"--min-gain {gate.min_gain}: needs a finite number of points and --eval DATA, the pairs the gain is measured on"
@@ -164,8 +164,6 @@ class CalibrationRequest:
             from ..selection import parse_candidates
 
             parse_candidates(cands, 10**6)  # an unknown name is said before the model loads
-        if enc.model is not None and not isinstance(enc.model, str):
-            raise IsotropyError(f"model {enc.model!r}: give a model's name, folder or file")
 
     @property
     def auto_pooling(self) -> bool:
