@@ -14,8 +14,9 @@ from typing import Any
 
 from ..errors import IsotropyError
 from .pipeline import Calibration, run_calibration
+from .request import CalibrationRequest
 
-__all__ = ["calibrate", "run_calibration", "Calibration"]
+__all__ = ["calibrate", "run_calibration", "Calibration", "CalibrationRequest"]
 
 
 def _is_sentence_transformer(obj: Any) -> bool:

@@ -21,11 +21,9 @@ flow from its sample; the average cosine of 10,000 random pairs of a seeded samp
 
 from __future__ import annotations
 
-import os
 import time
 import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,6 +33,7 @@ from ..errors import IsotropyError
 from ..transforms.base import AffineTransform
 from ..transforms.moments import Moments
 from .corpus import Corpus, Reservoir
+from .request import AutoMethod, CalibrationRequest, read_dev, read_dev_pairs
 
 __all__ = [
     "CHUNK_SENTENCES",
@@ -59,8 +58,6 @@ ANALYSIS_ROWS = 5000
 SELECT_ROWS = 20000  # --method auto: the candidates are compared on a seeded sample of at most this many sentences
 SIGNAL_ROWS = 1000  # --method auto that keeps raw by the encoder's kind: the report's signals read this many only (the
 # issue asked <= 2,000; 1,000 keeps auto under a third of an encode of 15k sentences, and the signals never decide)
-OPTIONS = {"n_components": "--n-components", "power": "--power", "shrinkage": "--shrinkage"}
-AUTO_ONLY = {"candidates": "--candidates", "dev": "--dev", "task": "--for", "evidence": "--evidence"}
 
 
 @dataclass
@@ -78,119 +75,18 @@ class Fitted:
     token: dict[str, Any] | None = None  # a token-level fit of a static table: what the card says of it (.token_fit)
 
 
-@dataclass
-class AutoMethod:
-    """``--method auto``: the candidates to compare (None: the default set) and the checked dev labels, pairs or
-    search qrels (None: label-free)."""
-
-    candidates: Any = None
-    dev: Any = None
-    dev_source: str = "the dev pairs"
-    kind: str = "auto"
-    task: str | None = None  # --for: similarity (None) or search, the rule tuned for that use
-    evidence: bool = False  # --evidence: the label-free criteria too (encodes word-deleted copies: slow)
-
-
-def _dev_name(dev: Any) -> str:
-    """How messages name ``dev``: its path, or briefly what Python gave (never the whole list: U45, S7-033)."""
-    if dev is None or isinstance(dev, (str, os.PathLike)):
-        return f"--dev {dev}"
-    try:
-        size = f" of {len(dev)} items"
-    except TypeError:
-        size = ""
-    return f"dev (a {type(dev).__name__}{size})"
-
-
-def read_dev_pairs(path: Any) -> list[tuple[str, str, float]]:
-    """``--dev pairs.tsv`` (any pairs file ``isotropy eval --data`` reads) as ``(s1, s2, score)`` triples."""
-    from ..evaluation import load_tasks
-
-    try:
-        tasks = load_tasks(path)
-    except IsotropyError as exc:
-        raise IsotropyError(f"--dev: {exc}") from None
-    return [(p.s1, p.s2, float(p.score)) for t in tasks for p in t.pairs()]
-
-
-def read_dev(dev: Any, source: str) -> Any:
-    """``--dev``, checked (:func:`isotropy.selection.check_dev`): a pairs file (:func:`read_dev_pairs`), a
-    retrieval folder (BEIR, plain or Cranfield layout: its queries, documents and qrels; auto then ranks
-    by nDCG@10), or, from Python, the pairs or a retrieval task themselves."""
-    from ..selection import check_dev
-
-    if isinstance(dev, (str, os.PathLike)):
-        from ..retrieval.data import find_retrieval_folder, layout_names, load_retrieval
-
-        if Path(dev).is_dir():
-            if find_retrieval_folder(dev) is not None:
-                return check_dev(load_retrieval(dev, "--dev"), source)
-            from ..evaluation.tasks import find_tasks
-
-            try:
-                find_tasks(dev)
-            except IsotropyError as exc:
-                raise IsotropyError(
-                    f"--dev {dev}: neither a retrieval folder ({layout_names()}) nor scored pairs: {exc}"
-                ) from None
-        return check_dev(read_dev_pairs(dev), source)
-    return check_dev(dev, source)
-
-
 def resolve_method(method: str, **options: Any):
-    """An unfitted transform for ``method`` (a registry kind, a preset, or an ``isotropy eval`` method
-    name such as ``whitening-256``) with the options given (None: the method's default)."""
-    from ..transforms import make_transform, resolve_transform
+    """Deprecated: an unfitted transform for ``method`` with the options given. The one door is
+    :meth:`isotropy.calibration.request.CalibrationRequest.from_options`; this builds through it."""
+    warnings.warn(
+        "resolve_method is deprecated: build a CalibrationRequest (isotropy.calibration.request) and use its method",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    from .request import auto_method
 
-    given = {k: v for k, v in options.items() if v is not None}
-    if method == "auto":
-        from ..selection import parse_candidates
-
-        for key in given:
-            if key not in AUTO_ONLY:
-                raise IsotropyError(
-                    f"{OPTIONS.get(key, key)} does not apply to method 'auto' (it compares candidates; name them with --candidates)"
-                )
-        cands = given.get("candidates")
-        if cands is not None:
-            parse_candidates(cands, 10**6)  # an unknown name is said before the model loads
-        dev = given.get("dev")
-        src = _dev_name(dev)
-        from ..selection.signals import rule_for
-
-        rule_for(given.get("task"))  # an unknown --for is said before the model loads
-        auto = AutoMethod(cands, None if dev is None else read_dev(dev, src), src)
-        auto.task, auto.evidence = given.get("task"), bool(given.get("evidence"))
-        return auto
-    for key in AUTO_ONLY:
-        if given.get(key) not in (None, False):
-            raise IsotropyError(f"{AUTO_ONLY[key]} applies to --method auto only (method {method!r} was given)")
-    given = {k: v for k, v in given.items() if k not in AUTO_ONLY}
-    try:
-        cls, _ = resolve_transform(method)
-    except IsotropyError as first:
-        from ..evaluation.methods import parse_method
-
-        try:
-            m = parse_method(method)
-        except IsotropyError:
-            raise first from None
-        if m.kind == "raw":
-            raise IsotropyError("method 'raw' calibrates nothing; choose a calibration such as whitening") from None
-        est = m.build()
-        _check_options(method, type(est), given)
-        return est.set_params(**given)
-    _check_options(method, cls, given)
-    return make_transform(method, **given)
-
-
-def _check_options(method: str, cls: type, given: dict[str, Any]) -> None:
-    accepted = cls._get_param_names()
-    for key in given:
-        if key not in accepted:
-            takes = ", ".join(OPTIONS[k] for k in OPTIONS if k in accepted)
-            takes = f"it takes {takes}" if takes else f"it takes none of {', '.join(OPTIONS.values())}"
-            raise IsotropyError(f"{OPTIONS.get(key, key)} does not apply to method {method!r} ({takes})")
+    m = CalibrationRequest.from_options(method, **options).method
+    return auto_method(m) if m.kind == "auto" else m.build()
 
 
 def check_size(est: Any, n: int, dim: int, where: str) -> None:

@@ -25,13 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..encoders import Encoder
 from ..encoders.backends.onnx import SUBFOLDER
 from ..encoders.models import quiet_transformers
 from ..errors import IsotropyError
-from ..integrations.onnx_export import QUANTIZATIONS, export_onnx
+from ..integrations.onnx_export import export_onnx
 from ..integrations.sentence_transformers import (
     ST_KIND,
     build_sentence_transformer,
@@ -45,13 +43,14 @@ from ..storage.artifacts import check_output, output_dir
 from ..transforms.base import AffineTransform
 from .card import base_card_data, base_model_id, model_card
 from .corpus import Corpus
-from .fit import AutoMethod, Fitted, check_size, fit_auto, fit_dask, fit_local, resolve_method
-from .pooling_fit import check_auto_pooling, fit_auto_pooling
+from .fit import AutoMethod, Fitted, check_size, fit_auto, fit_dask, fit_local
+from .pooling_fit import fit_auto_pooling
+from .request import CalibrationRequest, auto_method, warn_notes
 from .scoring import anisotropy, check_min_gain, evaluate_both, float32_gap, float32_warning, regression_warning, regressions
 from .static_export import ST_SUBFOLDER, check_static_method, write_static_model
-from .token_fit import check_token_model, fit_token_calibration, is_token_method, token_estimator
+from .token_fit import check_token_model, fit_token_calibration
 
-__all__ = ["Calibration", "run_calibration", "ONNX_MODULES"]
+__all__ = ["Calibration", "CalibrationRequest", "run_calibration", "ONNX_MODULES"]
 
 ONNX_MODULES = ("onnx", "onnxruntime", "onnxscript")  # the [onnx] extra: graphs, runtime, torch's dynamo exporter
 
@@ -69,8 +68,7 @@ class Calibration:
 
 
 def _check_onnx(onnx: bool, quantize: str | None) -> bool:
-    if quantize is not None and quantize not in QUANTIZATIONS:
-        raise IsotropyError(f"--quantize {quantize!r} is not a quantization; valid: {', '.join(QUANTIZATIONS)}")
+    """Whether ONNX graphs are written, and their extra installed (the ``quantize`` value: checked at the door)."""
     if not (onnx or quantize):
         return False
     import importlib
@@ -89,12 +87,9 @@ def _check_onnx(onnx: bool, quantize: str | None) -> bool:
 
 
 def _check_engine(engine: str | None) -> None:
+    """``--engine dask``'s extra installed (the name: checked at the door)."""
     if engine is None:
         return
-    from ..distributed import ENGINES
-
-    if engine.lower() not in ENGINES:
-        raise IsotropyError(f"unknown engine {engine!r}; the supported engine is dask (docs/DISTRIBUTED.md says why not Ray)")
     try:
         import distributed  # noqa: F401
     except ImportError:
@@ -112,18 +107,20 @@ def _check_eval(eval_data: Any) -> None:
         raise IsotropyError(f"--eval: {exc}") from None
 
 
-def _prepare(corpus, output, method, options, eval_data, engine, onnx, quantize, force, inputs=()):
-    """Everything checkable before a model loads; returns the corpus, its size (None: standard
-    input, counted while encoding), the output, the unfitted transform and whether to write ONNX."""
+def _prepare(corpus: Any, output: Any, request: CalibrationRequest, token: bool):
+    """Everything checkable before a model loads that reads a file or the environment (the request checked itself
+    at the door); returns the corpus, its size (None: standard input, counted while encoding), the output, the
+    unfitted transform (``auto``: its :class:`AutoMethod`, the dev labels read) and whether to write ONNX."""
     from ..integrations.sentence_transformers import _require_st
 
-    want_onnx = _check_onnx(onnx, quantize)
-    _check_engine(engine)
+    method, outputs, eval_data = request.method, request.outputs, request.gate.eval_data
+    want_onnx = _check_onnx(outputs.onnx, outputs.quantize)
+    _check_engine(request.engine.engine)
     src = Corpus(corpus)
-    out = check_output(output, ST_KIND, force=force, inputs=[*src.inputs, eval_data, *inputs])
-    if is_token_method(method):  # inputs[0]: the model (a name, folder or file; None: the default transformer)
-        check_token_model(method, inputs[0] if inputs else None)
-    est = token_estimator(method, **options) if is_token_method(method) else resolve_method(method, **options)
+    out = check_output(output, ST_KIND, force=outputs.force, inputs=[*src.inputs, eval_data, *request.inputs()])
+    if token:  # the model: a name, folder or file; None: the default transformer
+        check_token_model(method, request.encoder.model)
+    est = auto_method(method) if method.kind == "auto" else method.build()
     _require_st()
     _check_eval(eval_data)
     n = src.count()  # reads the files once: a bad line, or no sentence at all, is said now
@@ -132,10 +129,14 @@ def _prepare(corpus, output, method, options, eval_data, engine, onnx, quantize,
     return src, n, out, est, want_onnx
 
 
-def _check_against_model(est: Any, encoder: Any, src: Corpus, n: int | None, stock_only: bool) -> None:
-    """What needs the model's width and pooling, the corpus's size included."""
+def _check_against_model(est: Any, encoder: Any, src: Corpus, n: int | None, request: CalibrationRequest, onnx: bool) -> None:
+    """The request checked against the encoder, once: what needs the model's kind, width and pooling, the corpus's
+    size included (``n``; None: not checked, a token-level fit takes any size)."""
+    stock_only = request.outputs.stock_only
     if getattr(encoder, "backend", "torch") not in ("torch", "static"):
         raise IsotropyError("calibrate needs a torch model (a Hugging Face folder or id) or a static model, not an ONNX export")
+    if encoder.backend == "static":
+        check_static_method(est, encoder, onnx, request.engine.engine)
     if isinstance(est, AutoMethod):  # every candidate is affine; a corpus too small for one skips it (the evidence says)
         parts = custom_parts(encoder.pooling) if stock_only else []
         if parts:
@@ -178,12 +179,13 @@ class _Raw:
         return "no calibration: auto kept the base model's vectors as they are"
 
 
-def _common_info(out: Path, encoder: Any, fitted: Fitted, method: str, src: Corpus) -> dict[str, Any]:
+def _common_info(out: Path, encoder: Any, fitted: Fitted, request: CalibrationRequest, src: Corpus) -> dict[str, Any]:
     """What isotropy.json and the card record of every calibration, a transformer's or a static model's."""
     from .. import __version__
 
     t = fitted.transform
-    info: dict[str, Any] = {}
+    method = request.method.name
+    info: dict[str, Any] = {"request": request.to_dict()}  # the whole request, read back by CalibrationRequest.from_dict
     if fitted.selection is not None:
         info["selection"] = fitted.selection.to_dict()
         method = f"auto -> {fitted.selection.choice}"  # the record's one form; U34's remark is in the notes
@@ -206,10 +208,10 @@ def _common_info(out: Path, encoder: Any, fitted: Fitted, method: str, src: Corp
     }
 
 
-def _info(out: Path, encoder: Any, fitted: Fitted, method: str, model: Any, src: Corpus, extra: dict[str, Any]) -> dict[str, Any]:
+def _info(out: Path, encoder: Any, fitted: Fitted, request: CalibrationRequest, model: Any, src: Corpus, extra: dict) -> dict:
     stock = not uses_isotropy_modules(model)
     return {
-        **_common_info(out, encoder, fitted, method, src),
+        **_common_info(out, encoder, fitted, request, src),
         "base_model": base_model_id(encoder),
         "base_card": base_card_data(encoder),
         "stock": stock,
@@ -283,7 +285,7 @@ def _eval_gate(extra: dict, encoder: Any, t: Any, fitted: Fitted, eval_data: Any
     fitted.warnings.extend(regression_warning(r) for r in extra["regressions"])
 
 
-def _static_calibration(out, encoder, fitted, method, src, eval_data, show_progress, force, t0, min_gain=None) -> Calibration:
+def _static_calibration(out, encoder, fitted, request: CalibrationRequest, src, show_progress, t0) -> Calibration:
     """A static model's calibration, folded into its table (:mod:`.static_export`)."""
     written = fitted.transform
     if written is None:
@@ -294,9 +296,9 @@ def _static_calibration(out, encoder, fitted, method, src, eval_data, show_progr
         extra["token_fit"] = fitted.token
     if encoder.coverage_total is not None:
         extra["coverage"] = encoder.coverage_total.to_dict()  # of every corpus chunk encoded for the fit
-    _eval_gate(extra, encoder, t, fitted, eval_data, min_gain, show_progress)
+    _eval_gate(extra, encoder, t, fitted, request.gate.eval_data, request.gate.min_gain, show_progress)
     info = {
-        **_common_info(out, encoder, fitted, method, src),
+        **_common_info(out, encoder, fitted, request, src),
         "base_model": encoder.model_name,
         "stock": True,
         "custom": [],
@@ -305,99 +307,64 @@ def _static_calibration(out, encoder, fitted, method, src, eval_data, show_progr
         **extra,
     }
     keep_norm = written is None and base_normalizes(encoder)  # raw kept: the base model's vectors, its normalizing too
-    loaded = write_static_model(out, encoder, written, info, force, normalize=keep_norm)
+    loaded = write_static_model(out, encoder, written, info, request.outputs.force, normalize=keep_norm)
     info["seconds"] = time.perf_counter() - t0
     return Calibration(out, loaded, written, encoder, info)
 
 
-def _fit(
-    encoder: Any,
-    src: Corpus,
-    est: Any,
-    method: str,
-    total: int | None,
-    engine: Any,
-    address: Any,
-    show_progress: Any,
-    auto_pool: bool,
-) -> tuple[Any, Fitted]:
-    """``(encoder, fit)``: ``est`` fitted the way ``method`` and ``engine`` say: on the table (a token-level method),
-    by comparing candidates (auto; with ``auto_pool``, poolings too: the encoder returned has the chosen pooling),
-    on a cluster (dask) or here."""
-    if is_token_method(method):
-        return encoder, fit_token_calibration(encoder, src, method, est, total=total, show_progress=show_progress)
+def _fit(encoder: Any, src: Corpus, est: Any, request: CalibrationRequest, token: bool, total: int | None, progress: Any):
+    """``(encoder, fit)``: ``est`` fitted the way the request says: on the table (a token-level method), by comparing
+    candidates (auto; with ``--pooling auto``, poolings too: the encoder returned has the chosen pooling), on a
+    cluster (dask) or here."""
+    if token:
+        return encoder, fit_token_calibration(encoder, src, request.method, est, total=total, show_progress=progress)
     if isinstance(est, AutoMethod):
-        if auto_pool:
-            return fit_auto_pooling(encoder, src, est, total=total, show_progress=show_progress)
-        return encoder, fit_auto(encoder, src, est, total=total, show_progress=show_progress)
-    if engine is not None:
-        return encoder, fit_dask(encoder, src, est, address=address, show_progress=show_progress)
-    return encoder, fit_local(encoder, src, est, total=total, show_progress=show_progress)
-
-
-def _check_min_gain(min_gain: float | None, eval_data: Any) -> None:
-    if min_gain is not None and (eval_data is None or not np.isfinite(min_gain)):
-        raise IsotropyError(
-            f"--min-gain {min_gain}: needs a finite number of points and --eval DATA, the pairs the gain is measured on"
-        )
+        if request.auto_pooling:
+            return fit_auto_pooling(encoder, src, est, total=total, show_progress=progress)
+        return encoder, fit_auto(encoder, src, est, total=total, show_progress=progress)
+    if request.engine.engine is not None:
+        return encoder, fit_dask(encoder, src, est, address=request.engine.address, show_progress=progress)
+    return encoder, fit_local(encoder, src, est, total=total, show_progress=progress)
 
 
 def run_calibration(
     corpus: Any,
     output: str | os.PathLike,
-    *,
-    model: str | os.PathLike | None = None,
-    pooling: str | None = None,
-    method: str = "whitening",
-    n_components: int | None = None,
-    power: float | None = None,
-    shrinkage: float | str | None = None,
-    max_length: int | None = None,
-    batch_size: int = 64,
-    device: str | None = None,
-    onnx: bool = False,
-    quantize: str | None = None,
-    eval_data: str | os.PathLike | None = None,
-    pooling_stats: Any = None,
-    stock_only: bool = False,
-    normalize: bool = False,
-    candidates: Any = None,
-    dev: Any = None,
-    engine: str | None = None,
-    address: Any = None,
-    show_progress: bool | None = None,
-    force: bool = False,
-    min_gain: float | None = None,
-    task: str | None = None,
-    evidence: bool = False,
+    request: CalibrationRequest | None = None,
+    progress: bool | None = None,
+    **options: Any,
 ) -> Calibration:
-    """The whole job (module docstring). A calibration that lowers an ``eval_data`` or ``dev`` score is
-    written with a warning (``info["regressions"]``); with ``min_gain`` it is not written at all unless it
-    gains at least that many points on ``eval_data`` (:class:`~isotropy.errors.InsufficientGain`).
-    ``pooling="auto"`` (with ``method="auto"`` only) lets auto choose the pooling too (:mod:`.pooling_fit`).
-    ``method="auto"``: ``task`` (``--for``) picks the rule tuned for similarity (default) or search; ``evidence``
-    also computes the label-free criteria (slow: word-deleted copies of a sample are encoded)."""
-    _check_min_gain(min_gain, eval_data)
-    auto_pool = check_auto_pooling(pooling, method)  # --pooling auto: chosen with --method auto only
-    if auto_pool:
-        pooling = None  # the encoder loads with its default pooling; auto reads the others off the same passes
-    options = {"n_components": n_components, "power": power, "shrinkage": shrinkage, "candidates": candidates, "dev": dev}
-    options.update(task=task, evidence=evidence or None)  # --method auto: --for (the rule's use), --evidence
-    read = [x if isinstance(x, (str, os.PathLike)) else None for x in (model, dev, pooling_stats)]  # never replaced
-    src, total, out, est, want_onnx = _prepare(corpus, output, method, options, eval_data, engine, onnx, quantize, force, read)
-    if isinstance(est, AutoMethod) and engine is not None:
-        raise IsotropyError("--method auto compares candidates on a sample encoded here: run it without --engine")
+    """The whole job (module docstring) for ``request`` (:class:`~isotropy.calibration.request.CalibrationRequest`;
+    ``progress``: the bars, None: only on a terminal). The keyword options of ``isotropy calibrate`` (``model=``,
+    ``method=``, ``n_components=``, ..., ``show_progress=``) build the request instead, through the same door.
+
+    A calibration that lowers an ``eval_data`` or ``dev`` score is written with a warning (``info["regressions"]``);
+    with ``min_gain`` it is not written at all unless it gains at least that many points on ``eval_data``
+    (:class:`~isotropy.errors.InsufficientGain`). ``pooling="auto"`` (with ``method="auto"`` only) lets auto choose the
+    pooling too (:mod:`.pooling_fit`). ``method="auto"``: ``task`` (``--for``) picks the rule tuned for similarity
+    (default) or search; ``evidence`` also computes the label-free criteria (slow: word-deleted copies of a sample are
+    encoded). The request is saved in the folder's ``isotropy.json`` under ``calibration.request``."""
+    if "show_progress" in options:
+        progress = options.pop("show_progress") if progress is None else progress
+    if request is None:
+        request = CalibrationRequest.from_options(**options)
+        warn_notes(request)
+    elif options:
+        raise IsotropyError(f"run_calibration: give a request or keyword options, not both ({', '.join(sorted(options))})")
+    token = request.method.level == "token"  # the one place the level is asked
+    src, total, out, est, want_onnx = _prepare(corpus, output, request, token)
     t0 = time.perf_counter()
-    stats = {} if pooling_stats is None else {"pooling_stats": pooling_stats}  # the sif and idf poolings' token counts
-    encoder = Encoder(model, pooling=pooling, max_length=max_length, batch_size=batch_size, device=device, **stats)
+    encoder = Encoder(**request.encoder_kwargs())
+    outputs, gate = request.outputs, request.gate
+    _check_against_model(est, encoder, src, None if token else total, request, want_onnx)  # a token fit: any size
+    encoder, fitted = _fit(encoder, src, est, request, token, total, progress)
     if encoder.backend == "static":
-        check_static_method(est, encoder, want_onnx, engine)
-    _check_against_model(est, encoder, src, None if is_token_method(method) else total, stock_only)  # a token fit: any size
-    encoder, fitted = _fit(encoder, src, est, method, total, engine, address, show_progress, auto_pool)
-    if encoder.backend == "static":
-        return _static_calibration(out, encoder, fitted, method, src, eval_data, show_progress, force, t0, min_gain)
+        return _static_calibration(out, encoder, fitted, request, src, progress, t0)
     st_model = build_sentence_transformer(
-        encoder, fitted.transform, normalize=_ends_normalized(encoder, fitted, normalize), stock=True if stock_only else None
+        encoder,
+        fitted.transform,
+        normalize=_ends_normalized(encoder, fitted, outputs.normalize),
+        stock=True if outputs.stock_only else None,
     )
     written = fitted.transform  # None: auto kept the base model (the folder has no Dense modules)
     if written is None:
@@ -406,17 +373,17 @@ def run_calibration(
     note = float32_warning(extra["float32"]) if not uses_isotropy_modules(st_model) else None
     if note:
         fitted.warnings.append(note)
-    _eval_gate(extra, encoder, fitted.transform, fitted, eval_data, min_gain, show_progress)
+    _eval_gate(extra, encoder, fitted.transform, fitted, gate.eval_data, gate.min_gain, progress)
     if want_onnx:
-        extra["onnx"] = _onnx_files(encoder, quantize)
-    info = _info(out, encoder, fitted, method, st_model, src, extra)
-    _write(out, st_model, info, encoder, written, quantize if want_onnx else None, force)
+        extra["onnx"] = _onnx_files(encoder, outputs.quantize)
+    info = _info(out, encoder, fitted, request, st_model, src, extra)
+    _write(out, st_model, info, encoder, written, outputs.quantize if want_onnx else None, outputs.force)
     info["seconds"] = time.perf_counter() - t0
     with quiet_transformers():
         if info["stock"]:
             from sentence_transformers import SentenceTransformer
 
-            loaded = SentenceTransformer(str(out), device=device)
+            loaded = SentenceTransformer(str(out), device=request.encoder.device)
         else:
-            loaded = load_sentence_transformer(out, device=device)
+            loaded = load_sentence_transformer(out, device=request.encoder.device)
     return Calibration(out, loaded, written, encoder, info)

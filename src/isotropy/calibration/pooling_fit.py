@@ -13,28 +13,23 @@ downstream (folder, card, ``isotropy.json``, terminal) reads that encoder.
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any
 
 import numpy as np
 
-from ..errors import IsotropyError
 from .corpus import Corpus
 from .fit import AutoMethod, Fitted, fit_auto, fit_choice, select_sample
+from .request import AUTO_POOLING, CalibrationRequest
 
 __all__ = ["AUTO_POOLING", "check_auto_pooling", "fit_auto_pooling"]
 
-AUTO_POOLING = "auto"
-
 
 def check_auto_pooling(pooling: Any, method: str) -> bool:
-    """Whether ``pooling`` asks auto to choose it; ``--pooling auto`` without ``--method auto`` is refused."""
-    if not (isinstance(pooling, str) and pooling.strip().lower() == AUTO_POOLING):
-        return False
-    if method != "auto":
-        raise IsotropyError(
-            f"--pooling auto is chosen by --method auto only (method {method!r} was given): add --method auto, or name a pooling"
-        )
-    return True
+    """Deprecated: whether ``pooling`` asks auto to choose it (:attr:`.request.CalibrationRequest.auto_pooling`, where
+    ``--pooling auto`` without ``--method auto`` is refused)."""
+    warnings.warn("check_auto_pooling is deprecated: read CalibrationRequest.auto_pooling", DeprecationWarning, stacklevel=2)
+    return CalibrationRequest.from_options(method, pooling=pooling).auto_pooling
 
 
 def fit_auto_pooling(

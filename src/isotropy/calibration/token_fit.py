@@ -19,6 +19,7 @@ only the table and, for ``zipfian-whitening``, the corpus's token counts.
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -26,41 +27,37 @@ import numpy as np
 from .._progress import ProgressBar
 from ..encoders.static.table import CHUNK
 from ..errors import IsotropyError
+from ..transforms.methods import TOKEN_METHODS, Method
 from .corpus import Corpus, Reservoir
 from .fit import ANALYSIS_ROWS, CHUNK_SENTENCES, Fitted
 
 __all__ = ["TOKEN_METHODS", "is_token_method", "token_estimator", "effective_table", "token_counts", "fit_token_calibration"]
 
-# method -> (the transform it resolves to, where the token weights come from)
-TOKEN_METHODS = {
-    "token-whitening": ("whitening", "uniform"),  # ZipfianWhitening is not a sentence-level method (transforms.PAIRED)
-    "zipfian-whitening": ("zipfian-whitening", "corpus"),
-    "zipfian-whitening-rank": ("zipfian-whitening", "rank"),
-}
-
 
 def is_token_method(method: Any) -> bool:
+    """Deprecated: whether ``method`` names a token-level method; read ``Method.level`` of a parsed method instead."""
+    warnings.warn(
+        "is_token_method is deprecated: parse the method (isotropy.transforms.methods) and read its level",
+        DeprecationWarning,
+        stacklevel=2,
+    )
     return isinstance(method, str) and method in TOKEN_METHODS
 
 
 def token_estimator(method: str, **options: Any):
-    """The unfitted whitening of ``method`` with the calibrate options given (``n_components``, ``power``,
-    ``shrinkage``; None: default), checked before any model loads."""
-    from .fit import AUTO_ONLY, resolve_method
+    """Deprecated: the unfitted whitening of a token-level ``method`` with calibrate's options; build a
+    :class:`~isotropy.calibration.request.CalibrationRequest` and call its ``method.build()`` instead."""
+    warnings.warn(
+        "token_estimator is deprecated: build a CalibrationRequest and use request.method.build()",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    from .request import CalibrationRequest
 
-    for key in AUTO_ONLY:
-        if options.get(key) not in (None, False):
-            raise IsotropyError(f"{AUTO_ONLY[key]} applies to --method auto only (method {method!r} was given)")
-    given = {k: v for k, v in options.items() if k not in AUTO_ONLY}
-    plain = resolve_method("whitening", **given)  # the options checked and parsed as for whitening
-    if TOKEN_METHODS[method][0] == "whitening":
-        return plain
-    from ..transforms.token_whitening import ZipfianWhitening
-
-    return ZipfianWhitening(**plain.get_params())
+    return CalibrationRequest.from_options(method, **options).method.build()
 
 
-def check_token_model(method: str, model: Any) -> None:
+def check_token_model(method: Method, model: Any) -> None:
     """Refuse a token-level method on a transformer (``model``: a name, folder or file, or None), in one line,
     before it loads."""
     from ..encoders.static import is_static_model
@@ -68,7 +65,7 @@ def check_token_model(method: str, model: Any) -> None:
     if not is_static_model(model):
         name = "the default model" if model is None else str(model)
         raise IsotropyError(
-            f"--method {method}: fitted on a static model's token table, and {name} is a transformer (its token vectors "
+            f"--method {method.name}: fitted on a static model's token table, and {name} is a transformer (its token vectors "
             "depend on the sentence); use a sentence-level method such as whitening, or a static --model (glove-6b-50d, a model2vec folder)"
         )
 
@@ -137,11 +134,11 @@ def fit_table_whitening(
 
 
 def fit_token_calibration(
-    encoder: Any, corpus: Corpus, method: str, est: Any, *, total: int | None, show_progress: bool | None
+    encoder: Any, corpus: Corpus, method: Method, est: Any, *, total: int | None, show_progress: bool | None
 ) -> Fitted:
     """Encode ``corpus`` (coverage, a sample for the card) and fit ``est`` on the encoder's table (module docs);
     ``Fitted.token`` says what the card reports of it (rows of the table, where the weights came from)."""
-    source = TOKEN_METHODS[method][1]
+    source = method.token_weights
     analysis = Reservoir(ANALYSIS_ROWS, seed=1)
     counts = np.zeros(len(encoder.runtime.table), dtype=np.int64) if source == "corpus" else None
     t0, n = time.perf_counter(), 0

@@ -23,7 +23,6 @@ from .options import (
     Power,
     Progress,
     Shrinkage,
-    canonical_method,
     check_device,
     choice,
     command,
@@ -142,10 +141,15 @@ def register_calibrate_command(app: typer.Typer) -> None:
         force: Force = False,
     ) -> None:
         """Fit a calibration on a corpus and write a calibrated model that sentence-transformers, MTEB, faiss and inference servers load."""
-        options = dict(locals())  # every option above, by its name in run_calibration
-        options.update(show_progress=options.pop("progress"), method=canonical_method(method), device=check_device(device))
+        options = dict(locals())  # every option above, by its name in CalibrationRequest.from_options
+        corpus, output, progress = options.pop("corpus"), options.pop("output"), options.pop("progress")
+        options["device"] = check_device(device)
         from ..calibration import run_calibration
+        from ..calibration.request import CalibrationRequest
 
-        _report(output, run_calibration(options.pop("corpus"), options.pop("output"), **options).info)
+        request = CalibrationRequest.from_options(**options)  # the one door: --method is read there and only there
+        for note in request.notes:
+            typer.echo(f"note: {note}", err=True)
+        _report(output, run_calibration(corpus, output, request, progress).info)
 
     command(app, calibrate_cmd, "calibrate")

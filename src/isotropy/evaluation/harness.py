@@ -23,6 +23,7 @@ from .._progress import ProgressBar
 from ..encoders.cache import VectorCache, encode_cached
 from ..encoders.poolings import parse_pooling
 from ..errors import IsotropyError
+from ..transforms.methods import METHOD_FORMS, Method, parse_method
 from ..transforms.moments import parse_shrinkage
 from .fitting import (
     FitData,
@@ -36,7 +37,6 @@ from .fitting import (
     plan_others,
     resolve_fit_on,
 )
-from .methods import METHOD_FORMS, Method, parse_method
 from .metrics import AGGREGATES, check_aggregate, cosine_rows
 from .results import ResultRow, Results, TaskScore
 from .scoring import score_task, unscorable
@@ -200,6 +200,10 @@ def _parse_methods(methods: Sequence[str]) -> list[Method]:
     parsed: list[Method] = []
     for m in methods:
         pm = parse_method(m)
+        if pm.level == "token":  # fitted on a static model's table: calibrate's, not a table's column
+            raise IsotropyError(
+                f"unknown method {m!r}; valid methods: {', '.join(METHOD_FORMS)} (token-level methods: isotropy calibrate)"
+            )
         if pm.name not in [p.name for p in parsed]:
             parsed.append(pm)
     if not parsed:

@@ -27,8 +27,8 @@ from .._progress import ProgressBar
 from ..encoders.cache import VectorCache, encode_cached
 from ..errors import IsotropyError
 from ..evaluation.fitting import FitData, fit_one
-from ..evaluation.methods import Method, parse_method
 from ..storage.text import read_sentences
+from ..transforms.methods import Method, parse_method
 from .data import RetrievalTask, load_retrieval
 from .kinds import check_kinds, search_kind
 from .metrics import METRICS, mean_scores, run_from_ids, score_run
@@ -45,7 +45,8 @@ def parse_retrieval_method(name: str) -> Method:
         k = int(m.group(1)) if m.group(1) else None
         if k is not None and k < 1:
             raise IsotropyError(f"method {name}: K must be at least 1")
-        return Method(name.strip().lower(), "whitening", n_components=k, power=0.0)
+        params = (("n_components", k), ("power", 0.0)) if k is not None else (("power", 0.0),)
+        return Method(name.strip().lower(), "whitening", params=params)
     method = parse_method(name)
     if method.kind == "auto":
         raise IsotropyError("--retrieval does not take method auto (its label-free choice is scored on STS pairs)")

@@ -22,7 +22,6 @@ d/100 and 3d/100 (Mu & Viswanath's rule of thumb is d/100), whitening with k = d
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from typing import Any
 
 from ..errors import IsotropyError
 from ..transforms import PRESETS, transform_class
+from ..transforms.methods import parse_method
 from ..transforms.moments import Moments
 
 __all__ = ["Candidate", "parse_candidate", "parse_candidates", "default_candidates", "CANDIDATE_FORMS", "fit_candidates"]
@@ -80,38 +80,20 @@ def _unknown(name: Any) -> IsotropyError:
 
 
 def parse_candidate(name: str) -> Candidate:
-    """A candidate by name; an unknown name (or one auto cannot compare, such as ``flow``) is one clear error."""
-    if not isinstance(name, str):
-        raise _unknown(name)
-    n = name.strip().lower()
-    if n in ("raw", "none", "identity"):
-        return Candidate("raw", None)
-    if n == "center":
-        return Candidate("center", "center")
-    if n in PRESETS:
-        kind, fixed, _ = PRESETS[n]
-        return Candidate(n, kind, tuple(sorted(fixed.items())))
-    if n == "whitening":
-        return Candidate("whitening", "whitening")
-    if n == "whitening-shrunk":
-        return Candidate("whitening-shrunk", "whitening", (("shrinkage", "auto"),))
-    if n in ("abtt", "common-component"):
-        return Candidate(n, n)
-    if n == "flow":
+    """A candidate by name, read by the one method grammar (:func:`isotropy.transforms.methods.parse_method`); an
+    unknown name, or one auto cannot compare (``flow``, ``auto``, a token-level method), is one clear error."""
+    try:
+        m = parse_method(name)
+    except IsotropyError:
+        raise _unknown(name) from None
+    if m.kind == "flow":
         raise IsotropyError(
             "flow is not a candidate of auto: auto compares the calibrations solved from one set of moments "
             f"({', '.join(CANDIDATE_FORMS)}); evaluate a flow with --method flow"
         )
-    m = re.fullmatch(r"(whitening|abtt|common-component)-(\d+)", n)
-    if m:
-        k = int(m.group(2))
-        if m.group(1) == "whitening" and k < 1:
-            raise _unknown(name)
-        return Candidate(f"{m.group(1)}-{k}", m.group(1), (("n_components", k),))
-    m = re.fullmatch(r"soft-whitening-(\d+(?:\.\d*)?|\.\d+)", n)
-    if m and 0 <= float(m.group(1)) <= 1:
-        return Candidate(f"soft-whitening-{float(m.group(1)):g}", "whitening", (("power", float(m.group(1))),))
-    raise _unknown(name)
+    if m.kind == "auto" or m.level != "sentence":
+        raise _unknown(name)
+    return Candidate(m.name, None if m.kind == "raw" else m.kind, m.params)
 
 
 def default_candidates(d: int) -> list[Candidate]:
