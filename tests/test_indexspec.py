@@ -193,3 +193,29 @@ def test_package_names_keep_their_place_without_a_warning():
         assert isotropy.files.build_index is build.build_index is isotropy.build_index
         assert isotropy.files.build_auto_index is build.build_auto_index
         assert isotropy.IndexSpec is IndexSpec
+
+
+def test_the_index_calibration_is_one_method_of_the_grammar():
+    """--whiten/--power, --no-whiten and --method auto are read as the one method grammar's Method; a bad --power is
+    the method table's one line, when the spec is made."""
+    from isotropy.errors import IsotropyError
+    from isotropy.search import IndexCalibration
+    from isotropy.search.build import default_whitening
+    from isotropy.search.spec import DEFAULT_WHITEN_K, DEFAULT_WHITEN_POWER
+    from isotropy.transforms.methods import Method
+
+    default = IndexCalibration().as_method(50)
+    assert isinstance(default, Method) and default.kind == "whitening"
+    assert default.n_components == 50 and default.power == DEFAULT_WHITEN_POWER  # capped at the encoder's dims
+    assert IndexCalibration().as_method().n_components == DEFAULT_WHITEN_K
+    asked = IndexCalibration(whiten=16, power=0.25).as_method(384)
+    assert (asked.n_components, asked.power, asked.options["shrinkage"]) == (16, 0.25, "auto")
+    assert IndexCalibration(no_whiten=True).as_method().kind == "raw"
+    assert IndexCalibration(method="auto").as_method().kind == "auto"
+    assert IndexCalibration(transform="some/folder").as_method() is None
+    built = asked.build()
+    assert (built.n_components, built.power, built.shrinkage) == (16, 0.25, "auto")
+    same = default_whitening(384, 16, 0.25)
+    assert type(same) is type(built) and same.get_params() == built.get_params()
+    with pytest.raises(IsotropyError, match="--power"):
+        IndexCalibration(power=2.0)

@@ -30,9 +30,10 @@ from ..errors import IsotropyError
 from ..storage.artifacts import check_output, read_config
 from ..storage.locks import artefact_lock
 from ..storage.text import read_sentences
-from ..transforms import load_transform, transform_class
+from ..transforms import load_transform
+from ..transforms.methods import parse_method
 from .index import Index
-from .spec import IndexCalibration, IndexSpec
+from .spec import DEFAULT_WHITEN_K, DEFAULT_WHITEN_POWER, IndexCalibration, IndexSpec
 
 __all__ = [
     "DEFAULT_WHITEN_K",
@@ -44,38 +45,31 @@ __all__ = [
     "search_index",
 ]
 
-# Default of `isotropy index build`: soft whitening (power 0.5) to 128 dims, fitted on the corpus;
-# from bench/search.py (docs/BENCHMARKS.md, section search): on the STS retrieval task with the
-# default model it kept recall@10 within 1 point of raw 384-dim vectors (89.4 vs 90.2) with a third
-# of the index memory, where full whitening lost more (89.1 at 128 dims); this model is trained for
-# similarity, so full whitening has little anisotropy left to fix.
-DEFAULT_WHITEN_K = 128
-DEFAULT_WHITEN_POWER = 0.5
-
 
 def default_whitening(dim: int, n_components: int | None = DEFAULT_WHITEN_K, power: float = DEFAULT_WHITEN_POWER):
     """The whitening ``isotropy index build`` fits on the corpus by default: ``n_components``
-    (capped at the encoder's dimension), ``power``, Ledoit-Wolf shrinkage (so small corpora work)."""
+    (capped at the encoder's dimension), ``power``, Ledoit-Wolf shrinkage (so small corpora work); the same
+    :class:`~isotropy.transforms.methods.Method` an :class:`~isotropy.search.spec.IndexCalibration` gives."""
     k = None if n_components is None else min(int(n_components), int(dim))
-    return transform_class("whitening")(n_components=k, power=power, shrinkage="auto")
+    return parse_method("whitening").with_options(n_components=k, power=power, shrinkage="auto").build()
 
 
 def _index_transform(corpus, n: int, encoder: Encoder, cal: IndexCalibration) -> tuple[Any, str | None]:
-    """The transform an index build uses (``cal``: the spec's calibration, checked), and a warning when the
-    default had to be skipped."""
-    if cal.transform is not None:
+    """The transform an index build uses (``cal``: the spec's calibration, checked, read as its
+    :meth:`~isotropy.search.spec.IndexCalibration.as_method`), and a warning when the default had to be skipped."""
+    method = cal.as_method(encoder.dim)
+    if method is None:
         return load_transform(cal.transform), None
-    if cal.no_whiten:
+    if method.kind == "raw":
         return None, None
-    whiten, power = cal.whiten, cal.power
-    if whiten is not None and whiten > encoder.dim:
-        raise IsotropyError(f"--whiten {whiten} is more than the {encoder.dim} dimensions of {encoder.model_name}")
-    k = min(DEFAULT_WHITEN_K, encoder.dim) if whiten is None else whiten
+    k = method.n_components
+    if k > encoder.dim:
+        raise IsotropyError(f"--whiten {k} is more than the {encoder.dim} dimensions of {encoder.model_name}")
     # n centred sentences span at most n - 1 directions: a whitening to k dims needs n > k
     # (below that, the extra directions hold only the shrinkage's made-up variance).
     if n > k:
-        return default_whitening(encoder.dim, k, DEFAULT_WHITEN_POWER if power is None else power), None
-    if whiten is not None or power is not None:
+        return method.build(), None
+    if cal.whiten is not None or cal.power is not None:
         raise IsotropyError(
             f"a whitening to {k} dimensions needs more than {k} sentences, but {corpus} has {n}; "
             f"lower --whiten, pass --transform with a whitening fitted on a larger corpus, or use --no-whiten"
