@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import IsotropyError
-from ..transforms.methods import TOKEN_METHODS, Method, method_forms, parse_method, refuse_auto_only
+from ..transforms.methods import TOKEN_METHODS, Method, method_forms, modern_spelling, parse_method, refuse_auto_only
 
 __all__ = [
     "CalibrationRequest",
@@ -217,11 +217,9 @@ def _parse(method: Any) -> Method:
 
 
 def _modern(m: Method) -> tuple[Method, tuple[str, ...]]:
-    """``soft-whitening-BETA`` is calibrate's deprecated spelling of ``soft-BETA``: renamed, with a note."""
-    if not m.name.startswith("soft-whitening-"):
-        return m, ()
-    new = m.name.replace("soft-whitening-", "soft-", 1)
-    return Method(new, m.kind, m.level, m.params), (f"method {m.name} is deprecated and will be removed; say {new}",)
+    """The method under its current name, with the deprecation note of an old spelling (the grammar's rule)."""
+    new, note = modern_spelling(m)
+    return new, (() if note is None else (note,))
 
 
 def warn_notes(request: CalibrationRequest) -> None:

@@ -270,17 +270,21 @@ def deprecated(command: str, old: str, value: Any, current: Any) -> Any:
     return value
 
 
-_SOFT = re.compile(r"soft-whitening-(\d+(?:\.\d*)?|\.\d+)")
-
-
 def canonical_method(name: str) -> str:
-    """A method's one spelling (the Python name): ``soft-whitening-0.5`` becomes ``soft-0.5``, with a note."""
-    m = _SOFT.fullmatch(name.strip().lower())
-    if m is None:
+    """A method's one spelling (the Python name): ``soft-whitening-0.5`` becomes ``soft-0.5``, with a note (the
+    grammar's rule, :func:`isotropy.transforms.methods.modern_spelling`); a name the grammar does not know is left
+    for the command to refuse."""
+    from ..errors import IsotropyError
+    from ..transforms.methods import modern_spelling, parse_method
+
+    try:
+        new, note = modern_spelling(parse_method(name))
+    except IsotropyError:
         return name
-    new = f"soft-{float(m.group(1)):g}"
-    typer.echo(f"note: method {name} is deprecated and will be removed; say {new}", err=True)
-    return new
+    if note is None:
+        return name
+    typer.echo(f"note: {note}", err=True)
+    return new.name
 
 
 _DEVICE = re.compile(r"cpu|mps|cuda(:\d+)?")

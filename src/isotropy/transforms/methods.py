@@ -30,6 +30,7 @@ from ..errors import IsotropyError
 from . import PRESETS, TRANSFORMS
 
 __all__ = [
+    "modern_spelling",
     "Interval",
     "Options",
     "PARAMETER_CONSTRAINTS",
@@ -309,6 +310,15 @@ def method_forms() -> list[str]:
             if "n_components" in PARAMETER_CONSTRAINTS.get(kind, {}):
                 forms.append(f"{kind}-K (n_components=K)")
     return forms + list(PRESETS) + ["auto (chosen label-free on the fit corpus: docs/AUTO.md)"]
+
+
+def modern_spelling(m: Method) -> tuple[Method, str | None]:
+    """``soft-whitening-BETA`` is the deprecated spelling of ``soft-BETA``: the method under its current name, and
+    the note to say (None: the name is current)."""
+    if not m.name.startswith("soft-whitening-"):
+        return m, None
+    new = m.name.replace("soft-whitening-", "soft-", 1)
+    return Method(new, m.kind, m.level, m.params), f"method {m.name} is deprecated and will be removed; say {new}"
 
 
 def _unknown(name: Any) -> IsotropyError:
