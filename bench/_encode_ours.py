@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from _report import pair_spearman
+
 TOKEN_BUDGET = 2048  # padded tokens a batch for the token-budget rows (see docs/BENCHMARKS.md)
 
 
@@ -98,9 +100,8 @@ def make_runners(encoders: dict, st, batch_size: int, max_lengths) -> dict[str, 
 
 
 def spearman_of(vectors: np.ndarray, gold: np.ndarray) -> float:
-    from isotropy.evaluation import cosine_rows, spearman
-
-    return spearman(cosine_rows(vectors[0::2], vectors[1::2]), gold)
+    """Spearman x 100 of the sentence pairs laid out as rows 0, 1 / 2, 3 / ...: one call of ``pair_spearman``."""
+    return pair_spearman(vectors[0::2], vectors[1::2], gold)
 
 
 def accuracy(exports: dict, st, sentences: list[str], gold: np.ndarray, max_length: int) -> dict[str, dict[str, float]]:

@@ -41,14 +41,15 @@ def update_section(doc: str | Path, name: str, markdown: str, title: str | None 
     return path
 
 
-def write_json(path: str | Path, obj, indent: int | None = 2, default=None) -> Path:
-    """Write a results file atomically (a run killed mid-write leaves the previous results, never half a file)."""
+def write_json(path: str | Path, obj, indent: int | None = 2, **options) -> Path:
+    """Write a results file atomically (a run killed mid-write leaves the previous results, never half a file);
+    ``options``: ``json.dumps``'s (``default``, ``sort_keys``)."""
     from isotropy.storage.atomic import atomic_file
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(path, "w") as fh:
-        fh.write(json.dumps(obj, indent=indent, default=default) + "\n")
+        fh.write(json.dumps(obj, indent=indent, **options) + "\n")
     return path
 
 
@@ -117,7 +118,7 @@ class Section:
         """The script's parser (described by its docstring's first line) with ``--no-write`` and ``--render``."""
         ap = argparse.ArgumentParser(description=doc.splitlines()[0])
         ap.add_argument("--no-write", action="store_true", help=f"print the section instead of writing docs/{self.doc}")
-        said = f"rewrite the section from bench/results/{self.out.name}, running nothing"
+        said = f"rewrite the section from {self.out.relative_to(ROOT)}, running nothing"
         ap.add_argument("--render", "--render-only", action="store_true", help=said)
         return ap
 
@@ -133,5 +134,5 @@ class Section:
         print(md)
         if not args.no_write:
             write_json(self.out, portable(res), **json_options)
-            print(f"wrote {self.out.name} and {update_section(self.doc, self.name, md)}", file=sys.stderr)
+            print(f"wrote {self.out.relative_to(ROOT)} and {update_section(self.doc, self.name, md)}", file=sys.stderr)
         return md

@@ -27,8 +27,6 @@ method list) was fixed before the run.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -40,9 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _render  # noqa: E402
 from results import METHODS  # noqa: E402
 
-from _report import DATA, ROOT, machine, portable, update_section, write_json  # noqa: E402
+from _report import DATA, ROOT, Section, machine, portable  # noqa: E402
 
-OUT = ROOT / "bench" / "results" / "static.json"
+SECTION = Section("RESULTS.md", "sts-static", _render.sts_static, ROOT / "bench" / "results" / "static.json")
 SENTENCE_METHODS = [m for m in METHODS if m != "flow"]
 
 
@@ -202,20 +200,11 @@ def run(args) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = SECTION.parser(__doc__)
     ap.add_argument("--glove-only", action="store_true", help="only the GloVe models (no transformer)")
-    ap.add_argument("--no-write", action="store_true", help="print the section, write nothing")
-    ap.add_argument("--render-only", action="store_true", help="re-render the section from bench/results/static.json")
     args = ap.parse_args()
-    data = json.loads(OUT.read_text(encoding="utf-8")) if args.render_only else run(args)
-    text = _render.sts_static(data)
-    print(text)
-    if args.no_write:
-        return
-    if not args.render_only:
-        write_json(OUT, data)
-    update_section("RESULTS.md", "sts-static", text)
-    print(f"wrote {OUT.relative_to(ROOT)} and docs/RESULTS.md (sts-static)", file=sys.stderr)
+    if not SECTION.rendered(args):
+        SECTION.publish(run(args), args)
 
 
 if __name__ == "__main__":
