@@ -90,46 +90,37 @@ def static_factory(data: dict) -> str:
 
 
 def token_solve(r: dict) -> str:
-    m = r["median_s"]
-    same = len(set(r["strengths"].values())) == 1
-    return "\n".join(
-        [
-            "## The token fit's solve (issue #32)",
-            "",
-            f"`isotropy distill --corpus`'s token fit on wiki + Cranfield's abstract sentences with the product's spans: "
-            f"{r['seen']:,} seen tokens, a Gram of {r['nnz']:,} nonzeros, {r['columns']} columns. Median of "
-            f"{r['repeats']} rounds, the variants in turns within a round, one process.",
-            "",
-            "| one Gram x block product | ms | time against the product's |",
-            "|---|---|---|",
-            f"| torch's threaded CSR product, {r['block_columns']} columns at a time (the product) | "
-            f"{m['product_torch'] * 1000:.0f} | 1.00x |",
-            f"| torch's threaded CSR product, all {r['columns']} columns at once (round 4) | "
-            f"{m['product_torch_at_once'] * 1000:.0f} | {m['product_torch_at_once'] / m['product_torch']:.2f}x |",
-            f"| scipy.sparse's product, all at once (single-threaded) | {m['product_scipy'] * 1000:.0f} | "
-            f"{m['product_scipy'] / m['product_torch']:.2f}x |",
-            "",
-            "| the whole solve (strength chosen on held-out lines, then all lines) | s | time against the product's |",
-            "|---|---|---|",
-            f"| the product: torch by blocks, CG updates in place, the grid stopped past its peak | {m['solve_torch']:.2f} | "
-            f"1.00x |",
-            f"| round 4's: torch all at once, a new array per CG update | {m['solve_before']:.2f} | "
-            f"{m['solve_before'] / m['solve_torch']:.2f}x |",
-            f"| scipy.sparse's product (by blocks) | {m['solve_scipy']:.2f} | {m['solve_scipy'] / m['solve_torch']:.2f}x |",
-            f"| the whole grid of five strengths (before round 4) | {m['solve_whole_grid']:.2f} | "
-            f"{m['solve_whole_grid'] / m['solve_torch']:.2f}x |",
-            "",
-            "Strengths chosen: "
-            + ", ".join(f"{k} {v:g}" for k, v in r["strengths"].items())
-            + (" (the same)" if same else " (NOT the same)")
-            + f". The tables differ from the product's by {r['torch_vs_scipy_table_rel_diff']:.1e} (scipy's product) and "
-            f"{r['now_vs_before_table_rel_diff']:.1e} (round 4's solve), relative Frobenius.",
-            "",
-            f"Ran on {r['machine']}, load average {min(r['load']):.1f} to {max(r['load']):.1f} (a shared machine). "
-            "Measured by bench/token_solve.py at commit 440b70e (it kept round 4's solver to compare, so it left bench/ "
-            "with round 4); `.venv/bin/python bench/render.py token-solve` rewrites this from bench/results/token_solve.json.",
-        ]
-    )
+    """The token fit's solve (BENCHMARKS.md), measured at commit 440b70e and rendered from its saved figures."""
+    m, strengths = r["median_s"], r["strengths"]
+    ms = {k: f"{m[k] * 1000:.0f} | {m[k] / m['product_torch']:.2f}x" for k in m if k.startswith("product")}
+    s = {k: f"{m[k]:.2f} | {m[k] / m['solve_torch']:.2f}x" for k in m if k.startswith("solve")}
+    chosen = ", ".join(f"{k} {v:g}" for k, v in strengths.items())
+    same = "(the same)" if len(set(strengths.values())) == 1 else "(NOT the same)"
+    return f"""## The token fit's solve (issue #32)
+
+`isotropy distill --corpus`'s token fit on wiki + Cranfield's abstract sentences with the product's spans: \
+{r["seen"]:,} seen tokens, a Gram of {r["nnz"]:,} nonzeros, {r["columns"]} columns. Median of {r["repeats"]} rounds, the \
+variants in turns within a round, one process.
+
+| one Gram x block product | ms | time against the product's |
+|---|---|---|
+| torch's threaded CSR product, {r["block_columns"]} columns at a time (the product) | {ms["product_torch"]} |
+| torch's threaded CSR product, all {r["columns"]} columns at once (round 4) | {ms["product_torch_at_once"]} |
+| scipy.sparse's product, all at once (single-threaded) | {ms["product_scipy"]} |
+
+| the whole solve (strength chosen on held-out lines, then all lines) | s | time against the product's |
+|---|---|---|
+| the product: torch by blocks, CG updates in place, the grid stopped past its peak | {s["solve_torch"]} |
+| round 4's: torch all at once, a new array per CG update | {s["solve_before"]} |
+| scipy.sparse's product (by blocks) | {s["solve_scipy"]} |
+| the whole grid of five strengths (before round 4) | {s["solve_whole_grid"]} |
+
+Strengths chosen: {chosen} {same}. The tables differ from the product's by {r["torch_vs_scipy_table_rel_diff"]:.1e} \
+(scipy's product) and {r["now_vs_before_table_rel_diff"]:.1e} (round 4's solve), relative Frobenius.
+
+Ran on {r["machine"]}, load average {min(r["load"]):.1f} to {max(r["load"]):.1f} (a shared machine). Measured by \
+bench/token_solve.py at commit 440b70e (it kept round 4's solver to compare, so it left bench/ with round 4); \
+`.venv/bin/python bench/render.py token-solve` rewrites this from bench/results/token_solve.json."""
 
 
 # --------------------------------------------------------------------------- sts-default-model (RESULTS.md): tables and words
@@ -149,10 +140,6 @@ AGGREGATION_SOURCES = (
     "(princeton-nlp/SimCSE issue #4, which the BERT-whitening author accepted). `mean` is SentEval's plain average, "
     "printed beside it. STS-B and SICK-R are one correlation on their test split in every setting."
 )
-
-
-def sts_f2(x: float | None) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2f}"
 
 
 def num(x: float | None) -> float:
@@ -182,7 +169,7 @@ def summary_table(by_agg: dict, methods: list[str], poolings: list[str]) -> list
             parts = []
             for a in by_agg:
                 v = sts_cell(by_agg[a], p, m)
-                parts.append(f"**{sts_f2(v)}**" if num(v) == best[(p, a)] and not math.isnan(v) else sts_f2(v))
+                parts.append(f"**{f2(v)}**" if num(v) == best[(p, a)] and not math.isnan(v) else f2(v))
             cells.append(" / ".join(parts))
         out.append(f"| {m} | " + " | ".join(cells) + " |")
     return out
@@ -234,12 +221,12 @@ def reading(runs: dict, methods: list[str], poolings: list[str]) -> list[str]:
         helped = sorted({p for g, p, _ in gains if g >= EVEN})
         best = max(fitted, key=lambda x: num(x[2])) if fitted else None
         line = (
-            f"- **Fitted on {setting}.** Best raw pooling `{best_raw}` ({sts_f2(raw[best_raw])}). Best change over raw per "
+            f"- **Fitted on {setting}.** Best raw pooling `{best_raw}` ({f2(raw[best_raw])}). Best change over raw per "
             f"pooling (task average, `all`): {', '.join(per_pool)}. "
         )
         if best is not None:
             line += (
-                f"Best calibrated row overall: `{best[0]}` + `{best[1]}` ({sts_f2(best[2])}, "
+                f"Best calibrated row overall: `{best[0]}` + `{best[1]}` ({f2(best[2])}, "
                 f"{best[2] - raw[best_raw]:+.2f} against the best raw pooling). "
             )
         line += (
@@ -410,7 +397,7 @@ def _checks(runs: dict) -> list[str]:
     if not parts:
         return []
     return [
-        f"**The issue's check** (fitted on target, `last-avg` on STS-B, raw {sts_f2(raw)}): " + ", ".join(parts) + ". "
+        f"**The issue's check** (fitted on target, `last-avg` on STS-B, raw {f2(raw)}): " + ", ".join(parts) + ". "
         "`abtt` uses the paper's D = round(d/100) = 4 here; it was not lowered to pass the bound (the slow test "
         "`tests/test_toolbox.py` asserts the measured behaviour).",
         "",
@@ -433,8 +420,8 @@ def _subsets(runs: dict) -> list[str]:
     ]
     for t in years:
         sc = best.scores[t]
-        subs = ", ".join(f"{k} {sts_f2(v)} ({sc.extra['subset_pairs'][k]})" for k, v in sc.subsets.items())
-        row = [sts_f2(sc.extra["pooled"]), sts_f2(sc.extra["subset_mean"]), sts_f2(sc.extra["subset_wmean"])]
+        subs = ", ".join(f"{k} {f2(v)} ({sc.extra['subset_pairs'][k]})" for k, v in sc.subsets.items())
+        row = [f2(sc.extra["pooled"]), f2(sc.extra["subset_mean"]), f2(sc.extra["subset_wmean"])]
         out.append(f"| {t} | " + " | ".join(row) + f" | {subs} |")
     return out + [""]
 
@@ -662,10 +649,6 @@ def st_avg(xs: list[float]) -> float:
     return float(np.mean(xs)) if xs and not any(np.isnan(xs)) else float("nan")
 
 
-def st_f(x: float) -> str:
-    return "-" if np.isnan(x) else f"{x:.2f}"
-
-
 def best(data: dict, model_prefix: str, names: list[str] | None) -> tuple[float, str]:
     """The best 7-task average on ``others`` among rows ``names`` (None: every calibration but raw and the teacher map)."""
     found = []
@@ -687,7 +670,7 @@ def st_targets(data: dict) -> list[str]:
     ]
     for what, need, (got, where) in checks:
         met = "n/a" if np.isnan(got) else ("**met**" if got >= need else f"not met ({got - need:+.2f})")
-        lines.append(f"| {what} | >= {need} | {st_f(got)} ({where}) | {met} |")
+        lines.append(f"| {what} | >= {need} | {f2(got)} ({where}) | {met} |")
     return lines
 
 
@@ -702,11 +685,11 @@ def model_table(name: str, m: dict, tasks: list[str], teacher: list[float] | Non
             fit = "none" if row == "raw" else ("table" if row in TOKEN_ROWS and not TOKEN_ROWS[row][1] else setting)
             a = st_avg(scores)
             lines.append(
-                f"| {TOKEN_NAMES.get(row, row)} | {fit} | {' | '.join(st_f(x) for x in scores)} | {st_f(a)} | {'' if row == 'raw' else f'{a - raw:+.2f}'} |"
+                f"| {TOKEN_NAMES.get(row, row)} | {fit} | {' | '.join(f2(x) for x in scores)} | {f2(a)} | {'' if row == 'raw' else f'{a - raw:+.2f}'} |"
             )
     if teacher is not None:
         lines.append(
-            f"| *teacher transformer (all-MiniLM-L6-v2)* | - | {' | '.join(st_f(x) for x in teacher)} | {st_f(st_avg(teacher))} | |"
+            f"| *teacher transformer (all-MiniLM-L6-v2)* | - | {' | '.join(f2(x) for x in teacher)} | {f2(st_avg(teacher))} | |"
         )
     cov = m["coverage"]
     lines += ["", f"Out-of-vocabulary tokens over the 7 tasks' sentences: {100 * cov['oov_rate']:.2f}%.", ""]
@@ -2374,32 +2357,29 @@ def search_verdict(rows, ref) -> str:
 
 
 def serve(r: dict) -> str:
+    """``isotropy serve`` against the one-shot ``isotropy search`` (BENCHMARKS.md)."""
     (load0, load1), (wall, wall_max), (loading, loading_max) = r["load"], r["wall"], r["loading"]
-    return "\n".join(
-        [
-            "## Serving searches (`isotropy serve`)",
-            "",
-            "Regenerate: `.venv/bin/python bench/serve.py` (`--render` rewrites this from bench/results/serve.json).",
-            "",
-            f"Machine: {r['machine']}; load average {load0:.1f} before, {load1:.1f} after"
-            + (": the 2 cores were shared with other jobs, so every figure is inflated." if max(load0, load1) > 2.5 else "."),
-            "",
-            f"An index of a generated {r['lines']}-line corpus, default model, `isotropy index build`'s default "
-            "(soft whitening to 128 dims, flat).",
-            "",
-            "| | median | 90th percentile |",
-            "|---|---:|---:|",
-            f"| `isotropy search INDEX QUERY`, whole command (s, {r['repeats']} runs) | {wall:.2f} | {wall_max:.2f} (max) |",
-            f"| of which loading the index and model (s, as `search` reports it) | {loading:.2f} | {loading_max:.2f} (max) |",
-            f"| `isotropy serve`: start to `/health` answering (s, once) | {r['ready_s']:.2f} | |",
-            f"| `GET /search?q=...&k=10`, as the client sees it (ms, {r['requests']} requests) | {r['latency_ms'][0]:.1f} | "
-            f"{r['latency_ms'][1]:.1f} |",
-            f"| of which the search itself (ms, the server's `took_ms`) | {r['took_ms'][0]:.1f} | {r['took_ms'][1]:.1f} |",
-            "",
-            f"A search against the running server takes {r['latency_ms'][0]:.0f} ms; the one-shot command pays "
-            f"{wall:.1f} s each time, almost all of it starting Python and loading the model.",
-        ]
-    )
+    (lat, lat90), (took, took90) = r["latency_ms"], r["took_ms"]
+    shared = ": the 2 cores were shared with other jobs, so every figure is inflated." if max(load0, load1) > 2.5 else "."
+    return f"""## Serving searches (`isotropy serve`)
+
+Regenerate: `.venv/bin/python bench/serve.py` (`--render` rewrites this from bench/results/serve.json).
+
+Machine: {r["machine"]}; load average {load0:.1f} before, {load1:.1f} after{shared}
+
+An index of a generated {r["lines"]}-line corpus, default model, `isotropy index build`'s default \
+(soft whitening to 128 dims, flat).
+
+| | median | 90th percentile |
+|---|---:|---:|
+| `isotropy search INDEX QUERY`, whole command (s, {r["repeats"]} runs) | {wall:.2f} | {wall_max:.2f} (max) |
+| of which loading the index and model (s, as `search` reports it) | {loading:.2f} | {loading_max:.2f} (max) |
+| `isotropy serve`: start to `/health` answering (s, once) | {r["ready_s"]:.2f} | |
+| `GET /search?q=...&k=10`, as the client sees it (ms, {r["requests"]} requests) | {lat:.1f} | {lat90:.1f} |
+| of which the search itself (ms, the server's `took_ms`) | {took:.1f} | {took90:.1f} |
+
+A search against the running server takes {lat:.0f} ms; the one-shot command pays {wall:.1f} s each time, almost all \
+of it starting Python and loading the model."""
 
 
 # --------------------------------------------------------------------------- onnx (BENCHMARKS.md)
@@ -2755,36 +2735,32 @@ def analysis(r: dict) -> str:
 
 
 def calibrate(res: dict) -> str:
-    r = res["run"]
-    return "\n".join(
-        [
-            "## Measured (bench/calibrate.py)",
-            "",
-            f"Parity: every affine method fitted on the {res['train']:,} STS-B train sentences (all-MiniLM-L6-v2, "
-            "max_length 64); the folder loaded by plain `SentenceTransformer(path)` in a `python -I` process where "
-            f"isotropy is not importable, against `Encoder` + the float64 transform on the {res['test']:,} STS-B test "
-            "sentences.",
-            "",
-            "| pooling | method | calibration module | max abs difference | largest entry |",
-            "|---|---|---|---:|---:|",
-            *res["parity_rows"],
-            "",
-            f"`run_calibration` on {r['train']:,} STS-B train sentences (last-avg, max_length 64, whitening with Ledoit-Wolf "
-            f"shrinkage, `--onnx --quantize int8 --eval STSBenchmark`): {r['total_s']:.0f} s in all, of which encoding the "
-            f"corpus {r['encode_s']:.0f} s and fitting {r['fit_s']:.2f} s; the rest is `--eval` (encoding 2,758 test "
-            "sentences), the two ONNX exports with their int8 graphs and writing the folder. Peak RSS of the process "
-            f"{r['peak_mib']:.0f} MiB (the model and torch included).",
-            "",
-            "| STS-B test (1,379 pairs), Spearman x 100 | |",
-            "|---|---:|",
-            f"| base model (isotropy eval) | {r['base']:.2f} |",
-            f"| calibrated (isotropy eval: Encoder + transform) | {r['calibrated']:.2f} |",
-            f"| calibrated folder through MTEB's STS evaluator ({r['mteb_s']:.0f} s) | {r['mteb']:.2f} |",
-            f"| calibrated folder, int8 graph for sentence-transformers' ONNX backend | {r['int8']:.2f} |",
-            "",
-            f"MTEB minus isotropy eval: {r['mteb_minus_eval']:+.4f}. This whitening is fitted on the train split only; "
-            "all-MiniLM-L6-v2 is already trained for similarity, so whitening lowers its STS-B score (docs/RESULTS.md).",
-            "",
-            f"Machine: {res['machine']}.",
-        ]
-    )
+    """Parity of the calibrated folder and one ``run_calibration`` (ECOSYSTEM.md)."""
+    r, parity = res["run"], "\n".join(res["parity_rows"])
+    return f"""## Measured (bench/calibrate.py)
+
+Parity: every affine method fitted on the {res["train"]:,} STS-B train sentences (all-MiniLM-L6-v2, max_length 64); the \
+folder loaded by plain `SentenceTransformer(path)` in a `python -I` process where isotropy is not importable, against \
+`Encoder` + the float64 transform on the {res["test"]:,} STS-B test sentences.
+
+| pooling | method | calibration module | max abs difference | largest entry |
+|---|---|---|---:|---:|
+{parity}
+
+`run_calibration` on {r["train"]:,} STS-B train sentences (last-avg, max_length 64, whitening with Ledoit-Wolf shrinkage, \
+`--onnx --quantize int8 --eval STSBenchmark`): {r["total_s"]:.0f} s in all, of which encoding the corpus \
+{r["encode_s"]:.0f} s and fitting {r["fit_s"]:.2f} s; the rest is `--eval` (encoding 2,758 test sentences), the two ONNX \
+exports with their int8 graphs and writing the folder. Peak RSS of the process {r["peak_mib"]:.0f} MiB (the model and \
+torch included).
+
+| STS-B test (1,379 pairs), Spearman x 100 | |
+|---|---:|
+| base model (isotropy eval) | {r["base"]:.2f} |
+| calibrated (isotropy eval: Encoder + transform) | {r["calibrated"]:.2f} |
+| calibrated folder through MTEB's STS evaluator ({r["mteb_s"]:.0f} s) | {r["mteb"]:.2f} |
+| calibrated folder, int8 graph for sentence-transformers' ONNX backend | {r["int8"]:.2f} |
+
+MTEB minus isotropy eval: {r["mteb_minus_eval"]:+.4f}. This whitening is fitted on the train split only; \
+all-MiniLM-L6-v2 is already trained for similarity, so whitening lowers its STS-B score (docs/RESULTS.md).
+
+Machine: {res["machine"]}."""
