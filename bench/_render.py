@@ -65,25 +65,20 @@ def static_factory(data: dict) -> str:
             if r is not None:
                 shown = "7 fits" if corpus == "others" else r.get("sentences", "-")
                 body.append(line(f"`{name}`" if name == product else name, corpus, {**r, "sentences": shown}))
-    return "\n".join(
-        [
-            "## Static models fitted on a corpus: `isotropy distill --corpus`",
-            "",
-            "`isotropy distill --corpus FILE` with its defaults (token fit from the full-width distill, halves, "
-            "dropped-word and cut copies of the lines as spans, targets x n^-0.5, strength by held-out cosine "
-            "agreement), tokenlearn 0.2.1 trained on the same lines and teacher vectors, and potion-base-8M "
-            "(model2vec's own static model, no corpus) scored the same way. Spearman x 100, all pairs of each STS "
-            "task pooled; `others`: per task one fit on the six other tasks' sentences, scored on that task. Fit "
-            "seconds: statistics + solve (the teacher's encoding, cached, apart), medians of the runs listed, each in "
-            "turn with tokenlearn's. Every field: `bench/results/static_factory.json`.",
-            "",
-            "```",
-            "nice -n 5 .venv/bin/python bench/static_factory.py --others   # runs the fits; --render rewrites this from the JSON",
-            "```",
-            "",
-            *table(head, body),
-        ]
-    )
+    return f"""## Static models fitted on a corpus: `isotropy distill --corpus`
+
+`isotropy distill --corpus FILE` with its defaults (token fit from the full-width distill, halves, dropped-word and cut \
+copies of the lines as spans, targets x n^-0.5, strength by held-out cosine agreement), tokenlearn 0.2.1 trained on the \
+same lines and teacher vectors, and potion-base-8M (model2vec's own static model, no corpus) scored the same way. \
+Spearman x 100, all pairs of each STS task pooled; `others`: per task one fit on the six other tasks' sentences, scored \
+on that task. Fit seconds: statistics + solve (the teacher's encoding, cached, apart), medians of the runs listed, each \
+in turn with tokenlearn's. Every field: `bench/results/static_factory.json`.
+
+```
+nice -n 5 .venv/bin/python bench/static_factory.py --others   # runs the fits; --render rewrites this from the JSON
+```
+
+{chr(10).join(table(head, body))}"""
 
 
 # --------------------------------------------------------------------------- token-solve (BENCHMARKS.md)
@@ -2217,41 +2212,32 @@ def auto_sections(data: dict) -> list[tuple[str, str]]:
 
 
 def poolings(result: dict, names: list[str], new: set[str], speed_rows: int) -> str:
+    """Every pooling's STS-B Spearman and speed against last-avg (BENCHMARKS.md)."""
     scores, speed, relative = result["spearman"], result["sentences_per_second"], result["relative_to_last_avg"]
-    rows = ["| pooling | Spearman x 100 | sentences / s | speed vs last-avg |", "|---|---:|---:|---:|"]
-    for p in names:
-        name = f"**{p}**" if p in new else p
-        rows.append(f"| {name} | {scores[p]:.2f} | {speed[p]:.0f} | {relative[p]:.2f}x |")
+    rows = [f"| {f'**{p}**' if p in new else p} | {scores[p]:.2f} | {speed[p]:.0f} | {relative[p]:.2f}x |" for p in names]
     both = "all in one encode_multi"
     rows.append(f"| all {len(names)} in one `encode_multi` | | {speed[both]:.0f} | {relative[both]:.2f}x |")
-    baseline = [f"{k}: {v:.0f} sentences / s" for k, v in speed.items() if k.startswith("last-avg plain path")]
-    md = "\n".join(
-        [
-            "## Poolings (issue #14)",
-            "",
-            f"`bench/poolings.py`: {result['setting']}. New poolings in bold, each with its paper's defaults, "
-            f"nothing tuned. Speed: each pooling alone encoding {speed_rows} test sentences, the median of "
-            f"{result['rounds']} interleaved rounds ({result['machine']}; a shared machine: read the ratios to last-avg, "
-            "measured in the same rounds).",
-            "",
-            *rows,
-            "",
-            "Against `last-avg`, the mean pooling this model was trained with: "
-            + ", ".join(f"{q} {scores[q] - scores['last-avg']:+.2f}" for q in names if q in new)
-            + ". No new pooling beats the model's own on raw cosine: all-MiniLM-L6-v2 was fine-tuned "
-            "(contrastively) for mean pooling, so re-weighting its tokens (sif, idf, ditto) can only move away from "
-            "what was trained, and its mask-token state was never trained to summarise a sentence (prompt; the "
-            "template's own vector dominates it, which denoising removes). The papers measured these poolings on "
-            "BERT-base without fine-tuning, where the average is weak; this table does not test that setting.",
-            "",
-            *(
-                [f"The plain path, this code against the baseline, timed in alternating subprocesses: {'; '.join(baseline)}."]
-                if baseline
-                else []
-            ),
-        ]
-    )
-    return md
+    against = ", ".join(f"{q} {scores[q] - scores['last-avg']:+.2f}" for q in names if q in new)
+    baseline = "; ".join(f"{k}: {v:.0f} sentences / s" for k, v in speed.items() if k.startswith("last-avg plain path"))
+    if baseline:
+        baseline = f"The plain path, this code against the baseline, timed in alternating subprocesses: {baseline}."
+    return f"""## Poolings (issue #14)
+
+`bench/poolings.py`: {result["setting"]}. New poolings in bold, each with its paper's defaults, nothing tuned. Speed: \
+each pooling alone encoding {speed_rows} test sentences, the median of {result["rounds"]} interleaved rounds \
+({result["machine"]}; a shared machine: read the ratios to last-avg, measured in the same rounds).
+
+| pooling | Spearman x 100 | sentences / s | speed vs last-avg |
+|---|---:|---:|---:|
+{chr(10).join(rows)}
+
+Against `last-avg`, the mean pooling this model was trained with: {against}. No new pooling beats the model's own on \
+raw cosine: all-MiniLM-L6-v2 was fine-tuned (contrastively) for mean pooling, so re-weighting its tokens (sif, idf, \
+ditto) can only move away from what was trained, and its mask-token state was never trained to summarise a sentence \
+(prompt; the template's own vector dominates it, which denoising removes). The papers measured these poolings on \
+BERT-base without fine-tuning, where the average is weak; this table does not test that setting.
+
+{baseline}"""
 
 
 # --------------------------------------------------------------------------- search (BENCHMARKS.md)
