@@ -2621,40 +2621,34 @@ def _table(t: dict) -> str:
 
 
 def _analysis_time(t: dict) -> str:
-    load0, load1 = t["load"]
-    t_ana, c_ana, target = t["analyze_s"], t["analyze_cpu_s"], t["target_s"]
+    """``isotropy analyze`` against ``isotropy encode`` on a generated corpus."""
+    (load0, load1), t_ana, c_ana, target = t["load"], t["analyze_s"], t["analyze_cpu_s"], t["target_s"]
+    loaded = max(load0, load1) > 2.5
     verdict = (
         "met"
         if t_ana <= target
-        else ("met on CPU time, not on wall time (the machine was shared)" if c_ana <= target else "missed")
+        else "met on CPU time, not on wall time (the machine was shared)"
+        if c_ana <= target
+        else "missed"
     )
-    return "\n".join(
-        [
-            f"`isotropy analyze` on the default model and a generated {t['lines']}-line corpus "
-            f"(median of {t['repeats']}; load average {load0:.1f} before, {load1:.1f} after"
-            + (": the 2 cores were shared with other jobs)." if max(load0, load1) > 2.5 else ")."),
-            "",
-            "| command | wall s | CPU s (user+sys) | wall vs encode |",
-            "|---|---:|---:|---:|",
-            f"| `isotropy encode` (reference: load + encode) | {t['encode_s']:.1f} | {t['encode_cpu_s']:.1f} | 1.00 |",
-            f"| `isotropy analyze` (everything, word level and figures included) | {t_ana:.1f} | {c_ana:.1f} | {t['ratio']:.2f} |",
-            "",
-            "Inside the last analyze run (wall s): "
-            + ", ".join(f"{k.removesuffix('_s')} {v:.1f}" for k, v in t["inside"].items())
-            + ".",
-            "",
-            f"Target (at most {target} s on 2 cores): {verdict}"
-            + (
-                f" on this run, with the machine loaded (load average {max(load0, load1):.1f} on 2 cores): "
-                "wall time here is mostly waiting for a core; the CPU time is the better guide, though contention inflates it too"
-                if max(load0, load1) > 2.5 and t_ana > target
-                else ""
-            )
-            + ". Encoding dominates; the statistics are "
-            "d x d eigenproblems computed once per representation and a sampled exact kNN "
-            f"(at most {t['max_queries']} queries per rank bucket).",
-        ]
-    )
+    if loaded and t_ana > target:
+        verdict += (
+            f" on this run, with the machine loaded (load average {max(load0, load1):.1f} on 2 cores): wall time here is "
+            "mostly waiting for a core; the CPU time is the better guide, though contention inflates it too"
+        )
+    inside = ", ".join(f"{k.removesuffix('_s')} {v:.1f}" for k, v in t["inside"].items())
+    return f"""`isotropy analyze` on the default model and a generated {t["lines"]}-line corpus (median of {t["repeats"]}; \
+load average {load0:.1f} before, {load1:.1f} after{": the 2 cores were shared with other jobs)." if loaded else ")."}
+
+| command | wall s | CPU s (user+sys) | wall vs encode |
+|---|---:|---:|---:|
+| `isotropy encode` (reference: load + encode) | {t["encode_s"]:.1f} | {t["encode_cpu_s"]:.1f} | 1.00 |
+| `isotropy analyze` (everything, word level and figures included) | {t_ana:.1f} | {c_ana:.1f} | {t["ratio"]:.2f} |
+
+Inside the last analyze run (wall s): {inside}.
+
+Target (at most {target} s on 2 cores): {verdict}. Encoding dominates; the statistics are d x d eigenproblems computed \
+once per representation and a sampled exact kNN (at most {t["max_queries"]} queries per rank bucket)."""
 
 
 def _analysis_stsb(s: dict) -> str:
@@ -2686,13 +2680,17 @@ def _analysis_stsb(s: dict) -> str:
 
 
 def analysis(r: dict) -> str:
+    """``isotropy analyze``: its time and the anisotropy figures on STS-B (BENCHMARKS.md)."""
     parts = [f"Machine: {r['machine']}", ""]
     if "timing" in r:
         parts += ["### Time", "", _analysis_time(r["timing"]), ""]
     if "stsb" in r:
         parts += ["### Anisotropy on STS-B", "", _analysis_stsb(r["stsb"]), ""]
-    head = "## Analysis (`isotropy analyze`)\n\nRegenerate: `.venv/bin/python bench/analysis.py` (`--render` rewrites this "
-    return head + "from bench/results/analysis.json).\n\n" + "\n".join(parts)
+    return f"""## Analysis (`isotropy analyze`)
+
+Regenerate: `.venv/bin/python bench/analysis.py` (`--render` rewrites this from bench/results/analysis.json).
+
+{chr(10).join(parts)}"""
 
 
 # --------------------------------------------------------------------------- calibrate (ECOSYSTEM.md)
