@@ -98,10 +98,13 @@ def load_json(path: str | Path):
 
 
 def pair_spearman(a, b, gold) -> float:
-    """Spearman x 100 of the cosines of row pairs ``a[i]``, ``b[i]`` against ``gold`` (the library's metrics)."""
+    """Spearman x 100 of the cosines of row pairs ``a[i]``, ``b[i]`` against ``gold`` (the library's metrics); a pair
+    with an all-zero vector (a static model that knows none of its tokens) has cosine 0."""
+    import numpy as np
+
     from isotropy.evaluation import cosine_rows, spearman
 
-    return spearman(cosine_rows(a, b), gold)
+    return float(spearman(np.nan_to_num(cosine_rows(a, b), nan=0.0), gold))
 
 
 class Section:

@@ -32,7 +32,7 @@ sys.path.insert(0, str(HERE))
 
 import _render  # noqa: E402
 
-from _report import DATA, ROOT, Section, machine  # noqa: E402
+from _report import DATA, ROOT, Section, machine, pair_spearman  # noqa: E402
 
 SECTION = Section("ECOSYSTEM.md", "calibrate", _render.calibrate, ROOT / "bench" / "results" / "calibrate.json")
 
@@ -118,8 +118,6 @@ def st_onnx_int8_spearman(folder: Path, pairs) -> float:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from isotropy.evaluation.metrics import cosine_rows, spearman
-
     model = SentenceTransformer(str(folder), device="cpu")
     session = ort.InferenceSession(str(folder / "onnx" / "model_qint8_quantized.onnx"), providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
@@ -137,9 +135,7 @@ def st_onnx_int8_spearman(folder: Path, pairs) -> float:
         out.append(feats["sentence_embedding"].numpy())
     V = np.concatenate(out)
     row = {s: i for i, s in enumerate(sents)}
-    a = V[[row[p.s1] for p in pairs]]
-    b = V[[row[p.s2] for p in pairs]]
-    return spearman(cosine_rows(a, b), np.array([p.score for p in pairs]))
+    return pair_spearman(V[[row[p.s1] for p in pairs]], V[[row[p.s2] for p in pairs]], [p.score for p in pairs])
 
 
 def run_once(train: list[str], pairs, tmp: Path) -> dict:

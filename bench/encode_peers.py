@@ -103,7 +103,7 @@ def accuracy(models: dict, rows, max_length: int) -> dict:
     """STS-B test Spearman x 100 of cls and mean pooling (token embeddings -> pooled here, scipy)."""
     import numpy as np
 
-    from isotropy.evaluation import cosine_rows, spearman
+    from _report import pair_spearman
 
     sents = short_sentences(rows)
     gold = np.array([r[2] for r in rows])
@@ -114,7 +114,7 @@ def accuracy(models: dict, rows, max_length: int) -> dict:
         res = {}
         for pooling, f in (("cls", lambda t: t[0]), ("last-avg", lambda t: t.mean(0))):
             v = np.stack([np.asarray(f(t.float() if hasattr(t, "float") else t), dtype=np.float64) for t in toks])
-            res[pooling] = spearman(cosine_rows(v[0::2], v[1::2]), gold)
+            res[pooling] = pair_spearman(v[0::2], v[1::2], gold)
         out[name] = res
     return out
 

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _render  # noqa: E402
 from results import METHODS  # noqa: E402
 
-from _report import DATA, ROOT, Section, machine, portable  # noqa: E402
+from _report import DATA, ROOT, Section, machine, pair_spearman, portable  # noqa: E402
 
 SECTION = Section("RESULTS.md", "sts-static", _render.sts_static, ROOT / "bench" / "results" / "static.json")
 SENTENCE_METHODS = [m for m in METHODS if m != "flow"]
@@ -67,12 +67,9 @@ def models(glove_only: bool) -> dict[str, tuple[str, str]]:
 
 def score(task, vecs: np.ndarray) -> float:
     """Spearman x 100 over the task's evaluation pairs pooled (``vecs``: rows of ``task.sentences()``)."""
-    from isotropy.evaluation import cosine_rows, spearman
-
     row = {s: i for i, s in enumerate(task.sentences())}
-    a = vecs[[row[p.s1] for p in task.eval_pairs]]
-    b = vecs[[row[p.s2] for p in task.eval_pairs]]
-    return float(spearman(np.nan_to_num(cosine_rows(a, b), nan=0.0), [p.score for p in task.eval_pairs]))
+    a, b = (vecs[[row[getattr(p, side)] for p in task.eval_pairs]] for side in ("s1", "s2"))
+    return pair_spearman(a, b, [p.score for p in task.eval_pairs])
 
 
 def others_sentences(plan, tasks) -> list[str]:
