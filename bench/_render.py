@@ -1573,36 +1573,19 @@ def rows(result: dict) -> dict[str, list[dict]]:
     peers = result.get("peers") or {}
     for key in SETTINGS:
         stats, peak = result["tokens"][key], result["peaks"][key]["model_peak"]
-        table = []
         sources = [("ours", result["times"][key], result["kinds"])]
         if peers:
             sources.append(("peers", peers["times"][key], result["peer_kinds"]))
+        out[key] = []
         for proc, times, kinds in sources:
-            ref = times["ST torch fp32"]["median_wall"]
-            ref_cpu = times["ST torch fp32"]["median_cpu"]
+            ref = times["ST torch fp32"]
             for name, t in times.items():
-                if proc == "peers" and name == "ST torch fp32":
-                    name_shown = "ST torch fp32 (peer venv)"
-                else:
-                    name_shown = name
-                gflops = stats["flops"]["total"] / t["median_wall"] / 1e9
-                kind = kinds.get(name, "fp32")
-                table.append(
-                    {
-                        "name": name_shown,
-                        "key": name,
-                        "proc": proc,
-                        "wall": t["median_wall"],
-                        "cpu": t["median_cpu"],
-                        "rate": stats["texts"] / t["median_wall"],
-                        "speedup": ref / t["median_wall"],
-                        "speedup_cpu": ref_cpu / t["median_cpu"],
-                        "gflops": gflops,
-                        "kind": kind,
-                        "of_peak": gflops / peak[kind],
-                    }
-                )
-        out[key] = table
+                wall, cpu, kind = t["median_wall"], t["median_cpu"], kinds.get(name, "fp32")
+                gflops = stats["flops"]["total"] / wall / 1e9
+                shown = "ST torch fp32 (peer venv)" if proc == "peers" and name == "ST torch fp32" else name
+                row = {"name": shown, "key": name, "proc": proc, "wall": wall, "cpu": cpu, "rate": stats["texts"] / wall}
+                row.update(speedup=ref["median_wall"] / wall, speedup_cpu=ref["median_cpu"] / cpu, gflops=gflops, kind=kind)
+                out[key].append({**row, "of_peak": gflops / peak[kind]})
     return out
 
 
