@@ -944,74 +944,66 @@ def pooling_section(zoo: dict) -> list[str]:
 
 
 def auto_zoo(zoo: dict, tune: dict | None, pool: dict | None = None) -> str:
+    """The model zoo: label-free and few-label auto held out task by task, against their targets (AUTO.md)."""
     from isotropy.selection.signals import SIGNAL_DOCS
 
     rows, stat = zoo_targets(zoo)
-    rule = zoo["rule"]
-    act = rule["act"]
-    meta = zoo["meta"]
-    draws = meta.get("draws", 20)
+    rule, meta = zoo["rule"], zoo["meta"]
+    act, draws = rule["act"], meta.get("draws", 20)
     reduced = f" (REDUCED: {draws} draws per cell instead of the issue's 20)" if draws != 20 else ""
     partial = " PARTIAL RUN: only the entries listed below finished." if meta.get("partial") else ""
-    lines = [
-        "## Model zoo: label-free `auto` by the encoder's kind (issue #24)",
-        "",
-        f"Label-free `auto` = **{act['static']} on a static table (GloVe, model2vec, `StaticEmbedding`, word vectors), "
-        f"raw on a transformer, raw for vectors given without their encoder**. Read off the STS-B TRAIN split by "
-        f"`tuned_rule` in bench/_auto_zoo.py (section 'Zoo tuning' below): a kind acts only with the calibration of best "
-        f"mean gain among those that gained >= {rule['margin']:g} on every zoo model of that kind; no signal of the "
-        "vectors alone separated gains from losses there, so none decides (each is compared below). The product's "
-        f"`SIGNAL_RULE` in src/isotropy/selection/signals.py {'is this rule' if _same_rule(rule) else 'is NOT this rule'}; "
-        "no label of the 7 test tasks tuned anything. Few-label `auto` starts from that choice: the incumbent is the "
-        f"label-free rule's calibration for the encoder's kind ({act['static']} on a static table, {act['transformer']} on "
-        "a transformer), and another candidate (raw included) replaces it only if it passes the few-label rule "
-        f"(`DEV_RULE`, section 'Few-label rule' below: {_few_words()}) on 1000 paired bootstrap resamples of 100 pairs "
-        f"(then the best dev Spearman among those that do); {draws} draws per cell{reduced}. Leave one task out, "
-        "calibrations fitted on `others` (the six other tasks' sentences minus any the test task holds); Spearman x 100, "
-        f"all pairs of a task pooled; {len(_entries(zoo['cells']))} zoo entries x {len(meta['tasks'])} tasks.{partial}",
-        "",
-        "### Targets",
-        "",
-        "| target | measured | met |",
-        "|---|---|---|",
-        *rows,
-        "",
-        "### The rule and each signal deciding alone, on the held-out cells",
-        "",
-        f"Each signal alone: act ({act['static']}) when it passes its best STS-B-train threshold, else raw.",
-        "",
-        *signal_table(zoo, rule),
-        "",
-        "The agreement / align-uniform / graded-deletion / knn-stability criteria of the candidate-scoring rule were not "
-        "rerun on the zoo (they encode perturbed copies of 1000 sentences per cell); on the default model's poolings "
-        "they are compared in the sections below.",
-        "",
-        *pooling_section(zoo),
-        *pool_section(pool),
-        "Signals: " + "; ".join(f"`{k}`: {v}" for k, v in SIGNAL_DOCS.items()) + ".",
-        "",
-        f"Run: {len(zoo['cells'])} cells in {meta.get('wall_s', float('nan')) / 60:.1f} min"
-        + (
-            f" (`--few-only`: the signals of {meta['signals_reused']} cells taken from the run before, their truths "
-            "recomputed and checked equal; the few-label draws rerun)"
-            if meta.get("signals_reused")
-            else ""
-        )
-        + (
-            f"; 1-minute load average {meta['load_average'][0]:.1f} at the start, {meta['load_average'][1]:.1f} at the end "
-            "(2 cores)"
-            if "load_average" in meta
-            else "; load average not recorded by this run"
-        )
-        + "; vectors from the library's "
-        "encoders (`Encoder('glove-6b-50d')`, `Encoder(model2vec folder)`, the default model at max_length 64).",
-        "",
-    ]
-    lines.append(
-        "Every cell (each entry x task: raw, the rule's choice, few-label auto, the oracle, the signals) is in "
-        "`bench/results/auto.json` (`zoo`)."
+    reused = (
+        f" (`--few-only`: the signals of {meta['signals_reused']} cells taken from the run before, their truths "
+        "recomputed and checked equal; the few-label draws rerun)"
+        if meta.get("signals_reused")
+        else ""
     )
-    return "\n".join(lines)
+    load = (
+        f"; 1-minute load average {meta['load_average'][0]:.1f} at the start, {meta['load_average'][1]:.1f} at the end (2 cores)"
+        if "load_average" in meta
+        else "; load average not recorded by this run"
+    )
+    signals = "; ".join(f"`{k}`: {v}" for k, v in SIGNAL_DOCS.items())
+    pooling = "".join(line + "\n" for line in [*pooling_section(zoo), *pool_section(pool)])
+    return f"""## Model zoo: label-free `auto` by the encoder's kind (issue #24)
+
+Label-free `auto` = **{act["static"]} on a static table (GloVe, model2vec, `StaticEmbedding`, word vectors), raw on a \
+transformer, raw for vectors given without their encoder**. Read off the STS-B TRAIN split by `tuned_rule` in \
+bench/_auto_zoo.py (section 'Zoo tuning' below): a kind acts only with the calibration of best mean gain among those \
+that gained >= {rule["margin"]:g} on every zoo model of that kind; no signal of the vectors alone separated gains from \
+losses there, so none decides (each is compared below). The product's `SIGNAL_RULE` in \
+src/isotropy/selection/signals.py {"is this rule" if _same_rule(rule) else "is NOT this rule"}; no label of the 7 test \
+tasks tuned anything. Few-label `auto` starts from that choice: the incumbent is the label-free rule's calibration for \
+the encoder's kind ({act["static"]} on a static table, {act["transformer"]} on a transformer), and another candidate \
+(raw included) replaces it only if it passes the few-label rule (`DEV_RULE`, section 'Few-label rule' below: \
+{_few_words()}) on 1000 paired bootstrap resamples of 100 pairs (then the best dev Spearman among those that do); \
+{draws} draws per cell{reduced}. Leave one task out, calibrations fitted on `others` (the six other tasks' sentences \
+minus any the test task holds); Spearman x 100, all pairs of a task pooled; {len(_entries(zoo["cells"]))} zoo entries x \
+{len(meta["tasks"])} tasks.{partial}
+
+### Targets
+
+| target | measured | met |
+|---|---|---|
+{chr(10).join(rows)}
+
+### The rule and each signal deciding alone, on the held-out cells
+
+Each signal alone: act ({act["static"]}) when it passes its best STS-B-train threshold, else raw.
+
+{chr(10).join(signal_table(zoo, rule))}
+
+The agreement / align-uniform / graded-deletion / knn-stability criteria of the candidate-scoring rule were not rerun on \
+the zoo (they encode perturbed copies of 1000 sentences per cell); on the default model's poolings they are compared in \
+the sections below.
+
+{pooling}Signals: {signals}.
+
+Run: {len(zoo["cells"])} cells in {meta.get("wall_s", float("nan")) / 60:.1f} min{reused}{load}; vectors from the \
+library's encoders (`Encoder('glove-6b-50d')`, `Encoder(model2vec folder)`, the default model at max_length 64).
+
+Every cell (each entry x task: raw, the rule's choice, few-label auto, the oracle, the signals) is in \
+`bench/results/auto.json` (`zoo`)."""
 
 
 def auto_zoo_tuning(tune: dict) -> str:
