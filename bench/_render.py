@@ -1358,62 +1358,56 @@ def tuned_search_rule(entries: list[dict], tune: np.ndarray, margin: float) -> d
 
 
 def auto_search(res: dict) -> str:
+    """Label-free auto for search, tuned on half of Cranfield's queries and scored on the other half (AUTO.md)."""
     from isotropy.selection.signals import SEARCH_RULE, SIGNAL_RULE
 
     tune, held = np.asarray(res["split"]["tune"]), np.asarray(res["split"]["held"])
     tuned = tuned_search_rule(res["entries"], tune, res["margin"])
     if tuned != SEARCH_RULE["act"]:
         raise SystemExit(f"SEARCH_RULE['act'] = {SEARCH_RULE['act']} but the tuning queries give {tuned}: update the library")
-    lines = [
-        "## Search: label-free `auto --for search`, tuned on half of Cranfield's queries (issue #34)",
-        "",
-        f"Cranfield's {len(tune) + len(held)} queries split once by `SEARCH_SPLIT` in src/isotropy/selection/signals.py "
-        f"(numpy `default_rng({res['split']['seed']})` permutation): {len(tune)} tuning queries, {len(held)} held out. "
-        "Candidates fitted on the 1400 documents (no label), nDCG@10 x 100 of an exact search. The rule, read off the "
-        "tuning queries by `tuned_search_rule` in bench/auto_search.py (a kind acts only with the calibration of best "
-        f"mean gain among those that gained >= {res['margin']:g} on every zoo entry of that kind): "
-        + ", ".join(f"**{v}** on a {k} encoder" for k, v in tuned.items() if k != "unknown")
-        + "; it is the library's `SEARCH_RULE` (`isotropy index build --method auto` uses it by default, "
-        "`calibrate --method auto --for search` on request).",
-        "",
-        "### Tuning queries",
-        "",
-        "| entry | kind | raw | " + " | ".join(_shown(res)) + " |",
-        "|---|---|---:|" + "---:|" * len(_shown(res)),
-    ]
+    shown, tuning, held_out = _shown(res), [], []
     for e in res["entries"]:
         m = _means(e, tune)
-        lines.append(f"| {e['label']} | {e['kind']} | {m['raw']:.2f} | " + " | ".join(_gain(m, c) for c in _shown(res)) + " |")
-    lines += [
-        "",
-        "### Held-out queries",
-        "",
-        "| entry | raw | **auto --for search** | auto --for similarity | best in hindsight |",
-        "|---|---:|---:|---:|---:|",
-    ]
+        tuning.append(f"| {e['label']} | {e['kind']} | {m['raw']:.2f} | " + " | ".join(_gain(m, c) for c in shown) + " |")
     worst_static, n_static = float("inf"), 0
     for e in res["entries"]:
         m = _means(e, held)
         s, sim = SEARCH_RULE["act"][e["kind"]], SIGNAL_RULE["act"][e["kind"]]
         best = max(m, key=m.get)
-        lines.append(
+        held_out.append(
             f"| {e['label']} | {m['raw']:.2f} | **{m[s]:.2f}** ({s}, {m[s] - m['raw']:+.2f}) | {m[sim]:.2f} ({sim}, "
             f"{m[sim] - m['raw']:+.2f}) | {m[best]:.2f} ({best}) |"
         )
         if e["kind"] == "static":
             worst_static, n_static = min(worst_static, m[s] - m["raw"]), n_static + int(m[s] < m["raw"])
-    lines += [
-        "",
-        f"Target 'for search no static model below raw on the held-out queries': "
-        f"{'**met**' if n_static == 0 else '**not met**'} ({n_static} of "
-        f"{sum(e['kind'] == 'static' for e in res['entries'])} static entries below raw; smallest change "
-        f"{worst_static:+.2f}).",
-        "",
-        "Load average before / after the last entries run (each entry was run apart, `--entry`): "
-        + "; ".join(", ".join(f"{v:.2f}" for v in x) for x in res["loadavg"])
-        + f". {res['machine']}.",
-    ]
-    return "\n".join(lines)
+    rule = ", ".join(f"**{v}** on a {k} encoder" for k, v in tuned.items() if k != "unknown")
+    n_all = sum(e["kind"] == "static" for e in res["entries"])
+    loads = "; ".join(", ".join(f"{v:.2f}" for v in x) for x in res["loadavg"])
+    return f"""## Search: label-free `auto --for search`, tuned on half of Cranfield's queries (issue #34)
+
+Cranfield's {len(tune) + len(held)} queries split once by `SEARCH_SPLIT` in src/isotropy/selection/signals.py (numpy \
+`default_rng({res["split"]["seed"]})` permutation): {len(tune)} tuning queries, {len(held)} held out. Candidates fitted \
+on the 1400 documents (no label), nDCG@10 x 100 of an exact search. The rule, read off the tuning queries by \
+`tuned_search_rule` in bench/auto_search.py (a kind acts only with the calibration of best mean gain among those that \
+gained >= {res["margin"]:g} on every zoo entry of that kind): {rule}; it is the library's `SEARCH_RULE` \
+(`isotropy index build --method auto` uses it by default, `calibrate --method auto --for search` on request).
+
+### Tuning queries
+
+| entry | kind | raw | {" | ".join(shown)} |
+|---|---|---:|{"---:|" * len(shown)}
+{chr(10).join(tuning)}
+
+### Held-out queries
+
+| entry | raw | **auto --for search** | auto --for similarity | best in hindsight |
+|---|---:|---:|---:|---:|
+{chr(10).join(held_out)}
+
+Target 'for search no static model below raw on the held-out queries': {"**met**" if n_static == 0 else "**not met**"} \
+({n_static} of {n_all} static entries below raw; smallest change {worst_static:+.2f}).
+
+Load average before / after the last entries run (each entry was run apart, `--entry`): {loads}. {res["machine"]}."""
 
 
 SHOWN = ["center", "abtt-1", "common-component", "soft-0.25", "soft-0.5", "soft-0.75", "whitening", "whitening-shrunk"]
