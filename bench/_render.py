@@ -1007,19 +1007,14 @@ Every cell (each entry x task: raw, the rule's choice, few-label auto, the oracl
 
 
 def auto_zoo_tuning(tune: dict) -> str:
+    """The zoo on the STS-B train split: every entry's signals and gains, and the rules read off them (AUTO.md)."""
+    from _auto_zoo import tuned_rule
+
     from isotropy.selection.signals import SIGNAL_NAMES
 
     ent = tune["entries"]
     head = ["entry", "kind", *SIGNAL_NAMES, "whitening", "whitening-shrunk", "soft-0.5", "spectemp", "best (gain)"]
-    out = [
-        "## Zoo tuning (STS-B train split only)",
-        "",
-        "Every zoo entry fitted on the STS-B train split's sentences; the gains are Spearman x 100 over raw on its "
-        "5749 train pairs. The signal rule's thresholds are read off this table; no test label is used.",
-        "",
-        "| " + " | ".join(head) + " |",
-        "|---|" + "---:|" * (len(head) - 1),
-    ]
+    entries = []
     for e, r in ent.items():
         tr = r["truth"]
         best = max(tr, key=tr.get)
@@ -1027,52 +1022,51 @@ def auto_zoo_tuning(tune: dict) -> str:
         def g(m: str, tr: dict = tr) -> str:
             return zoo_f(tr[m] - tr["raw"]) if m in tr else "-"
 
-        sig = [f"{r['signals'][s]:.3f}" for s in SIGNAL_NAMES]
-        out.append(
-            f"| {e} | {r.get('kind', '-')} | "
-            + " | ".join(sig)
-            + f" | {g('whitening')} | {g('whitening-shrunk')} | {g('soft-0.5')} | {g('spectemp')} | {best} ({g(best)}) |"
-        )
-    from _auto_zoo import tuned_rule
-
+        sig = " | ".join(f"{r['signals'][s]:.3f}" for s in SIGNAL_NAMES)
+        gains = " | ".join(g(m) for m in ("whitening", "whitening-shrunk", "soft-0.5", "spectemp"))
+        entries.append(f"| {e} | {r.get('kind', '-')} | {sig} | {gains} | {best} ({g(best)}) |")
     rule = tuned_rule(tune)
+    pr = rule["pooling"]
     helps = {e: r["truth"]["whitening"] - r["truth"]["raw"] >= 0.5 for e, r in ent.items()}
-    out += [
-        "",
-        "Each signal alone (act when it passes; the best threshold and direction on this table for telling "
-        '"full whitening gains >= 0.5" from "it does not"):',
-        "",
-        "| signal | threshold | entries right | wrong on |",
-        "|---|---|---:|---|",
-    ]
+    signals = []
     for n, (op, t) in rule["thresholds"].items():
         wrong = [e for e, r in ent.items() if _passes(r["signals"][n], op, t) != helps[e]]
-        out.append(
-            f"| `{n}` | {op} {t:g} | {rule['quality'][n][0]}/{len(ent)} | "
-            + ", ".join(f"{e} (whitening {zoo_f(ent[e]['truth']['whitening'] - ent[e]['truth']['raw'])})" for e in wrong)
-            + " |"
-        )
-    out += [
-        "",
-        "The rule read off this table (a kind acts only with a calibration that gained >= "
-        f"{rule['margin']:g} on every entry of that kind; the best mean gain among those):",
-        "",
-    ]
-    for kind in ("static", "transformer"):
-        name, worst = rule["best_worst_case"][kind]
-        out.append(f"- {kind}: **{rule['act'][kind]}** -- {rule['expected'][kind]}; best worst case {name} ({zoo_f(worst)}).")
-    pr = rule["pooling"]
-    out += [
-        "",
-        f"The pooling rule read off this table (per kind, the default pooling is kept unless another, under the kind's "
-        f"calibration above, scores >= {pr['margin']:g} higher on every zoo model of that kind; the best mean gain among "
-        "those; gains below are over the default pooling under the same calibration):",
-        "",
-    ]
-    for kind in ("static", "transformer"):
-        out.append(f"- {kind}: **{pr['choice'][kind]}** -- {pr['expected'][kind]}.")
-    out.append(f"\nRun time {tune['wall_s'] / 60:.1f} min.")
-    return "\n".join(out)
+        wrong_text = ", ".join(f"{e} (whitening {zoo_f(ent[e]['truth']['whitening'] - ent[e]['truth']['raw'])})" for e in wrong)
+        signals.append(f"| `{n}` | {op} {t:g} | {rule['quality'][n][0]}/{len(ent)} | {wrong_text} |")
+    acts = "\n".join(
+        f"- {k}: **{rule['act'][k]}** -- {rule['expected'][k]}; best worst case {rule['best_worst_case'][k][0]} "
+        f"({zoo_f(rule['best_worst_case'][k][1])})."
+        for k in ("static", "transformer")
+    )
+    pools = "\n".join(f"- {k}: **{pr['choice'][k]}** -- {pr['expected'][k]}." for k in ("static", "transformer"))
+    return f"""## Zoo tuning (STS-B train split only)
+
+Every zoo entry fitted on the STS-B train split's sentences; the gains are Spearman x 100 over raw on its 5749 train \
+pairs. The signal rule's thresholds are read off this table; no test label is used.
+
+| {" | ".join(head)} |
+|---|{"---:|" * (len(head) - 1)}
+{chr(10).join(entries)}
+
+Each signal alone (act when it passes; the best threshold and direction on this table for telling "full whitening \
+gains >= 0.5" from "it does not"):
+
+| signal | threshold | entries right | wrong on |
+|---|---|---:|---|
+{chr(10).join(signals)}
+
+The rule read off this table (a kind acts only with a calibration that gained >= {rule["margin"]:g} on every entry of \
+that kind; the best mean gain among those):
+
+{acts}
+
+The pooling rule read off this table (per kind, the default pooling is kept unless another, under the kind's \
+calibration above, scores >= {pr["margin"]:g} higher on every zoo model of that kind; the best mean gain among those; \
+gains below are over the default pooling under the same calibration):
+
+{pools}
+
+Run time {tune["wall_s"] / 60:.1f} min."""
 
 
 def _passes(v: float, op: str, t: float) -> bool:
