@@ -1420,36 +1420,34 @@ def _gain(m: dict[str, float], c: str) -> str:
 
 
 def auto_speed(res: dict) -> str:
-    lines = [
-        "## `calibrate --method auto` against `encode` (issue #34)",
-        "",
-        f"The {res['sentences']:,} distinct STS-B sentences (train, dev, test), the default model, each command in a "
-        "new process with a fresh vector cache (model load included in both), by `bench/auto_speed.py`. Label-free "
-        "auto decides by the encoder's kind before reading the corpus: on a transformer it keeps raw, so it encodes "
-        f"only a seeded sample ({res['signal_rows']:,} sentences) for the signals it reports, and writes the base model "
-        f"({' -> '.join(res['modules'])}). Target: auto <= 0.35x encode.",
-        "",
-        "| round | `isotropy encode` (s) | `calibrate --method auto` (s) | auto / encode |",
-        "|---:|---:|---:|---:|",
-    ]
-    for i, r in enumerate(res["rounds"], 1):
-        lines.append(f"| {i} | {r['encode_s']:.1f} | {r['auto_s']:.1f} | **{r['ratio']:.2f}x** |")
-    worst = max(r["ratio"] for r in res["rounds"])
-    sv = res["same_vectors"]
-    lines += [
-        "",
-        f"Target {'**met**' if worst <= 0.35 else '**not met**'}: worst ratio {worst:.2f}x (choice: {res['choice']}). "
-        f"The folder against the base model through sentence-transformers, on 200 sentences and one longer than the "
-        f"model's window: largest absolute difference {sv['max_abs_diff']:.2e}, norms {sv['norm_min']:.4f} to "
-        f"{sv['norm_max']:.4f} (the base model's `Normalize` kept).",
-        "",
-        "Load average (1, 5, 15 min) before and after each round: "
-        + "; ".join(", ".join(f"{v:.2f}" for v in x) for x in res["loadavg"])
-        + f". {res['machine']}. "
-        + ("Taken under load (a 1-minute load average above 2.5 on 2 cores). " if max(x[0] for x in res["loadavg"]) > 2.5 else "")
-        + "The ratio, both commands timed in the same round, is the figure to read, not the seconds.",
-    ]
-    return "\n".join(lines)
+    """``calibrate --method auto`` against ``encode`` on the STS-B sentences (BENCHMARKS.md)."""
+    rounds = "\n".join(
+        f"| {i} | {r['encode_s']:.1f} | {r['auto_s']:.1f} | **{r['ratio']:.2f}x** |" for i, r in enumerate(res["rounds"], 1)
+    )
+    worst, sv = max(r["ratio"] for r in res["rounds"]), res["same_vectors"]
+    loads = "; ".join(", ".join(f"{v:.2f}" for v in x) for x in res["loadavg"])
+    loaded = (
+        "Taken under load (a 1-minute load average above 2.5 on 2 cores). " if max(x[0] for x in res["loadavg"]) > 2.5 else ""
+    )
+    return f"""## `calibrate --method auto` against `encode` (issue #34)
+
+The {res["sentences"]:,} distinct STS-B sentences (train, dev, test), the default model, each command in a new process \
+with a fresh vector cache (model load included in both), by `bench/auto_speed.py`. Label-free auto decides by the \
+encoder's kind before reading the corpus: on a transformer it keeps raw, so it encodes only a seeded sample \
+({res["signal_rows"]:,} sentences) for the signals it reports, and writes the base model ({" -> ".join(res["modules"])}). \
+Target: auto <= 0.35x encode.
+
+| round | `isotropy encode` (s) | `calibrate --method auto` (s) | auto / encode |
+|---:|---:|---:|---:|
+{rounds}
+
+Target {"**met**" if worst <= 0.35 else "**not met**"}: worst ratio {worst:.2f}x (choice: {res["choice"]}). The folder \
+against the base model through sentence-transformers, on 200 sentences and one longer than the model's window: largest \
+absolute difference {sv["max_abs_diff"]:.2e}, norms {sv["norm_min"]:.4f} to {sv["norm_max"]:.4f} (the base model's \
+`Normalize` kept).
+
+Load average (1, 5, 15 min) before and after each round: {loads}. {res["machine"]}. {loaded}The ratio, both commands \
+timed in the same round, is the figure to read, not the seconds."""
 
 
 # --------------------------------------------------------------------------- static-speed (BENCHMARKS.md)
