@@ -2613,31 +2613,25 @@ once per representation and a sampled exact kNN (at most {t["max_queries"]} quer
 
 
 def _analysis_stsb(s: dict) -> str:
-    out = [
-        f"STS-B, all {s['sentences']} unique sentences (train+dev+test), default model, max_length 64; "
-        "whitening fitted on the same sentences (shrinkage 0, the papers' setting). 20,000 random pairs, seed 0.",
-        "",
-    ]
-    for pooling, t in s["poolings"].items():
-        out += [f"**Pooling `{pooling}`**", "", _table(t), ""]
-    w, drop = s["word"], s["drop"]
-    out += [
-        f"**Word level** ({w['model']}, {w['ranked_tokens']} tokens ranked, {w['seen_tokens']} seen in STS-B, "
-        f"{w['corpus_tokens']} token occurrences; unseen tokens last in random order; kNN over at most {w['max_queries']} "
-        "queries per bucket):",
-        "",
-        _table(w),
-        "",
-        f"Random token pairs: average cosine {w['average_cosine']['mean']:.3f} (std {w['average_cosine']['std']:.3f}), "
-        f"I(W) {w['partition_isotropy']:.3f}, IsoScore {w['isoscore']:.3f}. "
-        "For comparison, the BERT-flow paper reports for BERT-base (ranks by pre-training frequency) mean l2 norms "
-        "0.95, 1.04, 1.22, 1.45 over the same four buckets.",
-        "",
-        f'The same with `unseen="drop"` (only the {drop["ranked_tokens"]} tokens seen in STS-B are ranked; kNN among them):',
-        "",
-        _table(drop),
-    ]
-    return "\n".join(out)
+    """The anisotropy tables on STS-B: one per pooling, then the word level (all tokens, then those seen only)."""
+    poolings = "".join(f"**Pooling `{pooling}`**\n\n{_table(t)}\n\n" for pooling, t in s["poolings"].items())
+    w, drop, cos = s["word"], s["drop"], s["word"]["average_cosine"]
+    return f"""STS-B, all {s["sentences"]} unique sentences (train+dev+test), default model, max_length 64; whitening fitted \
+on the same sentences (shrinkage 0, the papers' setting). 20,000 random pairs, seed 0.
+
+{poolings}**Word level** ({w["model"]}, {w["ranked_tokens"]} tokens ranked, {w["seen_tokens"]} seen in STS-B, \
+{w["corpus_tokens"]} token occurrences; unseen tokens last in random order; kNN over at most {w["max_queries"]} queries \
+per bucket):
+
+{_table(w)}
+
+Random token pairs: average cosine {cos["mean"]:.3f} (std {cos["std"]:.3f}), I(W) {w["partition_isotropy"]:.3f}, \
+IsoScore {w["isoscore"]:.3f}. For comparison, the BERT-flow paper reports for BERT-base (ranks by pre-training \
+frequency) mean l2 norms 0.95, 1.04, 1.22, 1.45 over the same four buckets.
+
+The same with `unseen="drop"` (only the {drop["ranked_tokens"]} tokens seen in STS-B are ranked; kNN among them):
+
+{_table(drop)}"""
 
 
 def analysis(r: dict) -> str:
