@@ -1083,54 +1083,45 @@ def auto_few(tune: dict, zoo: dict | None) -> str:
     rule = tuned_dev_rule(tune)
     held = zoo is not None and all("few_variants" in c for c in zoo["cells"].values())
     zc = {k: {**c, "variants": c["few_variants"]} for k, c in zoo["cells"].items()} if held else {}
-    n_t = len(tune["cells"])
-    lines = [
-        "## Few-label rule: the test and its level, read off the STS-B train split (issue #34)",
-        "",
-        "The few-label decision (`DEV_RULE` and `dev_decide` in src/isotropy/selection/dev.py, "
-        f"{'which is' if same_as_library(rule) else 'which is NOT'} the rule read off the tuning cells below by "
-        "`tuned_dev_rule` in bench/_auto_few.py): the incumbent (the label-free rule's choice for the encoder's kind) is "
-        "kept unless a challenger passes the test on 1000 paired bootstrap resamples of the 100 dev pairs; then the best "
-        "dev Spearman among those that pass. Tests: `each` -- a challenger alone beats the incumbent in `level` of the "
-        "resamples (the rule before issue #34); `holm` -- Holm's step-down over the challengers' bootstrap p-values, "
-        "family-wise; `max-t` -- a simultaneous (studentized max-statistic) bootstrap bound on every challenger's gain, "
-        "family-wise; `+ raw@x` -- raw alone also replaces a calibrating incumbent when it beats it in x of the "
-        f"resamples. Chosen: **{rule_name(rule)}**.",
-        "",
-        f"Tuning ({n_t} cells, {tune['draws']} draws each; no label of a test task): the 9 zoo entries fitted on the "
-        "STS-B train split's sentences; its train pairs by genre (captions, news, forum), each genre's pairs halved "
-        "(seeded): dev pairs drawn from the genre's own dev half (`same`) or from the other genres' dev halves "
-        "(`shifted`: what a task without a train split gets in the zoo), scored on the genre's other half. The rule: "
-        "fewest tuning cells with fewer than 19 of 20 draws at >= raw - 0.5, then the best mean gain over raw (within "
-        f"{GAIN_TIE:g}: a tie), then the rule before issue #34 (`each@0.9`), then the table's order. 'held out' "
-        "columns: the same variant on the zoo's 63 cells (leave one task out, the draws of the section above), never "
-        "used to choose.",
-        "",
-        "| rule | tuning: cells < 19/20 | tuning: mean gain | tuning: gain kept (oracle >= 3) "
-        + ("| held out: cells < 19/20 | held out: mean gain | held out: gain kept (oracle >= 3) |" if held else "|"),
-        "|---|---:|---:|---:|" + ("---:|---:|---:|" if held else ""),
-    ]
+    n_t, rows = len(tune["cells"]), []
     for v in VARIANTS:
         n = rule_name(v)
         s = score(tune["cells"], n)
-        bold = n == rule_name(rule)
-        row = f"| {'**' + n + '**' if bold else n} | {len(s['bad'])}/{n_t} | {s['gain']:+.2f} | {100 * s['keep']:.0f}% |"
+        row = f"| {'**' + n + '**' if n == rule_name(rule) else n} | {len(s['bad'])}/{n_t} | {s['gain']:+.2f} | {100 * s['keep']:.0f}% |"
         if held:
             h = score(zc, n)
             row += f" {len(h['bad'])}/{len(zc)} | {h['gain']:+.2f} | {100 * h['keep']:.0f}% |"
-        lines.append(row)
-    s = rule["scores"]
-    lines += [
-        "",
-        f"Tuning cells the chosen rule still fails ({len(s['bad'])}): "
-        + (", ".join(k.replace("|", " ") for k in s["bad"]) or "none")
-        + f". Library: `DEV_RULE` = test {DEV_RULE['test']}, level {DEV_RULE['level']:g}, raw_level "
-        f"{DEV_RULE['raw_level']}. Tuning run {tune['wall_s'] / 60:.1f} min.",
-        "",
-        genre_section(tune),
-        losing_signals(zoo) if zoo is not None else "",
-    ]
-    return "\n".join(lines)
+        rows.append(row)
+    head = "| held out: cells < 19/20 | held out: mean gain | held out: gain kept (oracle >= 3) |" if held else "|"
+    s, fails = rule["scores"], ", ".join(k.replace("|", " ") for k in rule["scores"]["bad"]) or "none"
+    return f"""## Few-label rule: the test and its level, read off the STS-B train split (issue #34)
+
+The few-label decision (`DEV_RULE` and `dev_decide` in src/isotropy/selection/dev.py, \
+{"which is" if same_as_library(rule) else "which is NOT"} the rule read off the tuning cells below by `tuned_dev_rule` in \
+bench/_auto_few.py): the incumbent (the label-free rule's choice for the encoder's kind) is kept unless a challenger \
+passes the test on 1000 paired bootstrap resamples of the 100 dev pairs; then the best dev Spearman among those that \
+pass. Tests: `each` -- a challenger alone beats the incumbent in `level` of the resamples (the rule before issue #34); \
+`holm` -- Holm's step-down over the challengers' bootstrap p-values, family-wise; `max-t` -- a simultaneous \
+(studentized max-statistic) bootstrap bound on every challenger's gain, family-wise; `+ raw@x` -- raw alone also \
+replaces a calibrating incumbent when it beats it in x of the resamples. Chosen: **{rule_name(rule)}**.
+
+Tuning ({n_t} cells, {tune["draws"]} draws each; no label of a test task): the 9 zoo entries fitted on the STS-B train \
+split's sentences; its train pairs by genre (captions, news, forum), each genre's pairs halved (seeded): dev pairs drawn \
+from the genre's own dev half (`same`) or from the other genres' dev halves (`shifted`: what a task without a train \
+split gets in the zoo), scored on the genre's other half. The rule: fewest tuning cells with fewer than 19 of 20 draws \
+at >= raw - 0.5, then the best mean gain over raw (within {GAIN_TIE:g}: a tie), then the rule before issue #34 \
+(`each@0.9`), then the table's order. 'held out' columns: the same variant on the zoo's 63 cells (leave one task out, \
+the draws of the section above), never used to choose.
+
+| rule | tuning: cells < 19/20 | tuning: mean gain | tuning: gain kept (oracle >= 3) {head}
+|---|---:|---:|---:|{"---:|---:|---:|" if held else ""}
+{chr(10).join(rows)}
+
+Tuning cells the chosen rule still fails ({len(s["bad"])}): {fails}. Library: `DEV_RULE` = test {DEV_RULE["test"]}, \
+level {DEV_RULE["level"]:g}, raw_level {DEV_RULE["raw_level"]}. Tuning run {tune["wall_s"] / 60:.1f} min.
+
+{genre_section(tune)}
+{losing_signals(zoo) if zoo is not None else ""}"""
 
 
 def genre_section(tune: dict) -> str:
