@@ -28,6 +28,8 @@ from functools import cache as _memo
 
 import numpy as np
 
+from _report import pair_spearman
+
 DRAWS, DEV_PAIRS = 20, 100
 ZOO = {
     "glove-6b-50d": ("mean", "sif"),
@@ -104,14 +106,9 @@ def candidates(X: np.ndarray):
     return [*default_candidates(X.shape[1]), spectemp_candidate(X)]
 
 
-def spearman(Y: np.ndarray, a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> float:
-    from isotropy.evaluation import cosine_rows, spearman
-
-    return spearman(cosine_rows(Y[a], Y[b]), gold)
-
-
 def truths(sel, V: np.ndarray, a, b, gold) -> dict[str, float]:
-    return {n: spearman(V if t is None else t.transform(V), a, b, gold) for n, t in sel.transforms.items()}
+    calibrated = ((n, V if t is None else t.transform(V)) for n, t in sel.transforms.items())
+    return {n: pair_spearman(Y[a], Y[b], gold) for n, Y in calibrated}
 
 
 def tune_zoo(data_dir: str) -> dict:

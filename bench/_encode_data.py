@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import csv
 import os
+import statistics
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -63,3 +65,31 @@ def calibration_sentences(n: int = 300) -> list[str]:
         if len(seen) >= n:
             break
     return list(seen)[:n]
+
+
+def time_rounds(runners: dict[str, Callable], workloads: dict, rounds: int) -> dict:
+    """runners: name -> fn(texts, max_length). Interleaved rounds; medians of wall and CPU seconds."""
+    times: dict = {}
+    for _ in range(rounds):
+        for (wl, ml), texts in workloads.items():
+            for name, fn in runners.items():
+                t0, c0 = time.perf_counter(), time.process_time()
+                fn(texts, ml)
+                rec = times.setdefault(f"{wl}@{ml}", {}).setdefault(name, {"wall": [], "cpu": []})
+                rec["wall"].append(time.perf_counter() - t0)
+                rec["cpu"].append(time.process_time() - c0)
+    for per in times.values():
+        for rec in per.values():
+            rec["median_wall"] = statistics.median(rec["wall"])
+            rec["median_cpu"] = statistics.median(rec["cpu"])
+    return times
+
+
+def st_runner(model, batch_size: int) -> Callable:
+    """A sentence-transformers model as a runner of :func:`time_rounds`: ``fn(texts, max_length)``."""
+
+    def run(texts: list[str], max_length: int) -> None:
+        model.max_seq_length = max_length
+        model.encode(texts, batch_size=batch_size, show_progress_bar=False)
+
+    return run

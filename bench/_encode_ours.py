@@ -1,6 +1,6 @@
 """bench/encode.py's backends in the project process: isotropy's encoders and sentence-transformers torch.
 
-Every backend is a callable ``encode(texts, max_length)``; :func:`time_rounds` runs them
+Every backend is a callable ``encode(texts, max_length)``; ``_encode_data.time_rounds`` runs them
 interleaved (every round runs every workload on every backend in turn) and keeps wall and
 process CPU time.
 """
@@ -8,12 +8,14 @@ process CPU time.
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from _encode_data import st_runner
+
+from _report import pair_spearman
 
 TOKEN_BUDGET = 2048  # padded tokens a batch for the token-budget rows (see docs/BENCHMARKS.md)
 
@@ -64,43 +66,18 @@ def st_torch(batch_size: int):
     return SentenceTransformer(str(default_model_path()), device="cpu")
 
 
-def time_rounds(runners: dict[str, Callable], workloads: dict, rounds: int) -> dict:
-    """runners: name -> fn(texts, max_length). Interleaved rounds; medians of wall and CPU seconds."""
-    times: dict = {}
-    for _ in range(rounds):
-        for (wl, ml), texts in workloads.items():
-            for name, fn in runners.items():
-                t0, c0 = time.perf_counter(), time.process_time()
-                fn(texts, ml)
-                rec = times.setdefault(f"{wl}@{ml}", {}).setdefault(name, {"wall": [], "cpu": []})
-                rec["wall"].append(time.perf_counter() - t0)
-                rec["cpu"].append(time.process_time() - c0)
-    for per in times.values():
-        for rec in per.values():
-            rec["median_wall"] = statistics.median(rec["wall"])
-            rec["median_cpu"] = statistics.median(rec["cpu"])
-    return times
-
-
 def make_runners(encoders: dict, st, batch_size: int, max_lengths) -> dict[str, Callable]:
     """Encoders built once per max_length (outside the timing), then called on the texts."""
     built = {name: {ml: spec["make"](ml) for ml in max_lengths} for name, spec in encoders.items()}
-    runners: dict[str, Callable] = {}
-
-    def st_run(texts, ml):
-        st.max_seq_length = ml
-        st.encode(texts, batch_size=batch_size, show_progress_bar=False)
-
-    runners["ST torch fp32"] = st_run
+    runners: dict[str, Callable] = {"ST torch fp32": st_runner(st, batch_size)}
     for name, per_ml in built.items():
         runners[name] = lambda texts, ml, per_ml=per_ml: per_ml[ml].encode(texts, show_progress=False)
     return runners
 
 
 def spearman_of(vectors: np.ndarray, gold: np.ndarray) -> float:
-    from isotropy.evaluation import cosine_rows, spearman
-
-    return spearman(cosine_rows(vectors[0::2], vectors[1::2]), gold)
+    """Spearman x 100 of the sentence pairs laid out as rows 0, 1 / 2, 3 / ...: one call of ``pair_spearman``."""
+    return pair_spearman(vectors[0::2], vectors[1::2], gold)
 
 
 def accuracy(exports: dict, st, sentences: list[str], gold: np.ndarray, max_length: int) -> dict[str, dict[str, float]]:

@@ -69,12 +69,10 @@ def evaluate(static, tasks, cran_task) -> dict:
 
 def stsb_train(static, tasks) -> float:
     """Spearman x 100 on the STS-B train split (5749 pairs; the reported STS-B figure is its test split)."""
-    from isotropy.evaluation import cosine_rows, spearman
+    from _report import pair_spearman
 
     pairs = next(t for t in tasks if t.name == "STS-B").pairs(["train"])
-    a = encode(static, [p.s1 for p in pairs])
-    b = encode(static, [p.s2 for p in pairs])
-    return float(spearman(np.nan_to_num(cosine_rows(a, b), nan=0.0), [p.score for p in pairs]))
+    return pair_spearman(encode(static, [p.s1 for p in pairs]), encode(static, [p.s2 for p in pairs]), [p.score for p in pairs])
 
 
 def tokenlearn_fit(start, sentences: list[str], Y: np.ndarray) -> tuple:

@@ -68,42 +68,19 @@ def _key(texts: list[str]) -> str:
     return hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()[:20]
 
 
-def teacher(texts: list[str], timings: dict | None = None, wait: float = 0.0) -> np.ndarray:
-    """The default model's L2-normalised vectors of ``texts`` (float32), from the cache or encoded now
-    (``wait``: seconds to wait first for another process that is encoding them)."""
+def teacher(texts: list[str]) -> np.ndarray:
+    """The default model's L2-normalised vectors of ``texts`` (float32), from the cache or encoded now."""
     path = cache_dir() / f"teacher-{_key(texts)}.npy"
-    deadline = time.time() + wait
-    while not path.is_file() and time.time() < deadline:
-        time.sleep(10)
     if path.is_file():
         return np.load(path)
     from isotropy.encoders import Encoder
 
-    t0 = time.perf_counter()
     Y = np.asarray(Encoder().encode(texts, show_progress=True), dtype=np.float32)
     Y /= np.maximum(np.linalg.norm(Y, axis=1, keepdims=True), 1e-12)
-    seconds = time.perf_counter() - t0
     tmp = path.with_suffix(".part.npy")
     np.save(tmp, Y)
     tmp.replace(path)
-    (path.with_suffix(".seconds")).write_text(f"{seconds:.1f}\n")
-    if timings is not None:
-        timings[path.name] = seconds
     return Y
-
-
-def corpus_teacher(name: str, corpora_: dict[str, list[str]]) -> tuple[np.ndarray, float | None]:
-    """The teacher's vectors of a named corpus (``wiki+cran``: those of wiki, then of cran) and the seconds they took."""
-    parts = name.split("+")
-    Ys = [teacher(corpora_[p]) for p in parts]
-    secs = [teacher_seconds(corpora_[p]) for p in parts]
-    return np.vstack(Ys), (None if None in secs else float(sum(secs)))
-
-
-def sts_tasks():
-    from isotropy.evaluation import load_tasks
-
-    return load_tasks(DATA / "sts", ["all"])
 
 
 def others_corpora(tasks, limit: int | None = None) -> list[list[str]]:
@@ -129,11 +106,6 @@ def sts_teacher(tasks) -> tuple[list[str], np.ndarray]:
         for s, y in zip(t.sentences(), Y):
             row.setdefault(s, y)
     return list(row), np.asarray(np.vstack(list(row.values())), dtype=np.float32)
-
-
-def teacher_seconds(texts: list[str]) -> float | None:
-    p = cache_dir() / f"teacher-{_key(texts)}.seconds"
-    return float(p.read_text()) if p.is_file() else None
 
 
 if __name__ == "__main__":

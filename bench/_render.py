@@ -65,71 +65,57 @@ def static_factory(data: dict) -> str:
             if r is not None:
                 shown = "7 fits" if corpus == "others" else r.get("sentences", "-")
                 body.append(line(f"`{name}`" if name == product else name, corpus, {**r, "sentences": shown}))
-    return "\n".join(
-        [
-            "## Static models fitted on a corpus: `isotropy distill --corpus`",
-            "",
-            "`isotropy distill --corpus FILE` with its defaults (token fit from the full-width distill, halves, "
-            "dropped-word and cut copies of the lines as spans, targets x n^-0.5, strength by held-out cosine "
-            "agreement), tokenlearn 0.2.1 trained on the same lines and teacher vectors, and potion-base-8M "
-            "(model2vec's own static model, no corpus) scored the same way. Spearman x 100, all pairs of each STS "
-            "task pooled; `others`: per task one fit on the six other tasks' sentences, scored on that task. Fit "
-            "seconds: statistics + solve (the teacher's encoding, cached, apart), medians of the runs listed, each in "
-            "turn with tokenlearn's. Every field: `bench/results/static_factory.json`.",
-            "",
-            "```",
-            "nice -n 5 .venv/bin/python bench/static_factory.py --others   # runs the fits; --render rewrites this from the JSON",
-            "```",
-            "",
-            *table(head, body),
-        ]
-    )
+    return f"""## Static models fitted on a corpus: `isotropy distill --corpus`
+
+`isotropy distill --corpus FILE` with its defaults (token fit from the full-width distill, halves, dropped-word and cut \
+copies of the lines as spans, targets x n^-0.5, strength by held-out cosine agreement), tokenlearn 0.2.1 trained on the \
+same lines and teacher vectors, and potion-base-8M (model2vec's own static model, no corpus) scored the same way. \
+Spearman x 100, all pairs of each STS task pooled; `others`: per task one fit on the six other tasks' sentences, scored \
+on that task. Fit seconds: statistics + solve (the teacher's encoding, cached, apart), medians of the runs listed, each \
+in turn with tokenlearn's. Every field: `bench/results/static_factory.json`.
+
+```
+nice -n 5 .venv/bin/python bench/static_factory.py --others   # runs the fits; --render rewrites this from the JSON
+```
+
+{chr(10).join(table(head, body))}"""
 
 
 # --------------------------------------------------------------------------- token-solve (BENCHMARKS.md)
 
 
 def token_solve(r: dict) -> str:
-    m = r["median_s"]
-    same = len(set(r["strengths"].values())) == 1
-    return "\n".join(
-        [
-            "## The token fit's solve (issue #32)",
-            "",
-            f"`isotropy distill --corpus`'s token fit on wiki + Cranfield's abstract sentences with the product's spans: "
-            f"{r['seen']:,} seen tokens, a Gram of {r['nnz']:,} nonzeros, {r['columns']} columns. Median of "
-            f"{r['repeats']} rounds, the variants in turns within a round, one process.",
-            "",
-            "| one Gram x block product | ms | time against the product's |",
-            "|---|---|---|",
-            f"| torch's threaded CSR product, {r['block_columns']} columns at a time (the product) | "
-            f"{m['product_torch'] * 1000:.0f} | 1.00x |",
-            f"| torch's threaded CSR product, all {r['columns']} columns at once (round 4) | "
-            f"{m['product_torch_at_once'] * 1000:.0f} | {m['product_torch_at_once'] / m['product_torch']:.2f}x |",
-            f"| scipy.sparse's product, all at once (single-threaded) | {m['product_scipy'] * 1000:.0f} | "
-            f"{m['product_scipy'] / m['product_torch']:.2f}x |",
-            "",
-            "| the whole solve (strength chosen on held-out lines, then all lines) | s | time against the product's |",
-            "|---|---|---|",
-            f"| the product: torch by blocks, CG updates in place, the grid stopped past its peak | {m['solve_torch']:.2f} | "
-            f"1.00x |",
-            f"| round 4's: torch all at once, a new array per CG update | {m['solve_before']:.2f} | "
-            f"{m['solve_before'] / m['solve_torch']:.2f}x |",
-            f"| scipy.sparse's product (by blocks) | {m['solve_scipy']:.2f} | {m['solve_scipy'] / m['solve_torch']:.2f}x |",
-            f"| the whole grid of five strengths (before round 4) | {m['solve_whole_grid']:.2f} | "
-            f"{m['solve_whole_grid'] / m['solve_torch']:.2f}x |",
-            "",
-            "Strengths chosen: "
-            + ", ".join(f"{k} {v:g}" for k, v in r["strengths"].items())
-            + (" (the same)" if same else " (NOT the same)")
-            + f". The tables differ from the product's by {r['torch_vs_scipy_table_rel_diff']:.1e} (scipy's product) and "
-            f"{r['now_vs_before_table_rel_diff']:.1e} (round 4's solve), relative Frobenius.",
-            "",
-            f"Ran on {r['machine']}, load average {min(r['load']):.1f} to {max(r['load']):.1f} (a shared machine). "
-            "Measured by bench/token_solve.py at commit 440b70e (it kept round 4's solver to compare, so it left bench/ "
-            "with round 4); `.venv/bin/python bench/render.py token-solve` rewrites this from bench/results/token_solve.json.",
-        ]
-    )
+    """The token fit's solve (BENCHMARKS.md), measured at commit 440b70e and rendered from its saved figures."""
+    m, strengths = r["median_s"], r["strengths"]
+    ms = {k: f"{m[k] * 1000:.0f} | {m[k] / m['product_torch']:.2f}x" for k in m if k.startswith("product")}
+    s = {k: f"{m[k]:.2f} | {m[k] / m['solve_torch']:.2f}x" for k in m if k.startswith("solve")}
+    chosen = ", ".join(f"{k} {v:g}" for k, v in strengths.items())
+    same = "(the same)" if len(set(strengths.values())) == 1 else "(NOT the same)"
+    return f"""## The token fit's solve (issue #32)
+
+`isotropy distill --corpus`'s token fit on wiki + Cranfield's abstract sentences with the product's spans: \
+{r["seen"]:,} seen tokens, a Gram of {r["nnz"]:,} nonzeros, {r["columns"]} columns. Median of {r["repeats"]} rounds, the \
+variants in turns within a round, one process.
+
+| one Gram x block product | ms | time against the product's |
+|---|---|---|
+| torch's threaded CSR product, {r["block_columns"]} columns at a time (the product) | {ms["product_torch"]} |
+| torch's threaded CSR product, all {r["columns"]} columns at once (round 4) | {ms["product_torch_at_once"]} |
+| scipy.sparse's product, all at once (single-threaded) | {ms["product_scipy"]} |
+
+| the whole solve (strength chosen on held-out lines, then all lines) | s | time against the product's |
+|---|---|---|
+| the product: torch by blocks, CG updates in place, the grid stopped past its peak | {s["solve_torch"]} |
+| round 4's: torch all at once, a new array per CG update | {s["solve_before"]} |
+| scipy.sparse's product (by blocks) | {s["solve_scipy"]} |
+| the whole grid of five strengths (before round 4) | {s["solve_whole_grid"]} |
+
+Strengths chosen: {chosen} {same}. The tables differ from the product's by {r["torch_vs_scipy_table_rel_diff"]:.1e} \
+(scipy's product) and {r["now_vs_before_table_rel_diff"]:.1e} (round 4's solve), relative Frobenius.
+
+Ran on {r["machine"]}, load average {min(r["load"]):.1f} to {max(r["load"]):.1f} (a shared machine). Measured by \
+bench/token_solve.py at commit 440b70e (it kept round 4's solver to compare, so it left bench/ with round 4); \
+`.venv/bin/python bench/render.py token-solve` rewrites this from bench/results/token_solve.json."""
 
 
 # --------------------------------------------------------------------------- sts-default-model (RESULTS.md): tables and words
@@ -149,10 +135,6 @@ AGGREGATION_SOURCES = (
     "(princeton-nlp/SimCSE issue #4, which the BERT-whitening author accepted). `mean` is SentEval's plain average, "
     "printed beside it. STS-B and SICK-R are one correlation on their test split in every setting."
 )
-
-
-def sts_f2(x: float | None) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2f}"
 
 
 def num(x: float | None) -> float:
@@ -182,7 +164,7 @@ def summary_table(by_agg: dict, methods: list[str], poolings: list[str]) -> list
             parts = []
             for a in by_agg:
                 v = sts_cell(by_agg[a], p, m)
-                parts.append(f"**{sts_f2(v)}**" if num(v) == best[(p, a)] and not math.isnan(v) else sts_f2(v))
+                parts.append(f"**{f2(v)}**" if num(v) == best[(p, a)] and not math.isnan(v) else f2(v))
             cells.append(" / ".join(parts))
         out.append(f"| {m} | " + " | ".join(cells) + " |")
     return out
@@ -234,12 +216,12 @@ def reading(runs: dict, methods: list[str], poolings: list[str]) -> list[str]:
         helped = sorted({p for g, p, _ in gains if g >= EVEN})
         best = max(fitted, key=lambda x: num(x[2])) if fitted else None
         line = (
-            f"- **Fitted on {setting}.** Best raw pooling `{best_raw}` ({sts_f2(raw[best_raw])}). Best change over raw per "
+            f"- **Fitted on {setting}.** Best raw pooling `{best_raw}` ({f2(raw[best_raw])}). Best change over raw per "
             f"pooling (task average, `all`): {', '.join(per_pool)}. "
         )
         if best is not None:
             line += (
-                f"Best calibrated row overall: `{best[0]}` + `{best[1]}` ({sts_f2(best[2])}, "
+                f"Best calibrated row overall: `{best[0]}` + `{best[1]}` ({f2(best[2])}, "
                 f"{best[2] - raw[best_raw]:+.2f} against the best raw pooling). "
             )
         line += (
@@ -410,7 +392,7 @@ def _checks(runs: dict) -> list[str]:
     if not parts:
         return []
     return [
-        f"**The issue's check** (fitted on target, `last-avg` on STS-B, raw {sts_f2(raw)}): " + ", ".join(parts) + ". "
+        f"**The issue's check** (fitted on target, `last-avg` on STS-B, raw {f2(raw)}): " + ", ".join(parts) + ". "
         "`abtt` uses the paper's D = round(d/100) = 4 here; it was not lowered to pass the bound (the slow test "
         "`tests/test_toolbox.py` asserts the measured behaviour).",
         "",
@@ -433,8 +415,8 @@ def _subsets(runs: dict) -> list[str]:
     ]
     for t in years:
         sc = best.scores[t]
-        subs = ", ".join(f"{k} {sts_f2(v)} ({sc.extra['subset_pairs'][k]})" for k, v in sc.subsets.items())
-        row = [sts_f2(sc.extra["pooled"]), sts_f2(sc.extra["subset_mean"]), sts_f2(sc.extra["subset_wmean"])]
+        subs = ", ".join(f"{k} {f2(v)} ({sc.extra['subset_pairs'][k]})" for k, v in sc.subsets.items())
+        row = [f2(sc.extra["pooled"]), f2(sc.extra["subset_mean"]), f2(sc.extra["subset_wmean"])]
         out.append(f"| {t} | " + " | ".join(row) + f" | {subs} |")
     return out + [""]
 
@@ -662,10 +644,6 @@ def st_avg(xs: list[float]) -> float:
     return float(np.mean(xs)) if xs and not any(np.isnan(xs)) else float("nan")
 
 
-def st_f(x: float) -> str:
-    return "-" if np.isnan(x) else f"{x:.2f}"
-
-
 def best(data: dict, model_prefix: str, names: list[str] | None) -> tuple[float, str]:
     """The best 7-task average on ``others`` among rows ``names`` (None: every calibration but raw and the teacher map)."""
     found = []
@@ -687,7 +665,7 @@ def st_targets(data: dict) -> list[str]:
     ]
     for what, need, (got, where) in checks:
         met = "n/a" if np.isnan(got) else ("**met**" if got >= need else f"not met ({got - need:+.2f})")
-        lines.append(f"| {what} | >= {need} | {st_f(got)} ({where}) | {met} |")
+        lines.append(f"| {what} | >= {need} | {f2(got)} ({where}) | {met} |")
     return lines
 
 
@@ -702,11 +680,11 @@ def model_table(name: str, m: dict, tasks: list[str], teacher: list[float] | Non
             fit = "none" if row == "raw" else ("table" if row in TOKEN_ROWS and not TOKEN_ROWS[row][1] else setting)
             a = st_avg(scores)
             lines.append(
-                f"| {TOKEN_NAMES.get(row, row)} | {fit} | {' | '.join(st_f(x) for x in scores)} | {st_f(a)} | {'' if row == 'raw' else f'{a - raw:+.2f}'} |"
+                f"| {TOKEN_NAMES.get(row, row)} | {fit} | {' | '.join(f2(x) for x in scores)} | {f2(a)} | {'' if row == 'raw' else f'{a - raw:+.2f}'} |"
             )
     if teacher is not None:
         lines.append(
-            f"| *teacher transformer (all-MiniLM-L6-v2)* | - | {' | '.join(st_f(x) for x in teacher)} | {st_f(st_avg(teacher))} | |"
+            f"| *teacher transformer (all-MiniLM-L6-v2)* | - | {' | '.join(f2(x) for x in teacher)} | {f2(st_avg(teacher))} | |"
         )
     cov = m["coverage"]
     lines += ["", f"Out-of-vocabulary tokens over the 7 tasks' sentences: {100 * cov['oov_rate']:.2f}%.", ""]
@@ -966,90 +944,77 @@ def pooling_section(zoo: dict) -> list[str]:
 
 
 def auto_zoo(zoo: dict, tune: dict | None, pool: dict | None = None) -> str:
+    """The model zoo: label-free and few-label auto held out task by task, against their targets (AUTO.md)."""
     from isotropy.selection.signals import SIGNAL_DOCS
 
     rows, stat = zoo_targets(zoo)
-    rule = zoo["rule"]
-    act = rule["act"]
-    meta = zoo["meta"]
-    draws = meta.get("draws", 20)
+    rule, meta = zoo["rule"], zoo["meta"]
+    act, draws = rule["act"], meta.get("draws", 20)
     reduced = f" (REDUCED: {draws} draws per cell instead of the issue's 20)" if draws != 20 else ""
     partial = " PARTIAL RUN: only the entries listed below finished." if meta.get("partial") else ""
-    lines = [
-        "## Model zoo: label-free `auto` by the encoder's kind (issue #24)",
-        "",
-        f"Label-free `auto` = **{act['static']} on a static table (GloVe, model2vec, `StaticEmbedding`, word vectors), "
-        f"raw on a transformer, raw for vectors given without their encoder**. Read off the STS-B TRAIN split by "
-        f"`tuned_rule` in bench/_auto_zoo.py (section 'Zoo tuning' below): a kind acts only with the calibration of best "
-        f"mean gain among those that gained >= {rule['margin']:g} on every zoo model of that kind; no signal of the "
-        "vectors alone separated gains from losses there, so none decides (each is compared below). The product's "
-        f"`SIGNAL_RULE` in src/isotropy/selection/signals.py {'is this rule' if _same_rule(rule) else 'is NOT this rule'}; "
-        "no label of the 7 test tasks tuned anything. Few-label `auto` starts from that choice: the incumbent is the "
-        f"label-free rule's calibration for the encoder's kind ({act['static']} on a static table, {act['transformer']} on "
-        "a transformer), and another candidate (raw included) replaces it only if it passes the few-label rule "
-        f"(`DEV_RULE`, section 'Few-label rule' below: {_few_words()}) on 1000 paired bootstrap resamples of 100 pairs "
-        f"(then the best dev Spearman among those that do); {draws} draws per cell{reduced}. Leave one task out, "
-        "calibrations fitted on `others` (the six other tasks' sentences minus any the test task holds); Spearman x 100, "
-        f"all pairs of a task pooled; {len(_entries(zoo['cells']))} zoo entries x {len(meta['tasks'])} tasks.{partial}",
-        "",
-        "### Targets",
-        "",
-        "| target | measured | met |",
-        "|---|---|---|",
-        *rows,
-        "",
-        "### The rule and each signal deciding alone, on the held-out cells",
-        "",
-        f"Each signal alone: act ({act['static']}) when it passes its best STS-B-train threshold, else raw.",
-        "",
-        *signal_table(zoo, rule),
-        "",
-        "The agreement / align-uniform / graded-deletion / knn-stability criteria of the candidate-scoring rule were not "
-        "rerun on the zoo (they encode perturbed copies of 1000 sentences per cell); on the default model's poolings "
-        "they are compared in the sections below.",
-        "",
-        *pooling_section(zoo),
-        *pool_section(pool),
-        "Signals: " + "; ".join(f"`{k}`: {v}" for k, v in SIGNAL_DOCS.items()) + ".",
-        "",
-        f"Run: {len(zoo['cells'])} cells in {meta.get('wall_s', float('nan')) / 60:.1f} min"
-        + (
-            f" (`--few-only`: the signals of {meta['signals_reused']} cells taken from the run before, their truths "
-            "recomputed and checked equal; the few-label draws rerun)"
-            if meta.get("signals_reused")
-            else ""
-        )
-        + (
-            f"; 1-minute load average {meta['load_average'][0]:.1f} at the start, {meta['load_average'][1]:.1f} at the end "
-            "(2 cores)"
-            if "load_average" in meta
-            else "; load average not recorded by this run"
-        )
-        + "; vectors from the library's "
-        "encoders (`Encoder('glove-6b-50d')`, `Encoder(model2vec folder)`, the default model at max_length 64).",
-        "",
-    ]
-    lines.append(
-        "Every cell (each entry x task: raw, the rule's choice, few-label auto, the oracle, the signals) is in "
-        "`bench/results/auto.json` (`zoo`)."
+    reused = (
+        f" (`--few-only`: the signals of {meta['signals_reused']} cells taken from the run before, their truths "
+        "recomputed and checked equal; the few-label draws rerun)"
+        if meta.get("signals_reused")
+        else ""
     )
-    return "\n".join(lines)
+    load = (
+        f"; 1-minute load average {meta['load_average'][0]:.1f} at the start, {meta['load_average'][1]:.1f} at the end (2 cores)"
+        if "load_average" in meta
+        else "; load average not recorded by this run"
+    )
+    signals = "; ".join(f"`{k}`: {v}" for k, v in SIGNAL_DOCS.items())
+    pooling = "".join(line + "\n" for line in [*pooling_section(zoo), *pool_section(pool)])
+    return f"""## Model zoo: label-free `auto` by the encoder's kind (issue #24)
+
+Label-free `auto` = **{act["static"]} on a static table (GloVe, model2vec, `StaticEmbedding`, word vectors), raw on a \
+transformer, raw for vectors given without their encoder**. Read off the STS-B TRAIN split by `tuned_rule` in \
+bench/_auto_zoo.py (section 'Zoo tuning' below): a kind acts only with the calibration of best mean gain among those \
+that gained >= {rule["margin"]:g} on every zoo model of that kind; no signal of the vectors alone separated gains from \
+losses there, so none decides (each is compared below). The product's `SIGNAL_RULE` in \
+src/isotropy/selection/signals.py {"is this rule" if _same_rule(rule) else "is NOT this rule"}; no label of the 7 test \
+tasks tuned anything. Few-label `auto` starts from that choice: the incumbent is the label-free rule's calibration for \
+the encoder's kind ({act["static"]} on a static table, {act["transformer"]} on a transformer), and another candidate \
+(raw included) replaces it only if it passes the few-label rule (`DEV_RULE`, section 'Few-label rule' below: \
+{_few_words()}) on 1000 paired bootstrap resamples of 100 pairs (then the best dev Spearman among those that do); \
+{draws} draws per cell{reduced}. Leave one task out, calibrations fitted on `others` (the six other tasks' sentences \
+minus any the test task holds); Spearman x 100, all pairs of a task pooled; {len(_entries(zoo["cells"]))} zoo entries x \
+{len(meta["tasks"])} tasks.{partial}
+
+### Targets
+
+| target | measured | met |
+|---|---|---|
+{chr(10).join(rows)}
+
+### The rule and each signal deciding alone, on the held-out cells
+
+Each signal alone: act ({act["static"]}) when it passes its best STS-B-train threshold, else raw.
+
+{chr(10).join(signal_table(zoo, rule))}
+
+The agreement / align-uniform / graded-deletion / knn-stability criteria of the candidate-scoring rule were not rerun on \
+the zoo (they encode perturbed copies of 1000 sentences per cell); on the default model's poolings they are compared in \
+the sections below.
+
+{pooling}Signals: {signals}.
+
+Run: {len(zoo["cells"])} cells in {meta.get("wall_s", float("nan")) / 60:.1f} min{reused}{load}; vectors from the \
+library's encoders (`Encoder('glove-6b-50d')`, `Encoder(model2vec folder)`, the default model at max_length 64).
+
+Every cell (each entry x task: raw, the rule's choice, few-label auto, the oracle, the signals) is in \
+`bench/results/auto.json` (`zoo`)."""
 
 
 def auto_zoo_tuning(tune: dict) -> str:
+    """The zoo on the STS-B train split: every entry's signals and gains, and the rules read off them (AUTO.md)."""
+    from _auto_zoo import tuned_rule
+
     from isotropy.selection.signals import SIGNAL_NAMES
 
     ent = tune["entries"]
     head = ["entry", "kind", *SIGNAL_NAMES, "whitening", "whitening-shrunk", "soft-0.5", "spectemp", "best (gain)"]
-    out = [
-        "## Zoo tuning (STS-B train split only)",
-        "",
-        "Every zoo entry fitted on the STS-B train split's sentences; the gains are Spearman x 100 over raw on its "
-        "5749 train pairs. The signal rule's thresholds are read off this table; no test label is used.",
-        "",
-        "| " + " | ".join(head) + " |",
-        "|---|" + "---:|" * (len(head) - 1),
-    ]
+    entries = []
     for e, r in ent.items():
         tr = r["truth"]
         best = max(tr, key=tr.get)
@@ -1057,52 +1022,51 @@ def auto_zoo_tuning(tune: dict) -> str:
         def g(m: str, tr: dict = tr) -> str:
             return zoo_f(tr[m] - tr["raw"]) if m in tr else "-"
 
-        sig = [f"{r['signals'][s]:.3f}" for s in SIGNAL_NAMES]
-        out.append(
-            f"| {e} | {r.get('kind', '-')} | "
-            + " | ".join(sig)
-            + f" | {g('whitening')} | {g('whitening-shrunk')} | {g('soft-0.5')} | {g('spectemp')} | {best} ({g(best)}) |"
-        )
-    from _auto_zoo import tuned_rule
-
+        sig = " | ".join(f"{r['signals'][s]:.3f}" for s in SIGNAL_NAMES)
+        gains = " | ".join(g(m) for m in ("whitening", "whitening-shrunk", "soft-0.5", "spectemp"))
+        entries.append(f"| {e} | {r.get('kind', '-')} | {sig} | {gains} | {best} ({g(best)}) |")
     rule = tuned_rule(tune)
+    pr = rule["pooling"]
     helps = {e: r["truth"]["whitening"] - r["truth"]["raw"] >= 0.5 for e, r in ent.items()}
-    out += [
-        "",
-        "Each signal alone (act when it passes; the best threshold and direction on this table for telling "
-        '"full whitening gains >= 0.5" from "it does not"):',
-        "",
-        "| signal | threshold | entries right | wrong on |",
-        "|---|---|---:|---|",
-    ]
+    signals = []
     for n, (op, t) in rule["thresholds"].items():
         wrong = [e for e, r in ent.items() if _passes(r["signals"][n], op, t) != helps[e]]
-        out.append(
-            f"| `{n}` | {op} {t:g} | {rule['quality'][n][0]}/{len(ent)} | "
-            + ", ".join(f"{e} (whitening {zoo_f(ent[e]['truth']['whitening'] - ent[e]['truth']['raw'])})" for e in wrong)
-            + " |"
-        )
-    out += [
-        "",
-        "The rule read off this table (a kind acts only with a calibration that gained >= "
-        f"{rule['margin']:g} on every entry of that kind; the best mean gain among those):",
-        "",
-    ]
-    for kind in ("static", "transformer"):
-        name, worst = rule["best_worst_case"][kind]
-        out.append(f"- {kind}: **{rule['act'][kind]}** -- {rule['expected'][kind]}; best worst case {name} ({zoo_f(worst)}).")
-    pr = rule["pooling"]
-    out += [
-        "",
-        f"The pooling rule read off this table (per kind, the default pooling is kept unless another, under the kind's "
-        f"calibration above, scores >= {pr['margin']:g} higher on every zoo model of that kind; the best mean gain among "
-        "those; gains below are over the default pooling under the same calibration):",
-        "",
-    ]
-    for kind in ("static", "transformer"):
-        out.append(f"- {kind}: **{pr['choice'][kind]}** -- {pr['expected'][kind]}.")
-    out.append(f"\nRun time {tune['wall_s'] / 60:.1f} min.")
-    return "\n".join(out)
+        wrong_text = ", ".join(f"{e} (whitening {zoo_f(ent[e]['truth']['whitening'] - ent[e]['truth']['raw'])})" for e in wrong)
+        signals.append(f"| `{n}` | {op} {t:g} | {rule['quality'][n][0]}/{len(ent)} | {wrong_text} |")
+    acts = "\n".join(
+        f"- {k}: **{rule['act'][k]}** -- {rule['expected'][k]}; best worst case {rule['best_worst_case'][k][0]} "
+        f"({zoo_f(rule['best_worst_case'][k][1])})."
+        for k in ("static", "transformer")
+    )
+    pools = "\n".join(f"- {k}: **{pr['choice'][k]}** -- {pr['expected'][k]}." for k in ("static", "transformer"))
+    return f"""## Zoo tuning (STS-B train split only)
+
+Every zoo entry fitted on the STS-B train split's sentences; the gains are Spearman x 100 over raw on its 5749 train \
+pairs. The signal rule's thresholds are read off this table; no test label is used.
+
+| {" | ".join(head)} |
+|---|{"---:|" * (len(head) - 1)}
+{chr(10).join(entries)}
+
+Each signal alone (act when it passes; the best threshold and direction on this table for telling "full whitening \
+gains >= 0.5" from "it does not"):
+
+| signal | threshold | entries right | wrong on |
+|---|---|---:|---|
+{chr(10).join(signals)}
+
+The rule read off this table (a kind acts only with a calibration that gained >= {rule["margin"]:g} on every entry of \
+that kind; the best mean gain among those):
+
+{acts}
+
+The pooling rule read off this table (per kind, the default pooling is kept unless another, under the kind's \
+calibration above, scores >= {pr["margin"]:g} higher on every zoo model of that kind; the best mean gain among those; \
+gains below are over the default pooling under the same calibration):
+
+{pools}
+
+Run time {tune["wall_s"] / 60:.1f} min."""
 
 
 def _passes(v: float, op: str, t: float) -> bool:
@@ -1119,54 +1083,45 @@ def auto_few(tune: dict, zoo: dict | None) -> str:
     rule = tuned_dev_rule(tune)
     held = zoo is not None and all("few_variants" in c for c in zoo["cells"].values())
     zc = {k: {**c, "variants": c["few_variants"]} for k, c in zoo["cells"].items()} if held else {}
-    n_t = len(tune["cells"])
-    lines = [
-        "## Few-label rule: the test and its level, read off the STS-B train split (issue #34)",
-        "",
-        "The few-label decision (`DEV_RULE` and `dev_decide` in src/isotropy/selection/dev.py, "
-        f"{'which is' if same_as_library(rule) else 'which is NOT'} the rule read off the tuning cells below by "
-        "`tuned_dev_rule` in bench/_auto_few.py): the incumbent (the label-free rule's choice for the encoder's kind) is "
-        "kept unless a challenger passes the test on 1000 paired bootstrap resamples of the 100 dev pairs; then the best "
-        "dev Spearman among those that pass. Tests: `each` -- a challenger alone beats the incumbent in `level` of the "
-        "resamples (the rule before issue #34); `holm` -- Holm's step-down over the challengers' bootstrap p-values, "
-        "family-wise; `max-t` -- a simultaneous (studentized max-statistic) bootstrap bound on every challenger's gain, "
-        "family-wise; `+ raw@x` -- raw alone also replaces a calibrating incumbent when it beats it in x of the "
-        f"resamples. Chosen: **{rule_name(rule)}**.",
-        "",
-        f"Tuning ({n_t} cells, {tune['draws']} draws each; no label of a test task): the 9 zoo entries fitted on the "
-        "STS-B train split's sentences; its train pairs by genre (captions, news, forum), each genre's pairs halved "
-        "(seeded): dev pairs drawn from the genre's own dev half (`same`) or from the other genres' dev halves "
-        "(`shifted`: what a task without a train split gets in the zoo), scored on the genre's other half. The rule: "
-        "fewest tuning cells with fewer than 19 of 20 draws at >= raw - 0.5, then the best mean gain over raw (within "
-        f"{GAIN_TIE:g}: a tie), then the rule before issue #34 (`each@0.9`), then the table's order. 'held out' "
-        "columns: the same variant on the zoo's 63 cells (leave one task out, the draws of the section above), never "
-        "used to choose.",
-        "",
-        "| rule | tuning: cells < 19/20 | tuning: mean gain | tuning: gain kept (oracle >= 3) "
-        + ("| held out: cells < 19/20 | held out: mean gain | held out: gain kept (oracle >= 3) |" if held else "|"),
-        "|---|---:|---:|---:|" + ("---:|---:|---:|" if held else ""),
-    ]
+    n_t, rows = len(tune["cells"]), []
     for v in VARIANTS:
         n = rule_name(v)
         s = score(tune["cells"], n)
-        bold = n == rule_name(rule)
-        row = f"| {'**' + n + '**' if bold else n} | {len(s['bad'])}/{n_t} | {s['gain']:+.2f} | {100 * s['keep']:.0f}% |"
+        row = f"| {'**' + n + '**' if n == rule_name(rule) else n} | {len(s['bad'])}/{n_t} | {s['gain']:+.2f} | {100 * s['keep']:.0f}% |"
         if held:
             h = score(zc, n)
             row += f" {len(h['bad'])}/{len(zc)} | {h['gain']:+.2f} | {100 * h['keep']:.0f}% |"
-        lines.append(row)
-    s = rule["scores"]
-    lines += [
-        "",
-        f"Tuning cells the chosen rule still fails ({len(s['bad'])}): "
-        + (", ".join(k.replace("|", " ") for k in s["bad"]) or "none")
-        + f". Library: `DEV_RULE` = test {DEV_RULE['test']}, level {DEV_RULE['level']:g}, raw_level "
-        f"{DEV_RULE['raw_level']}. Tuning run {tune['wall_s'] / 60:.1f} min.",
-        "",
-        genre_section(tune),
-        losing_signals(zoo) if zoo is not None else "",
-    ]
-    return "\n".join(lines)
+        rows.append(row)
+    head = "| held out: cells < 19/20 | held out: mean gain | held out: gain kept (oracle >= 3) |" if held else "|"
+    s, fails = rule["scores"], ", ".join(k.replace("|", " ") for k in rule["scores"]["bad"]) or "none"
+    return f"""## Few-label rule: the test and its level, read off the STS-B train split (issue #34)
+
+The few-label decision (`DEV_RULE` and `dev_decide` in src/isotropy/selection/dev.py, \
+{"which is" if same_as_library(rule) else "which is NOT"} the rule read off the tuning cells below by `tuned_dev_rule` in \
+bench/_auto_few.py): the incumbent (the label-free rule's choice for the encoder's kind) is kept unless a challenger \
+passes the test on 1000 paired bootstrap resamples of the 100 dev pairs; then the best dev Spearman among those that \
+pass. Tests: `each` -- a challenger alone beats the incumbent in `level` of the resamples (the rule before issue #34); \
+`holm` -- Holm's step-down over the challengers' bootstrap p-values, family-wise; `max-t` -- a simultaneous \
+(studentized max-statistic) bootstrap bound on every challenger's gain, family-wise; `+ raw@x` -- raw alone also \
+replaces a calibrating incumbent when it beats it in x of the resamples. Chosen: **{rule_name(rule)}**.
+
+Tuning ({n_t} cells, {tune["draws"]} draws each; no label of a test task): the 9 zoo entries fitted on the STS-B train \
+split's sentences; its train pairs by genre (captions, news, forum), each genre's pairs halved (seeded): dev pairs drawn \
+from the genre's own dev half (`same`) or from the other genres' dev halves (`shifted`: what a task without a train \
+split gets in the zoo), scored on the genre's other half. The rule: fewest tuning cells with fewer than 19 of 20 draws \
+at >= raw - 0.5, then the best mean gain over raw (within {GAIN_TIE:g}: a tie), then the rule before issue #34 \
+(`each@0.9`), then the table's order. 'held out' columns: the same variant on the zoo's 63 cells (leave one task out, \
+the draws of the section above), never used to choose.
+
+| rule | tuning: cells < 19/20 | tuning: mean gain | tuning: gain kept (oracle >= 3) {head}
+|---|---:|---:|---:|{"---:|---:|---:|" if held else ""}
+{chr(10).join(rows)}
+
+Tuning cells the chosen rule still fails ({len(s["bad"])}): {fails}. Library: `DEV_RULE` = test {DEV_RULE["test"]}, \
+level {DEV_RULE["level"]:g}, raw_level {DEV_RULE["raw_level"]}. Tuning run {tune["wall_s"] / 60:.1f} min.
+
+{genre_section(tune)}
+{losing_signals(zoo) if zoo is not None else ""}"""
 
 
 def genre_section(tune: dict) -> str:
@@ -1388,62 +1343,56 @@ def tuned_search_rule(entries: list[dict], tune: np.ndarray, margin: float) -> d
 
 
 def auto_search(res: dict) -> str:
+    """Label-free auto for search, tuned on half of Cranfield's queries and scored on the other half (AUTO.md)."""
     from isotropy.selection.signals import SEARCH_RULE, SIGNAL_RULE
 
     tune, held = np.asarray(res["split"]["tune"]), np.asarray(res["split"]["held"])
     tuned = tuned_search_rule(res["entries"], tune, res["margin"])
     if tuned != SEARCH_RULE["act"]:
         raise SystemExit(f"SEARCH_RULE['act'] = {SEARCH_RULE['act']} but the tuning queries give {tuned}: update the library")
-    lines = [
-        "## Search: label-free `auto --for search`, tuned on half of Cranfield's queries (issue #34)",
-        "",
-        f"Cranfield's {len(tune) + len(held)} queries split once by `SEARCH_SPLIT` in src/isotropy/selection/signals.py "
-        f"(numpy `default_rng({res['split']['seed']})` permutation): {len(tune)} tuning queries, {len(held)} held out. "
-        "Candidates fitted on the 1400 documents (no label), nDCG@10 x 100 of an exact search. The rule, read off the "
-        "tuning queries by `tuned_search_rule` in bench/auto_search.py (a kind acts only with the calibration of best "
-        f"mean gain among those that gained >= {res['margin']:g} on every zoo entry of that kind): "
-        + ", ".join(f"**{v}** on a {k} encoder" for k, v in tuned.items() if k != "unknown")
-        + "; it is the library's `SEARCH_RULE` (`isotropy index build --method auto` uses it by default, "
-        "`calibrate --method auto --for search` on request).",
-        "",
-        "### Tuning queries",
-        "",
-        "| entry | kind | raw | " + " | ".join(_shown(res)) + " |",
-        "|---|---|---:|" + "---:|" * len(_shown(res)),
-    ]
+    shown, tuning, held_out = _shown(res), [], []
     for e in res["entries"]:
         m = _means(e, tune)
-        lines.append(f"| {e['label']} | {e['kind']} | {m['raw']:.2f} | " + " | ".join(_gain(m, c) for c in _shown(res)) + " |")
-    lines += [
-        "",
-        "### Held-out queries",
-        "",
-        "| entry | raw | **auto --for search** | auto --for similarity | best in hindsight |",
-        "|---|---:|---:|---:|---:|",
-    ]
+        tuning.append(f"| {e['label']} | {e['kind']} | {m['raw']:.2f} | " + " | ".join(_gain(m, c) for c in shown) + " |")
     worst_static, n_static = float("inf"), 0
     for e in res["entries"]:
         m = _means(e, held)
         s, sim = SEARCH_RULE["act"][e["kind"]], SIGNAL_RULE["act"][e["kind"]]
         best = max(m, key=m.get)
-        lines.append(
+        held_out.append(
             f"| {e['label']} | {m['raw']:.2f} | **{m[s]:.2f}** ({s}, {m[s] - m['raw']:+.2f}) | {m[sim]:.2f} ({sim}, "
             f"{m[sim] - m['raw']:+.2f}) | {m[best]:.2f} ({best}) |"
         )
         if e["kind"] == "static":
             worst_static, n_static = min(worst_static, m[s] - m["raw"]), n_static + int(m[s] < m["raw"])
-    lines += [
-        "",
-        f"Target 'for search no static model below raw on the held-out queries': "
-        f"{'**met**' if n_static == 0 else '**not met**'} ({n_static} of "
-        f"{sum(e['kind'] == 'static' for e in res['entries'])} static entries below raw; smallest change "
-        f"{worst_static:+.2f}).",
-        "",
-        "Load average before / after the last entries run (each entry was run apart, `--entry`): "
-        + "; ".join(", ".join(f"{v:.2f}" for v in x) for x in res["loadavg"])
-        + f". {res['machine']}.",
-    ]
-    return "\n".join(lines)
+    rule = ", ".join(f"**{v}** on a {k} encoder" for k, v in tuned.items() if k != "unknown")
+    n_all = sum(e["kind"] == "static" for e in res["entries"])
+    loads = "; ".join(", ".join(f"{v:.2f}" for v in x) for x in res["loadavg"])
+    return f"""## Search: label-free `auto --for search`, tuned on half of Cranfield's queries (issue #34)
+
+Cranfield's {len(tune) + len(held)} queries split once by `SEARCH_SPLIT` in src/isotropy/selection/signals.py (numpy \
+`default_rng({res["split"]["seed"]})` permutation): {len(tune)} tuning queries, {len(held)} held out. Candidates fitted \
+on the 1400 documents (no label), nDCG@10 x 100 of an exact search. The rule, read off the tuning queries by \
+`tuned_search_rule` in bench/auto_search.py (a kind acts only with the calibration of best mean gain among those that \
+gained >= {res["margin"]:g} on every zoo entry of that kind): {rule}; it is the library's `SEARCH_RULE` \
+(`isotropy index build --method auto` uses it by default, `calibrate --method auto --for search` on request).
+
+### Tuning queries
+
+| entry | kind | raw | {" | ".join(shown)} |
+|---|---|---:|{"---:|" * len(shown)}
+{chr(10).join(tuning)}
+
+### Held-out queries
+
+| entry | raw | **auto --for search** | auto --for similarity | best in hindsight |
+|---|---:|---:|---:|---:|
+{chr(10).join(held_out)}
+
+Target 'for search no static model below raw on the held-out queries': {"**met**" if n_static == 0 else "**not met**"} \
+({n_static} of {n_all} static entries below raw; smallest change {worst_static:+.2f}).
+
+Load average before / after the last entries run (each entry was run apart, `--entry`): {loads}. {res["machine"]}."""
 
 
 SHOWN = ["center", "abtt-1", "common-component", "soft-0.25", "soft-0.5", "soft-0.75", "whitening", "whitening-shrunk"]
@@ -1462,36 +1411,34 @@ def _gain(m: dict[str, float], c: str) -> str:
 
 
 def auto_speed(res: dict) -> str:
-    lines = [
-        "## `calibrate --method auto` against `encode` (issue #34)",
-        "",
-        f"The {res['sentences']:,} distinct STS-B sentences (train, dev, test), the default model, each command in a "
-        "new process with a fresh vector cache (model load included in both), by `bench/auto_speed.py`. Label-free "
-        "auto decides by the encoder's kind before reading the corpus: on a transformer it keeps raw, so it encodes "
-        f"only a seeded sample ({res['signal_rows']:,} sentences) for the signals it reports, and writes the base model "
-        f"({' -> '.join(res['modules'])}). Target: auto <= 0.35x encode.",
-        "",
-        "| round | `isotropy encode` (s) | `calibrate --method auto` (s) | auto / encode |",
-        "|---:|---:|---:|---:|",
-    ]
-    for i, r in enumerate(res["rounds"], 1):
-        lines.append(f"| {i} | {r['encode_s']:.1f} | {r['auto_s']:.1f} | **{r['ratio']:.2f}x** |")
-    worst = max(r["ratio"] for r in res["rounds"])
-    sv = res["same_vectors"]
-    lines += [
-        "",
-        f"Target {'**met**' if worst <= 0.35 else '**not met**'}: worst ratio {worst:.2f}x (choice: {res['choice']}). "
-        f"The folder against the base model through sentence-transformers, on 200 sentences and one longer than the "
-        f"model's window: largest absolute difference {sv['max_abs_diff']:.2e}, norms {sv['norm_min']:.4f} to "
-        f"{sv['norm_max']:.4f} (the base model's `Normalize` kept).",
-        "",
-        "Load average (1, 5, 15 min) before and after each round: "
-        + "; ".join(", ".join(f"{v:.2f}" for v in x) for x in res["loadavg"])
-        + f". {res['machine']}. "
-        + ("Taken under load (a 1-minute load average above 2.5 on 2 cores). " if max(x[0] for x in res["loadavg"]) > 2.5 else "")
-        + "The ratio, both commands timed in the same round, is the figure to read, not the seconds.",
-    ]
-    return "\n".join(lines)
+    """``calibrate --method auto`` against ``encode`` on the STS-B sentences (BENCHMARKS.md)."""
+    rounds = "\n".join(
+        f"| {i} | {r['encode_s']:.1f} | {r['auto_s']:.1f} | **{r['ratio']:.2f}x** |" for i, r in enumerate(res["rounds"], 1)
+    )
+    worst, sv = max(r["ratio"] for r in res["rounds"]), res["same_vectors"]
+    loads = "; ".join(", ".join(f"{v:.2f}" for v in x) for x in res["loadavg"])
+    loaded = (
+        "Taken under load (a 1-minute load average above 2.5 on 2 cores). " if max(x[0] for x in res["loadavg"]) > 2.5 else ""
+    )
+    return f"""## `calibrate --method auto` against `encode` (issue #34)
+
+The {res["sentences"]:,} distinct STS-B sentences (train, dev, test), the default model, each command in a new process \
+with a fresh vector cache (model load included in both), by `bench/auto_speed.py`. Label-free auto decides by the \
+encoder's kind before reading the corpus: on a transformer it keeps raw, so it encodes only a seeded sample \
+({res["signal_rows"]:,} sentences) for the signals it reports, and writes the base model ({" -> ".join(res["modules"])}). \
+Target: auto <= 0.35x encode.
+
+| round | `isotropy encode` (s) | `calibrate --method auto` (s) | auto / encode |
+|---:|---:|---:|---:|
+{rounds}
+
+Target {"**met**" if worst <= 0.35 else "**not met**"}: worst ratio {worst:.2f}x (choice: {res["choice"]}). The folder \
+against the base model through sentence-transformers, on 200 sentences and one longer than the model's window: largest \
+absolute difference {sv["max_abs_diff"]:.2e}, norms {sv["norm_min"]:.4f} to {sv["norm_max"]:.4f} (the base model's \
+`Normalize` kept).
+
+Load average (1, 5, 15 min) before and after each round: {loads}. {res["machine"]}. {loaded}The ratio, both commands \
+timed in the same round, is the figure to read, not the seconds."""
 
 
 # --------------------------------------------------------------------------- static-speed (BENCHMARKS.md)
@@ -1595,36 +1542,19 @@ def rows(result: dict) -> dict[str, list[dict]]:
     peers = result.get("peers") or {}
     for key in SETTINGS:
         stats, peak = result["tokens"][key], result["peaks"][key]["model_peak"]
-        table = []
         sources = [("ours", result["times"][key], result["kinds"])]
         if peers:
             sources.append(("peers", peers["times"][key], result["peer_kinds"]))
+        out[key] = []
         for proc, times, kinds in sources:
-            ref = times["ST torch fp32"]["median_wall"]
-            ref_cpu = times["ST torch fp32"]["median_cpu"]
+            ref = times["ST torch fp32"]
             for name, t in times.items():
-                if proc == "peers" and name == "ST torch fp32":
-                    name_shown = "ST torch fp32 (peer venv)"
-                else:
-                    name_shown = name
-                gflops = stats["flops"]["total"] / t["median_wall"] / 1e9
-                kind = kinds.get(name, "fp32")
-                table.append(
-                    {
-                        "name": name_shown,
-                        "key": name,
-                        "proc": proc,
-                        "wall": t["median_wall"],
-                        "cpu": t["median_cpu"],
-                        "rate": stats["texts"] / t["median_wall"],
-                        "speedup": ref / t["median_wall"],
-                        "speedup_cpu": ref_cpu / t["median_cpu"],
-                        "gflops": gflops,
-                        "kind": kind,
-                        "of_peak": gflops / peak[kind],
-                    }
-                )
-        out[key] = table
+                wall, cpu, kind = t["median_wall"], t["median_cpu"], kinds.get(name, "fp32")
+                gflops = stats["flops"]["total"] / wall / 1e9
+                shown = "ST torch fp32 (peer venv)" if proc == "peers" and name == "ST torch fp32" else name
+                row = {"name": shown, "key": name, "proc": proc, "wall": wall, "cpu": cpu, "rate": stats["texts"] / wall}
+                row.update(speedup=ref["median_wall"] / wall, speedup_cpu=ref["median_cpu"] / cpu, gflops=gflops, kind=kind)
+                out[key].append({**row, "of_peak": gflops / peak[kind]})
     return out
 
 
@@ -2234,105 +2164,83 @@ def auto_sections(data: dict) -> list[tuple[str, str]]:
 
 
 def poolings(result: dict, names: list[str], new: set[str], speed_rows: int) -> str:
+    """Every pooling's STS-B Spearman and speed against last-avg (BENCHMARKS.md)."""
     scores, speed, relative = result["spearman"], result["sentences_per_second"], result["relative_to_last_avg"]
-    rows = ["| pooling | Spearman x 100 | sentences / s | speed vs last-avg |", "|---|---:|---:|---:|"]
-    for p in names:
-        name = f"**{p}**" if p in new else p
-        rows.append(f"| {name} | {scores[p]:.2f} | {speed[p]:.0f} | {relative[p]:.2f}x |")
+    rows = [f"| {f'**{p}**' if p in new else p} | {scores[p]:.2f} | {speed[p]:.0f} | {relative[p]:.2f}x |" for p in names]
     both = "all in one encode_multi"
     rows.append(f"| all {len(names)} in one `encode_multi` | | {speed[both]:.0f} | {relative[both]:.2f}x |")
-    baseline = [f"{k}: {v:.0f} sentences / s" for k, v in speed.items() if k.startswith("last-avg plain path")]
-    md = "\n".join(
-        [
-            "## Poolings (issue #14)",
-            "",
-            f"`bench/poolings.py`: {result['setting']}. New poolings in bold, each with its paper's defaults, "
-            f"nothing tuned. Speed: each pooling alone encoding {speed_rows} test sentences, the median of "
-            f"{result['rounds']} interleaved rounds ({result['machine']}; a shared machine: read the ratios to last-avg, "
-            "measured in the same rounds).",
-            "",
-            *rows,
-            "",
-            "Against `last-avg`, the mean pooling this model was trained with: "
-            + ", ".join(f"{q} {scores[q] - scores['last-avg']:+.2f}" for q in names if q in new)
-            + ". No new pooling beats the model's own on raw cosine: all-MiniLM-L6-v2 was fine-tuned "
-            "(contrastively) for mean pooling, so re-weighting its tokens (sif, idf, ditto) can only move away from "
-            "what was trained, and its mask-token state was never trained to summarise a sentence (prompt; the "
-            "template's own vector dominates it, which denoising removes). The papers measured these poolings on "
-            "BERT-base without fine-tuning, where the average is weak; this table does not test that setting.",
-            "",
-            *(
-                [f"The plain path, this code against the baseline, timed in alternating subprocesses: {'; '.join(baseline)}."]
-                if baseline
-                else []
-            ),
-        ]
-    )
-    return md
+    against = ", ".join(f"{q} {scores[q] - scores['last-avg']:+.2f}" for q in names if q in new)
+    baseline = "; ".join(f"{k}: {v:.0f} sentences / s" for k, v in speed.items() if k.startswith("last-avg plain path"))
+    if baseline:
+        baseline = f"The plain path, this code against the baseline, timed in alternating subprocesses: {baseline}."
+    return f"""## Poolings (issue #14)
+
+`bench/poolings.py`: {result["setting"]}. New poolings in bold, each with its paper's defaults, nothing tuned. Speed: \
+each pooling alone encoding {speed_rows} test sentences, the median of {result["rounds"]} interleaved rounds \
+({result["machine"]}; a shared machine: read the ratios to last-avg, measured in the same rounds).
+
+| pooling | Spearman x 100 | sentences / s | speed vs last-avg |
+|---|---:|---:|---:|
+{chr(10).join(rows)}
+
+Against `last-avg`, the mean pooling this model was trained with: {against}. No new pooling beats the model's own on \
+raw cosine: all-MiniLM-L6-v2 was fine-tuned (contrastively) for mean pooling, so re-weighting its tokens (sif, idf, \
+ditto) can only move away from what was trained, and its mask-token state was never trained to summarise a sentence \
+(prompt; the template's own vector dominates it, which denoising removes). The papers measured these poolings on \
+BERT-base without fine-tuning, where the average is weak; this table does not test that setting.
+
+{baseline}"""
 
 
 # --------------------------------------------------------------------------- search (BENCHMARKS.md)
 
 
 def search(data: dict, threshold: float, max_length: int) -> str:
+    """Whitened, smaller vectors on a faiss index against raw-384 flat (BENCHMARKS.md)."""
     rows, m = data["rows"], data["meta"]
     ref = next((r for r in rows if r["setting"] == "raw-384" and r["kind"] == "flat"), None)
-    task_names, per_task, n_corpus, n_queries = m["task_names"], m["per_task"], m["n_corpus"], m["n_queries"]
-    n_pairs, n_single, encode_s, cached, enc_rate, repeats = (
-        m["n_pairs"],
-        m["n_single"],
-        m["encode_s"],
-        m["cached"],
-        m["enc_rate"],
-        m["repeats"],
-    )
+    n_corpus, n_queries = m["n_corpus"], m["n_queries"]
 
-    def ratio(v, key):
-        return f"{v / ref[key]:.2f}x" if ref else "-"
-
-    def speedup(r, mode):
+    def vs(r, mode):
         return "-" if r.get(f"speedup_{mode}") is None else f"{r[f'speedup_{mode}']:.2f}x"
 
-    lines = [
-        "## Search: whitened, smaller vectors on a faiss index",
-        "",
-        f"Generated by `bench/search.py` on {m['date']}; machine: {m['machine']}; "
-        f"faiss threads: {m['faiss_threads']} for batches, 1 for single queries. The machine was shared with other "
-        f"engineers' jobs, so throughput is noisy: {repeats} interleaved sweeps time every index once each, "
-        "QPS is the median over sweeps and `vs ref` the median over sweeps of the speed-up against raw-384 flat "
-        "timed in the same sweep.",
-        "",
-        f"Task (no labelling needed): corpus = the {n_corpus} unique sentences of {', '.join(task_names)}; "
-        f"queries = sentence1 of every pair with gold score >= {threshold} ({n_queries} distinct queries, "
-        f"{n_pairs} (query, relevant) pairs; pairs per task before de-duplication: "
-        + ", ".join(f"{k} {v}" for k, v in per_task.items())
-        + "); the relevant document is the pair's sentence2. Each query is itself in the corpus: it is searched "
-        "with k + 1 and its own id dropped from its hits. recall@k = share of pairs whose sentence2 is in the "
-        "query's top k; MRR@10 = mean 1/rank of sentence2 (0 beyond 10). Scores x 100.",
-        "",
-        f"Vectors: all-MiniLM-L6-v2 (default model), its own pooling last-avg, max_length {max_length}. "
-        f"Encoding is shared by every row: {n_corpus} sentences "
-        + (f"read from the vector cache in {encode_s:.1f} s" if cached else f"encoded in {encode_s:.1f} s")
-        + f"; the encoder runs at {enc_rate:.0f} sentences/s here (512-sentence sample, encoded afresh) -- "
-        "for single queries encoding, not search, dominates the latency. Transforms are fitted on the corpus "
-        "(Ledoit-Wolf shrinkage, as `isotropy index build` does): `whitened-K` = BERT-whitening to K dims, "
-        "`soft0.5-K` = power 0.5, `pca-K` = power 0 (rotation + truncation, no scaling). hnsw: M 32, "
-        "efConstruction 200, efSearch 64. QPS = queries per second of search only (batch: all "
-        f"{n_queries} queries in one call; single: {n_single} sampled queries one call each). "
-        "Bytes = the serialised faiss index.",
-        "",
-        "| setting | index | dims | R@1 | R@10 | MRR@10 | QPS batch | vs ref | QPS single | vs ref | index MB | vs ref | build s |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['setting']} | {r['kind']} | {r['dims']} | {r['recall@1']:.2f} | {r['recall@10']:.2f} | "
-            f"{r['mrr@10']:.2f} | {r['qps_batch']:.0f} | {speedup(r, 'batch')} | "
-            f"{r['qps_single']:.0f} | {speedup(r, 'single')} | {r['bytes'] / 2**20:.1f} | "
-            f"{ratio(r['bytes'], 'bytes')} | {r['build_s']:.1f} |"
-        )
-    lines += ["", search_verdict(rows, ref)]
-    return "\n".join(lines)
+    def size(r):
+        return f"{r['bytes'] / ref['bytes']:.2f}x" if ref else "-"
+
+    table = "\n".join(
+        f"| {r['setting']} | {r['kind']} | {r['dims']} | {r['recall@1']:.2f} | {r['recall@10']:.2f} | {r['mrr@10']:.2f} | "
+        f"{r['qps_batch']:.0f} | {vs(r, 'batch')} | {r['qps_single']:.0f} | {vs(r, 'single')} | {r['bytes'] / 2**20:.1f} | "
+        f"{size(r)} | {r['build_s']:.1f} |"
+        for r in rows
+    )
+    per_task = ", ".join(f"{k} {v}" for k, v in m["per_task"].items())
+    read = f"read from the vector cache in {m['encode_s']:.1f} s" if m["cached"] else f"encoded in {m['encode_s']:.1f} s"
+    return f"""## Search: whitened, smaller vectors on a faiss index
+
+Generated by `bench/search.py` on {m["date"]}; machine: {m["machine"]}; faiss threads: {m["faiss_threads"]} for batches, \
+1 for single queries. The machine was shared with other engineers' jobs, so throughput is noisy: {m["repeats"]} \
+interleaved sweeps time every index once each, QPS is the median over sweeps and `vs ref` the median over sweeps of the \
+speed-up against raw-384 flat timed in the same sweep.
+
+Task (no labelling needed): corpus = the {n_corpus} unique sentences of {", ".join(m["task_names"])}; queries = \
+sentence1 of every pair with gold score >= {threshold} ({n_queries} distinct queries, {m["n_pairs"]} (query, relevant) \
+pairs; pairs per task before de-duplication: {per_task}); the relevant document is the pair's sentence2. Each query is \
+itself in the corpus: it is searched with k + 1 and its own id dropped from its hits. recall@k = share of pairs whose \
+sentence2 is in the query's top k; MRR@10 = mean 1/rank of sentence2 (0 beyond 10). Scores x 100.
+
+Vectors: all-MiniLM-L6-v2 (default model), its own pooling last-avg, max_length {max_length}. Encoding is shared by \
+every row: {n_corpus} sentences {read}; the encoder runs at {m["enc_rate"]:.0f} sentences/s here (512-sentence sample, \
+encoded afresh) -- for single queries encoding, not search, dominates the latency. Transforms are fitted on the corpus \
+(Ledoit-Wolf shrinkage, as `isotropy index build` does): `whitened-K` = BERT-whitening to K dims, `soft0.5-K` = power \
+0.5, `pca-K` = power 0 (rotation + truncation, no scaling). hnsw: M 32, efConstruction 200, efSearch 64. QPS = queries \
+per second of search only (batch: all {n_queries} queries in one call; single: {m["n_single"]} sampled queries one call \
+each). Bytes = the serialised faiss index.
+
+| setting | index | dims | R@1 | R@10 | MRR@10 | QPS batch | vs ref | QPS single | vs ref | index MB | vs ref | build s |
+|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+{table}
+
+{search_verdict(rows, ref)}"""
 
 
 def search_verdict(rows, ref) -> str:
@@ -2374,91 +2282,79 @@ def search_verdict(rows, ref) -> str:
 
 
 def serve(r: dict) -> str:
+    """``isotropy serve`` against the one-shot ``isotropy search`` (BENCHMARKS.md)."""
     (load0, load1), (wall, wall_max), (loading, loading_max) = r["load"], r["wall"], r["loading"]
-    return "\n".join(
-        [
-            "## Serving searches (`isotropy serve`)",
-            "",
-            "Regenerate: `.venv/bin/python bench/serve.py` (`--render` rewrites this from bench/results/serve.json).",
-            "",
-            f"Machine: {r['machine']}; load average {load0:.1f} before, {load1:.1f} after"
-            + (": the 2 cores were shared with other jobs, so every figure is inflated." if max(load0, load1) > 2.5 else "."),
-            "",
-            f"An index of a generated {r['lines']}-line corpus, default model, `isotropy index build`'s default "
-            "(soft whitening to 128 dims, flat).",
-            "",
-            "| | median | 90th percentile |",
-            "|---|---:|---:|",
-            f"| `isotropy search INDEX QUERY`, whole command (s, {r['repeats']} runs) | {wall:.2f} | {wall_max:.2f} (max) |",
-            f"| of which loading the index and model (s, as `search` reports it) | {loading:.2f} | {loading_max:.2f} (max) |",
-            f"| `isotropy serve`: start to `/health` answering (s, once) | {r['ready_s']:.2f} | |",
-            f"| `GET /search?q=...&k=10`, as the client sees it (ms, {r['requests']} requests) | {r['latency_ms'][0]:.1f} | "
-            f"{r['latency_ms'][1]:.1f} |",
-            f"| of which the search itself (ms, the server's `took_ms`) | {r['took_ms'][0]:.1f} | {r['took_ms'][1]:.1f} |",
-            "",
-            f"A search against the running server takes {r['latency_ms'][0]:.0f} ms; the one-shot command pays "
-            f"{wall:.1f} s each time, almost all of it starting Python and loading the model.",
-        ]
-    )
+    (lat, lat90), (took, took90) = r["latency_ms"], r["took_ms"]
+    shared = ": the 2 cores were shared with other jobs, so every figure is inflated." if max(load0, load1) > 2.5 else "."
+    return f"""## Serving searches (`isotropy serve`)
+
+Regenerate: `.venv/bin/python bench/serve.py` (`--render` rewrites this from bench/results/serve.json).
+
+Machine: {r["machine"]}; load average {load0:.1f} before, {load1:.1f} after{shared}
+
+An index of a generated {r["lines"]}-line corpus, default model, `isotropy index build`'s default \
+(soft whitening to 128 dims, flat).
+
+| | median | 90th percentile |
+|---|---:|---:|
+| `isotropy search INDEX QUERY`, whole command (s, {r["repeats"]} runs) | {wall:.2f} | {wall_max:.2f} (max) |
+| of which loading the index and model (s, as `search` reports it) | {loading:.2f} | {loading_max:.2f} (max) |
+| `isotropy serve`: start to `/health` answering (s, once) | {r["ready_s"]:.2f} | |
+| `GET /search?q=...&k=10`, as the client sees it (ms, {r["requests"]} requests) | {lat:.1f} | {lat90:.1f} |
+| of which the search itself (ms, the server's `took_ms`) | {took:.1f} | {took90:.1f} |
+
+A search against the running server takes {lat:.0f} ms; the one-shot command pays {wall:.1f} s each time, almost all \
+of it starting Python and loading the model."""
 
 
 # --------------------------------------------------------------------------- onnx (BENCHMARKS.md)
 
 
 def onnx(r: dict) -> str:
-    rows = [
-        "| pipeline | median wall time (s) | sentences/s | speed vs PyTorch | CPU time (s) | CPU vs PyTorch | STS-B Spearman x100 | "
-        "change vs PyTorch | cosine to PyTorch (mean / min) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
-    ]
-    for x in r["rows"]:
-        cos = "-" if x["cosine"] is None else f"{x['cosine'][0]:.4f} / {x['cosine'][1]:.4f}"
-        rows.append(
-            f"| {x['pipeline']} | {x['wall_s']:.2f} | {x['per_s']:.0f} | {x['ratio']:.2f}x | {x['cpu_s']:.2f} | "
-            f"{x['cpu_ratio']:.2f}x | {x['spearman']:.2f} | {x['change']:+.2f} | {cos} |"
-        )
-    speed = next(x["ratio"] for x in r["rows"] if x["pipeline"] == "ONNX int8")
-    loss = r["loss"]
+    """The ONNX export against the PyTorch backend and sentence-transformers (BENCHMARKS.md)."""
+    rows = "\n".join(
+        f"| {x['pipeline']} | {x['wall_s']:.2f} | {x['per_s']:.0f} | {x['ratio']:.2f}x | {x['cpu_s']:.2f} | "
+        f"{x['cpu_ratio']:.2f}x | {x['spearman']:.2f} | {x['change']:+.2f} | "
+        + ("-" if x["cosine"] is None else f"{x['cosine'][0]:.4f} / {x['cosine'][1]:.4f}")
+        + " |"
+        for x in r["rows"]
+    )
+    speed, loss = next(x["ratio"] for x in r["rows"] if x["pipeline"] == "ONNX int8"), r["loss"]
     met = speed >= 1.5 and loss <= 0.3
-    verdict = (
-        f"Target (int8 at least 1.5x faster than PyTorch, at most 0.3 Spearman points lost): "
-        f"**{'met' if met else 'missed'}** -- int8 is {speed:.2f}x PyTorch's throughput and "
-        f"{'loses' if loss > 0 else 'gains'} {abs(loss):.2f} points."
+    noisy = (
+        ""
+        if met
+        else " On this shared 2-core machine timings move with other users' load; the ratios come from interleaved rounds "
+        "of the same run, so they are comparable, but rerun before drawing conclusions."
     )
-    if not met:
-        verdict += (
-            " On this shared 2-core machine timings move with other users' load; the ratios come from "
-            "interleaved rounds of the same run, so they are comparable, but rerun before drawing conclusions."
-        )
-    return "\n".join(
-        [
-            "## onnx",
-            "",
-            'ONNX export (`isotropy export onnx`, `Encoder(backend="onnx")`) against the PyTorch backend and against '
-            "sentence-transformers, measured in one run by `bench/onnx_speed.py` (rerun it to regenerate this section; "
-            "`--render` rewrites it from bench/results/onnx.json).",
-            "",
-            f"Workload: the {r['n']:,} sentences of the STS-B test pairs, default model (all-MiniLM-L6-v2), last-avg pooling, "
-            f"max_length 64, batch 64, CPU. Each time is the median of {r['repeats']} rounds of encoding all sentences; "
-            f"within a round the sentences go in chunks of {r['chunk']} and every pipeline encodes each chunk in turn "
-            "(rotating who starts), so the background load of this shared machine falls on all of them alike. "
-            "CPU time is this process's (all threads). Speed ratios are PyTorch's time over the pipeline's within each "
-            "round, median over rounds (times: median over rounds). Whitening: Ledoit-Wolf "
-            'shrinkage, fitted on all STS-B sentences (train+dev+test, the papers\' "target" setting). '
-            "sentence-transformers runs the same folder with its Normalize module removed (same vectors as PyTorch).",
-            "",
-            *rows,
-            "",
-            verdict,
-            "",
-            f"int8 with whitening in the graph changes Spearman by {r['whitening_change']:+.2f} points against PyTorch + "
-            "whitening: whitening rescales every principal direction to unit variance, so the int8 rounding noise of the "
-            "encoder is magnified along the low-variance directions; prefer the float32 graph when whitening matters more "
-            "than speed, or measure on your own task.",
-            "",
-            f"Machine: {r['machine']}.",
-        ]
-    )
+    return f"""## onnx
+
+ONNX export (`isotropy export onnx`, `Encoder(backend="onnx")`) against the PyTorch backend and against \
+sentence-transformers, measured in one run by `bench/onnx_speed.py` (rerun it to regenerate this section; `--render` \
+rewrites it from bench/results/onnx.json).
+
+Workload: the {r["n"]:,} sentences of the STS-B test pairs, default model (all-MiniLM-L6-v2), last-avg pooling, \
+max_length 64, batch 64, CPU. Each time is the median of {r["repeats"]} rounds of encoding all sentences; within a round \
+the sentences go in chunks of {r["chunk"]} and every pipeline encodes each chunk in turn (rotating who starts), so the \
+background load of this shared machine falls on all of them alike. CPU time is this process's (all threads). Speed \
+ratios are PyTorch's time over the pipeline's within each round, median over rounds (times: median over rounds). \
+Whitening: Ledoit-Wolf shrinkage, fitted on all STS-B sentences (train+dev+test, the papers' "target" setting). \
+sentence-transformers runs the same folder with its Normalize module removed (same vectors as PyTorch).
+
+| pipeline | median wall time (s) | sentences/s | speed vs PyTorch | CPU time (s) | CPU vs PyTorch | \
+STS-B Spearman x100 | change vs PyTorch | cosine to PyTorch (mean / min) |
+|---|---:|---:|---:|---:|---:|---:|---:|---|
+{rows}
+
+Target (int8 at least 1.5x faster than PyTorch, at most 0.3 Spearman points lost): **{"met" if met else "missed"}** -- \
+int8 is {speed:.2f}x PyTorch's throughput and {"loses" if loss > 0 else "gains"} {abs(loss):.2f} points.{noisy}
+
+int8 with whitening in the graph changes Spearman by {r["whitening_change"]:+.2f} points against PyTorch + whitening: \
+whitening rescales every principal direction to unit variance, so the int8 rounding noise of the encoder is magnified \
+along the low-variance directions; prefer the float32 graph when whitening matters more than speed, or measure on your \
+own task.
+
+Machine: {r["machine"]}."""
 
 
 # --------------------------------------------------------------------------- flow (BENCHMARKS.md)
@@ -2677,114 +2573,102 @@ def _table(t: dict) -> str:
 
 
 def _analysis_time(t: dict) -> str:
-    load0, load1 = t["load"]
-    t_ana, c_ana, target = t["analyze_s"], t["analyze_cpu_s"], t["target_s"]
+    """``isotropy analyze`` against ``isotropy encode`` on a generated corpus."""
+    (load0, load1), t_ana, c_ana, target = t["load"], t["analyze_s"], t["analyze_cpu_s"], t["target_s"]
+    loaded = max(load0, load1) > 2.5
     verdict = (
         "met"
         if t_ana <= target
-        else ("met on CPU time, not on wall time (the machine was shared)" if c_ana <= target else "missed")
+        else "met on CPU time, not on wall time (the machine was shared)"
+        if c_ana <= target
+        else "missed"
     )
-    return "\n".join(
-        [
-            f"`isotropy analyze` on the default model and a generated {t['lines']}-line corpus "
-            f"(median of {t['repeats']}; load average {load0:.1f} before, {load1:.1f} after"
-            + (": the 2 cores were shared with other jobs)." if max(load0, load1) > 2.5 else ")."),
-            "",
-            "| command | wall s | CPU s (user+sys) | wall vs encode |",
-            "|---|---:|---:|---:|",
-            f"| `isotropy encode` (reference: load + encode) | {t['encode_s']:.1f} | {t['encode_cpu_s']:.1f} | 1.00 |",
-            f"| `isotropy analyze` (everything, word level and figures included) | {t_ana:.1f} | {c_ana:.1f} | {t['ratio']:.2f} |",
-            "",
-            "Inside the last analyze run (wall s): "
-            + ", ".join(f"{k.removesuffix('_s')} {v:.1f}" for k, v in t["inside"].items())
-            + ".",
-            "",
-            f"Target (at most {target} s on 2 cores): {verdict}"
-            + (
-                f" on this run, with the machine loaded (load average {max(load0, load1):.1f} on 2 cores): "
-                "wall time here is mostly waiting for a core; the CPU time is the better guide, though contention inflates it too"
-                if max(load0, load1) > 2.5 and t_ana > target
-                else ""
-            )
-            + ". Encoding dominates; the statistics are "
-            "d x d eigenproblems computed once per representation and a sampled exact kNN "
-            f"(at most {t['max_queries']} queries per rank bucket).",
-        ]
-    )
+    if loaded and t_ana > target:
+        verdict += (
+            f" on this run, with the machine loaded (load average {max(load0, load1):.1f} on 2 cores): wall time here is "
+            "mostly waiting for a core; the CPU time is the better guide, though contention inflates it too"
+        )
+    inside = ", ".join(f"{k.removesuffix('_s')} {v:.1f}" for k, v in t["inside"].items())
+    return f"""`isotropy analyze` on the default model and a generated {t["lines"]}-line corpus (median of {t["repeats"]}; \
+load average {load0:.1f} before, {load1:.1f} after{": the 2 cores were shared with other jobs)." if loaded else ")."}
+
+| command | wall s | CPU s (user+sys) | wall vs encode |
+|---|---:|---:|---:|
+| `isotropy encode` (reference: load + encode) | {t["encode_s"]:.1f} | {t["encode_cpu_s"]:.1f} | 1.00 |
+| `isotropy analyze` (everything, word level and figures included) | {t_ana:.1f} | {c_ana:.1f} | {t["ratio"]:.2f} |
+
+Inside the last analyze run (wall s): {inside}.
+
+Target (at most {target} s on 2 cores): {verdict}. Encoding dominates; the statistics are d x d eigenproblems computed \
+once per representation and a sampled exact kNN (at most {t["max_queries"]} queries per rank bucket)."""
 
 
 def _analysis_stsb(s: dict) -> str:
-    out = [
-        f"STS-B, all {s['sentences']} unique sentences (train+dev+test), default model, max_length 64; "
-        "whitening fitted on the same sentences (shrinkage 0, the papers' setting). 20,000 random pairs, seed 0.",
-        "",
-    ]
-    for pooling, t in s["poolings"].items():
-        out += [f"**Pooling `{pooling}`**", "", _table(t), ""]
-    w, drop = s["word"], s["drop"]
-    out += [
-        f"**Word level** ({w['model']}, {w['ranked_tokens']} tokens ranked, {w['seen_tokens']} seen in STS-B, "
-        f"{w['corpus_tokens']} token occurrences; unseen tokens last in random order; kNN over at most {w['max_queries']} "
-        "queries per bucket):",
-        "",
-        _table(w),
-        "",
-        f"Random token pairs: average cosine {w['average_cosine']['mean']:.3f} (std {w['average_cosine']['std']:.3f}), "
-        f"I(W) {w['partition_isotropy']:.3f}, IsoScore {w['isoscore']:.3f}. "
-        "For comparison, the BERT-flow paper reports for BERT-base (ranks by pre-training frequency) mean l2 norms "
-        "0.95, 1.04, 1.22, 1.45 over the same four buckets.",
-        "",
-        f'The same with `unseen="drop"` (only the {drop["ranked_tokens"]} tokens seen in STS-B are ranked; kNN among them):',
-        "",
-        _table(drop),
-    ]
-    return "\n".join(out)
+    """The anisotropy tables on STS-B: one per pooling, then the word level (all tokens, then those seen only)."""
+    poolings = "".join(f"**Pooling `{pooling}`**\n\n{_table(t)}\n\n" for pooling, t in s["poolings"].items())
+    w, drop, cos = s["word"], s["drop"], s["word"]["average_cosine"]
+    return f"""STS-B, all {s["sentences"]} unique sentences (train+dev+test), default model, max_length 64; whitening fitted \
+on the same sentences (shrinkage 0, the papers' setting). 20,000 random pairs, seed 0.
+
+{poolings}**Word level** ({w["model"]}, {w["ranked_tokens"]} tokens ranked, {w["seen_tokens"]} seen in STS-B, \
+{w["corpus_tokens"]} token occurrences; unseen tokens last in random order; kNN over at most {w["max_queries"]} queries \
+per bucket):
+
+{_table(w)}
+
+Random token pairs: average cosine {cos["mean"]:.3f} (std {cos["std"]:.3f}), I(W) {w["partition_isotropy"]:.3f}, \
+IsoScore {w["isoscore"]:.3f}. For comparison, the BERT-flow paper reports for BERT-base (ranks by pre-training \
+frequency) mean l2 norms 0.95, 1.04, 1.22, 1.45 over the same four buckets.
+
+The same with `unseen="drop"` (only the {drop["ranked_tokens"]} tokens seen in STS-B are ranked; kNN among them):
+
+{_table(drop)}"""
 
 
 def analysis(r: dict) -> str:
+    """``isotropy analyze``: its time and the anisotropy figures on STS-B (BENCHMARKS.md)."""
     parts = [f"Machine: {r['machine']}", ""]
     if "timing" in r:
         parts += ["### Time", "", _analysis_time(r["timing"]), ""]
     if "stsb" in r:
         parts += ["### Anisotropy on STS-B", "", _analysis_stsb(r["stsb"]), ""]
-    head = "## Analysis (`isotropy analyze`)\n\nRegenerate: `.venv/bin/python bench/analysis.py` (`--render` rewrites this "
-    return head + "from bench/results/analysis.json).\n\n" + "\n".join(parts)
+    return f"""## Analysis (`isotropy analyze`)
+
+Regenerate: `.venv/bin/python bench/analysis.py` (`--render` rewrites this from bench/results/analysis.json).
+
+{chr(10).join(parts)}"""
 
 
 # --------------------------------------------------------------------------- calibrate (ECOSYSTEM.md)
 
 
 def calibrate(res: dict) -> str:
-    r = res["run"]
-    return "\n".join(
-        [
-            "## Measured (bench/calibrate.py)",
-            "",
-            f"Parity: every affine method fitted on the {res['train']:,} STS-B train sentences (all-MiniLM-L6-v2, "
-            "max_length 64); the folder loaded by plain `SentenceTransformer(path)` in a `python -I` process where "
-            f"isotropy is not importable, against `Encoder` + the float64 transform on the {res['test']:,} STS-B test "
-            "sentences.",
-            "",
-            "| pooling | method | calibration module | max abs difference | largest entry |",
-            "|---|---|---|---:|---:|",
-            *res["parity_rows"],
-            "",
-            f"`run_calibration` on {r['train']:,} STS-B train sentences (last-avg, max_length 64, whitening with Ledoit-Wolf "
-            f"shrinkage, `--onnx --quantize int8 --eval STSBenchmark`): {r['total_s']:.0f} s in all, of which encoding the "
-            f"corpus {r['encode_s']:.0f} s and fitting {r['fit_s']:.2f} s; the rest is `--eval` (encoding 2,758 test "
-            "sentences), the two ONNX exports with their int8 graphs and writing the folder. Peak RSS of the process "
-            f"{r['peak_mib']:.0f} MiB (the model and torch included).",
-            "",
-            "| STS-B test (1,379 pairs), Spearman x 100 | |",
-            "|---|---:|",
-            f"| base model (isotropy eval) | {r['base']:.2f} |",
-            f"| calibrated (isotropy eval: Encoder + transform) | {r['calibrated']:.2f} |",
-            f"| calibrated folder through MTEB's STS evaluator ({r['mteb_s']:.0f} s) | {r['mteb']:.2f} |",
-            f"| calibrated folder, int8 graph for sentence-transformers' ONNX backend | {r['int8']:.2f} |",
-            "",
-            f"MTEB minus isotropy eval: {r['mteb_minus_eval']:+.4f}. This whitening is fitted on the train split only; "
-            "all-MiniLM-L6-v2 is already trained for similarity, so whitening lowers its STS-B score (docs/RESULTS.md).",
-            "",
-            f"Machine: {res['machine']}.",
-        ]
-    )
+    """Parity of the calibrated folder and one ``run_calibration`` (ECOSYSTEM.md)."""
+    r, parity = res["run"], "\n".join(res["parity_rows"])
+    return f"""## Measured (bench/calibrate.py)
+
+Parity: every affine method fitted on the {res["train"]:,} STS-B train sentences (all-MiniLM-L6-v2, max_length 64); the \
+folder loaded by plain `SentenceTransformer(path)` in a `python -I` process where isotropy is not importable, against \
+`Encoder` + the float64 transform on the {res["test"]:,} STS-B test sentences.
+
+| pooling | method | calibration module | max abs difference | largest entry |
+|---|---|---|---:|---:|
+{parity}
+
+`run_calibration` on {r["train"]:,} STS-B train sentences (last-avg, max_length 64, whitening with Ledoit-Wolf shrinkage, \
+`--onnx --quantize int8 --eval STSBenchmark`): {r["total_s"]:.0f} s in all, of which encoding the corpus \
+{r["encode_s"]:.0f} s and fitting {r["fit_s"]:.2f} s; the rest is `--eval` (encoding 2,758 test sentences), the two ONNX \
+exports with their int8 graphs and writing the folder. Peak RSS of the process {r["peak_mib"]:.0f} MiB (the model and \
+torch included).
+
+| STS-B test (1,379 pairs), Spearman x 100 | |
+|---|---:|
+| base model (isotropy eval) | {r["base"]:.2f} |
+| calibrated (isotropy eval: Encoder + transform) | {r["calibrated"]:.2f} |
+| calibrated folder through MTEB's STS evaluator ({r["mteb_s"]:.0f} s) | {r["mteb"]:.2f} |
+| calibrated folder, int8 graph for sentence-transformers' ONNX backend | {r["int8"]:.2f} |
+
+MTEB minus isotropy eval: {r["mteb_minus_eval"]:+.4f}. This whitening is fitted on the train split only; \
+all-MiniLM-L6-v2 is already trained for similarity, so whitening lowers its STS-B score (docs/RESULTS.md).
+
+Machine: {res["machine"]}."""

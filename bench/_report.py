@@ -7,10 +7,13 @@ RESULTS.md) without touching the others'.
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import platform
 import re
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,16 +41,15 @@ def update_section(doc: str | Path, name: str, markdown: str, title: str | None 
     return path
 
 
-def write_json(path: str | Path, obj, indent: int | None = 2, default=None) -> Path:
-    """Write a results file atomically (a run killed mid-write leaves the previous results, never half a file)."""
-    import json
-
+def write_json(path: str | Path, obj, indent: int | None = 2, **options) -> Path:
+    """Write a results file atomically (a run killed mid-write leaves the previous results, never half a file);
+    ``options``: ``json.dumps``'s (``default``, ``sort_keys``)."""
     from isotropy.storage.atomic import atomic_file
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(path, "w") as fh:
-        fh.write(json.dumps(obj, indent=indent, default=default) + "\n")
+        fh.write(json.dumps(obj, indent=indent, **options) + "\n")
     return path
 
 
@@ -88,3 +90,52 @@ def median_time(fn: Callable[[], object], repeats: int = 3) -> tuple[float, list
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times), times
+
+
+def load_json(path: str | Path):
+    """A saved results file."""
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def pair_spearman(a, b, gold) -> float:
+    """Spearman x 100 of the cosines of row pairs ``a[i]``, ``b[i]`` against ``gold`` (the library's metrics); a pair
+    with an all-zero vector (a static model that knows none of its tokens) has cosine 0."""
+    import numpy as np
+
+    from isotropy.evaluation import cosine_rows, spearman
+
+    return float(spearman(np.nan_to_num(cosine_rows(a, b), nan=0.0), gold))
+
+
+class Section:
+    """The docs section a script owns: its file, its name, how it is drawn from the results and where they are saved.
+
+    Every script takes ``--no-write`` (print the section, write nothing) and ``--render`` (alias ``--render-only``:
+    rewrite the section from the saved results, running nothing).
+    """
+
+    def __init__(self, doc: str, name: str, draw: Callable[[dict], str], out: Path):
+        self.doc, self.name, self.draw, self.out = doc, name, draw, out
+
+    def parser(self, doc: str) -> argparse.ArgumentParser:
+        """The script's parser (described by its docstring's first line) with ``--no-write`` and ``--render``."""
+        ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+        ap.add_argument("--no-write", action="store_true", help=f"print the section instead of writing docs/{self.doc}")
+        said = f"rewrite the section from {self.out.relative_to(ROOT)}, running nothing"
+        ap.add_argument("--render", "--render-only", action="store_true", help=said)
+        return ap
+
+    def rendered(self, args: argparse.Namespace) -> bool:
+        """With ``--render``, rewrite the section from the saved results and answer True (the script stops there)."""
+        if args.render:
+            update_section(self.doc, self.name, self.draw(load_json(self.out)))
+        return bool(args.render)
+
+    def publish(self, res, args: argparse.Namespace, **json_options) -> str:
+        """Print the section drawn from ``res``; unless ``--no-write``, save ``res`` and rewrite the section."""
+        md = self.draw(res)
+        print(md)
+        if not args.no_write:
+            write_json(self.out, portable(res), **json_options)
+            print(f"wrote {self.out.relative_to(ROOT)} and {update_section(self.doc, self.name, md)}", file=sys.stderr)
+        return md

@@ -22,8 +22,6 @@ Writes the ``analysis`` section of docs/BENCHMARKS.md.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import random
 import resource
@@ -36,11 +34,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _render  # noqa: E402
 
-from _report import DATA, ROOT, machine, median_time, portable, update_section, write_json  # noqa: E402
+from _report import DATA, ROOT, Section, machine, median_time  # noqa: E402
 from isotropy import analysis as A  # noqa: E402
 
 BIN = Path(sys.executable).parent
-OUT = ROOT / "bench" / "results" / "analysis.json"
+SECTION = Section("BENCHMARKS.md", "analysis", _render.analysis, ROOT / "bench" / "results" / "analysis.json")
 TARGET_S = 15  # issue #25: 1,000 lines in at most 15 s on 2 cores, default model
 
 
@@ -192,27 +190,20 @@ def stsb_section() -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = SECTION.parser(__doc__)
     ap.add_argument("--lines", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--skip-stsb", action="store_true")
     ap.add_argument("--skip-timing", action="store_true")
-    ap.add_argument("--no-write", action="store_true")
-    ap.add_argument("--render", action="store_true", help="rewrite the section from bench/results/analysis.json")
     args = ap.parse_args()
-    if args.render:
-        update_section("BENCHMARKS.md", "analysis", _render.analysis(json.loads(OUT.read_text(encoding="utf-8"))))
+    if SECTION.rendered(args):
         return
     res = {"machine": machine()}
     if not args.skip_timing:
         res["timing"] = timing_section(args.lines, args.repeats)
     if not args.skip_stsb:
         res["stsb"] = stsb_section()
-    md = _render.analysis(res)
-    print(md)
-    if not args.no_write:
-        write_json(OUT, portable(res))
-        print("wrote", update_section("BENCHMARKS.md", "analysis", md, title="Benchmarks"))
+    SECTION.publish(res, args)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,6 @@ bench/results/auto_search.json, the tables to docs/AUTO.md (section ``auto-searc
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
@@ -34,9 +32,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _render  # noqa: E402
 
-from _report import DATA, ROOT, machine, update_section, write_json  # noqa: E402
+from _report import DATA, ROOT, Section, load_json, machine, write_json  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "auto_search.json"
+SECTION = Section("AUTO.md", "auto-search", _render.auto_search, OUT)
 ZOO = [  # (retrieval.py's model key, pooling, label)
     ("glove-6b-50d", "last-avg", "glove-6b-50d/mean"),
     ("glove-6b-50d", "sif", "glove-6b-50d/sif"),
@@ -90,20 +89,17 @@ def run(only: list[str] | None, old: dict | None) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--render-only", action="store_true", help="rewrite the section from bench/results/auto_search.json")
+    ap = SECTION.parser(__doc__)
     ap.add_argument("--entry", action="append", help="rerun only these zoo entries (labels), keep the others stored")
     args = ap.parse_args()
-    old = json.loads(OUT.read_text(encoding="utf-8")) if OUT.is_file() else None
-    if args.render_only:
-        res = old
-    else:
-        res = run(args.entry, old)
+    if SECTION.rendered(args):
+        return
+    res = run(args.entry, load_json(OUT) if OUT.is_file() else None)
+    if len(res["entries"]) < len(ZOO):  # save the entries run so far, render once all are
         write_json(OUT, res, indent=None)
-    if len(res["entries"]) < len(ZOO):
         print(f"{len(res['entries'])} of {len(ZOO)} entries stored; rendering once all are", flush=True)
         return
-    update_section("AUTO.md", "auto-search", _render.auto_search(res))
+    SECTION.publish(res, args, indent=None)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ Raw numbers to bench/results/auto_speed.json, the table to docs/BENCHMARKS.md (s
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -30,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _render  # noqa: E402
 from _encode_data import stsb_rows  # noqa: E402
 
-from _report import ROOT, machine, update_section, write_json  # noqa: E402
+from _report import ROOT, Section, machine  # noqa: E402
 
-OUT = ROOT / "bench" / "results" / "auto_speed.json"
+SECTION = Section("BENCHMARKS.md", "auto-speed", _render.auto_speed, ROOT / "bench" / "results" / "auto_speed.json")
 ISOTROPY = [sys.executable, "-m", "isotropy.cli"]
 
 
@@ -94,16 +93,11 @@ def run(rounds: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = SECTION.parser(__doc__)
     ap.add_argument("--rounds", type=int, default=1, help="encode / auto pairs, alternately")
-    ap.add_argument("--render-only", action="store_true", help="rewrite the section from bench/results/auto_speed.json")
     args = ap.parse_args()
-    if args.render_only:
-        res = json.loads(OUT.read_text(encoding="utf-8"))
-    else:
-        res = run(args.rounds)
-        write_json(OUT, res, indent=2)
-    update_section("BENCHMARKS.md", "auto-speed", _render.auto_speed(res))
+    if not SECTION.rendered(args):
+        SECTION.publish(run(args.rounds), args)
 
 
 if __name__ == "__main__":

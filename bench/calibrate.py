@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -33,9 +32,9 @@ sys.path.insert(0, str(HERE))
 
 import _render  # noqa: E402
 
-from _report import DATA, ROOT, machine, update_section, write_json  # noqa: E402
+from _report import DATA, ROOT, Section, machine, pair_spearman  # noqa: E402
 
-OUT = ROOT / "bench" / "results" / "calibrate.json"
+SECTION = Section("ECOSYSTEM.md", "calibrate", _render.calibrate, ROOT / "bench" / "results" / "calibrate.json")
 
 ISOLATED = r"""
 import importlib.util, json, os, sys
@@ -119,8 +118,6 @@ def st_onnx_int8_spearman(folder: Path, pairs) -> float:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from isotropy.evaluation.metrics import cosine_rows, spearman
-
     model = SentenceTransformer(str(folder), device="cpu")
     session = ort.InferenceSession(str(folder / "onnx" / "model_qint8_quantized.onnx"), providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
@@ -138,9 +135,7 @@ def st_onnx_int8_spearman(folder: Path, pairs) -> float:
         out.append(feats["sentence_embedding"].numpy())
     V = np.concatenate(out)
     row = {s: i for i, s in enumerate(sents)}
-    a = V[[row[p.s1] for p in pairs]]
-    b = V[[row[p.s2] for p in pairs]]
-    return spearman(cosine_rows(a, b), np.array([p.score for p in pairs]))
+    return pair_spearman(V[[row[p.s1] for p in pairs]], V[[row[p.s2] for p in pairs]], [p.score for p in pairs])
 
 
 def run_once(train: list[str], pairs, tmp: Path) -> dict:
@@ -174,13 +169,10 @@ def run_once(train: list[str], pairs, tmp: Path) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = SECTION.parser(__doc__)
     ap.add_argument("--limit", type=int, default=None, help="only the first N train sentences (smoke runs)")
-    ap.add_argument("--no-write", action="store_true")
-    ap.add_argument("--render", action="store_true", help="rewrite the section from bench/results/calibrate.json")
     args = ap.parse_args()
-    if args.render:
-        update_section("ECOSYSTEM.md", "calibrate", _render.calibrate(json.loads(OUT.read_text(encoding="utf-8"))))
+    if SECTION.rendered(args):
         return
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from isotropy.evaluation import load_stsb
@@ -194,11 +186,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run = run_once(train, pairs, Path(tmp))
     res = {"train": len(train), "test": len(test), "parity_rows": rows, "run": run, "machine": machine()}
-    md = _render.calibrate(res)
-    print(md)
-    if not args.no_write:
-        write_json(OUT, res)
-        print(f"wrote {update_section('ECOSYSTEM.md', 'calibrate', md)}")
+    SECTION.publish(res, args)
 
 
 if __name__ == "__main__":

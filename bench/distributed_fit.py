@@ -22,8 +22,6 @@ Writes the ``distributed`` section of docs/BENCHMARKS.md.
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import os
 import sys
@@ -36,10 +34,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _render  # noqa: E402
 
-from _report import DATA, ROOT, machine, update_section, write_json  # noqa: E402
+from _report import DATA, ROOT, Section, machine  # noqa: E402
 
 SHARDS = 8
-OUT = ROOT / "bench" / "results" / "distributed.json"
+SECTION = Section("BENCHMARKS.md", "distributed", _render.distributed, ROOT / "bench" / "results" / "distributed.json")
 MAX_LENGTH = 64
 
 # Paper-estimate assumptions (stated in the report; change them here).
@@ -75,16 +73,12 @@ def rel(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = SECTION.parser(__doc__)
     ap.add_argument("--tasks", nargs="+", default=["STS-B"], help="STS tasks whose unique sentences are used ('all': the 7)")
     ap.add_argument("--sentences", type=int, default=2400, help="use the first N unique sentences (0: all)")
     ap.add_argument("--workers", type=int, default=os.cpu_count(), help="local cluster workers (default: one per core)")
-    ap.add_argument("--no-write", action="store_true", help="print the report instead of writing docs/BENCHMARKS.md")
-    ap.add_argument("--render", action="store_true", help="rewrite the section from bench/results/distributed.json")
     args = ap.parse_args()
-    if args.render:
-        r = json.loads(OUT.read_text(encoding="utf-8"))
-        update_section("BENCHMARKS.md", "distributed", _render.distributed(r), title="Benchmarks")
+    if SECTION.rendered(args):
         return
 
     import warnings
@@ -166,12 +160,7 @@ def main() -> None:
     r.update(same_runs=same_runs, vs_single_mean=vs_single_mean, vs_single_cov=vs_single_cov, per_core=per_core)
     r.update(per_core_single=per_core_single, core_hours=1e9 / per_core / 3600, gpu_rate=GPU_SENTENCES_PER_S)
     r.update(price_core=PRICE_CORE_HOUR, price_gpu=PRICE_GPU_HOUR)
-    md = _render.distributed(r)
-    if args.no_write:
-        print(md)
-    else:
-        write_json(OUT, r)
-        print(f"wrote {update_section('BENCHMARKS.md', 'distributed', md, title='Benchmarks')}")
+    SECTION.publish(r, args)
 
 
 if __name__ == "__main__":  # the local cluster's worker processes are spawned: keep the guard

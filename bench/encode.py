@@ -160,6 +160,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
+    from _encode_data import time_rounds
     from _encode_flops import gemm_peaks
     from _encode_ours import (
         accuracy,
@@ -168,7 +169,6 @@ def main() -> None:
         our_encoders,
         profile_onnx,
         st_torch,
-        time_rounds,
         tokenise_seconds,
     )
     from _render import encode as render

@@ -24,7 +24,6 @@ import csv
 import json
 import os
 import shutil
-import statistics
 import sys
 import time
 import warnings
@@ -36,7 +35,7 @@ warnings.filterwarnings("ignore")
 HERE = Path(__file__).resolve().parent
 # a bench script named like a package would shadow it: the bench folder goes last on the path, not first
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE] + [str(HERE)]
-from _encode_data import calibration_sentences, long_passages, short_sentences, stsb_rows  # noqa: E402
+from _encode_data import calibration_sentences, long_passages, short_sentences, st_runner, stsb_rows, time_rounds  # noqa: E402
 
 ONNX_INT8 = "onnx/model_qint8_avx512_vnni.onnx"
 OV_INT8 = "openvino/openvino_model_qint8_quantized.xml"
@@ -100,30 +99,11 @@ def load_models(folder: Path, threads: int) -> dict:
     return {name: SentenceTransformer(str(folder), backend=be, device="cpu", model_kwargs=kw) for name, (be, kw) in specs.items()}
 
 
-def time_rounds(models: dict, workloads: dict, rounds: int, batch_size: int) -> dict:
-    """Interleaved: every round runs every (workload, max_length) for every backend in turn."""
-    times: dict = {}
-    for _ in range(rounds):
-        for (wl, ml), texts in workloads.items():
-            for name, m in models.items():
-                m.max_seq_length = ml
-                t0, c0 = time.perf_counter(), time.process_time()
-                m.encode(texts, batch_size=batch_size, show_progress_bar=False)
-                rec = times.setdefault(f"{wl}@{ml}", {}).setdefault(name, {"wall": [], "cpu": []})
-                rec["wall"].append(time.perf_counter() - t0)
-                rec["cpu"].append(time.process_time() - c0)
-    for per in times.values():
-        for rec in per.values():
-            rec["median_wall"] = statistics.median(rec["wall"])
-            rec["median_cpu"] = statistics.median(rec["cpu"])
-    return times
-
-
 def accuracy(models: dict, rows, max_length: int) -> dict:
     """STS-B test Spearman x 100 of cls and mean pooling (token embeddings -> pooled here, scipy)."""
     import numpy as np
 
-    from isotropy.evaluation import cosine_rows, spearman
+    from _report import pair_spearman
 
     sents = short_sentences(rows)
     gold = np.array([r[2] for r in rows])
@@ -134,7 +114,7 @@ def accuracy(models: dict, rows, max_length: int) -> dict:
         res = {}
         for pooling, f in (("cls", lambda t: t[0]), ("last-avg", lambda t: t.mean(0))):
             v = np.stack([np.asarray(f(t.float() if hasattr(t, "float") else t), dtype=np.float64) for t in toks])
-            res[pooling] = spearman(cosine_rows(v[0::2], v[1::2]), gold)
+            res[pooling] = pair_spearman(v[0::2], v[1::2], gold)
         out[name] = res
     return out
 
@@ -172,7 +152,7 @@ def main() -> None:
     workloads = {(wl, ml): texts for wl, texts in (("short", short), ("long", long)) for ml in lengths}
     for m in models.values():  # warm-up (first-call graph compilation)
         m.encode(short[:64], batch_size=args.batch_size, show_progress_bar=False)
-    times = time_rounds(models, workloads, args.rounds, args.batch_size)
+    times = time_rounds({n: st_runner(m, args.batch_size) for n, m in models.items()}, workloads, args.rounds)
     acc = {} if args.no_accuracy else accuracy(models, rows[:128] if args.quick else rows, max(lengths))
     import onnxruntime
     import openvino

@@ -16,8 +16,6 @@ unless asked). Writes the ``flow`` section of docs/BENCHMARKS.md.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -27,14 +25,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _render  # noqa: E402
 
-from _report import DATA, ROOT, machine, median_time, update_section, write_json  # noqa: E402
+from _report import DATA, ROOT, Section, machine, median_time, pair_spearman  # noqa: E402
 from isotropy.transforms import flow as flow_mod  # noqa: E402
 from isotropy.transforms.flow import Flow  # noqa: E402
+from isotropy.transforms.whitening import Whitening  # noqa: E402
 
 FIT_TARGET_S = 60.0
 COMPARE_STEPS = 30
 TRANSFORM_TARGET = 10_000.0
-OUT = ROOT / "bench" / "results" / "flow.json"
+SECTION = Section("BENCHMARKS.md", "flow", _render.flow, ROOT / "bench" / "results" / "flow.json")
 
 
 def stsb_vectors() -> dict:
@@ -65,26 +64,13 @@ def synthetic() -> dict:
     return {"fit": (rng.standard_normal((17256, 384), dtype=np.float32) @ A + 0.3).astype(np.float32)}
 
 
-def spearman_cos(a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> float:
-    from isotropy.evaluation import cosine_rows, spearman
-
-    return spearman(cosine_rows(a, b), gold)
-
-
-def fmt(times: list[float]) -> str:
-    return ", ".join(f"{t:.2f}" for t in times)
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = SECTION.parser(__doc__)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--synthetic", action="store_true", help="random vectors of the same shape instead of STS-B")
     ap.add_argument("--no-threads-comparison", action="store_true", help="skip the comparison with torch's default threads")
-    ap.add_argument("--no-write", action="store_true", help="print the section instead of writing docs/BENCHMARKS.md")
-    ap.add_argument("--render", action="store_true", help="rewrite the section from bench/results/flow.json")
     args = ap.parse_args()
-    if args.render:
-        update_section("BENCHMARKS.md", "flow", _render.flow(json.loads(OUT.read_text(encoding="utf-8"))), title="Benchmarks")
+    if SECTION.rendered(args):
         return
 
     data = synthetic() if args.synthetic else stsb_vectors()
@@ -97,7 +83,10 @@ def main() -> None:
     t_fit, fit_times = median_time(lambda: fitted.append(Flow().fit(X, show_progress=False)), args.repeats)
     flow = fitted[-1]
     same = all(np.array_equal(f.loss_curve_, flow.loss_curve_) for f in fitted)
-    print(f"flow fit: median {t_fit:.2f} s ({fmt(fit_times)}); {flow.n_iter_} steps; repeats identical: {same}", file=sys.stderr)
+    print(
+        f"flow fit: median {t_fit:.2f} s ({_render._runs(fit_times)}); {flow.n_iter_} steps; repeats identical: {same}",
+        file=sys.stderr,
+    )
 
     flow.transform(X[:2048])  # warm-up (first-call allocations)
     t_tr, tr_times = median_time(lambda: flow.transform(X), max(args.repeats, 5))
@@ -106,19 +95,13 @@ def main() -> None:
     t_inv, _ = median_time(lambda: flow.inverse_transform(flow.transform(X)), 3)
     err = float(np.abs(flow.inverse_transform(flow.transform(X)) - X).max())
 
-    try:
-        from isotropy.transforms.whitening import Whitening
-    except ImportError:  # pragma: no cover - whitening not there yet
-        Whitening = None
-    t_w = None
-    if Whitening is not None:
-        import warnings
+    import warnings
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # rank-deficient cls vectors: a warning, measured anyway
-            t_w, w_times = median_time(lambda: Whitening().fit(X), max(args.repeats, 5))
-            white = Whitening().fit(X)
-        print(f"whitening fit: median {t_w:.3f} s", file=sys.stderr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # rank-deficient cls vectors: a warning, measured anyway
+        t_w, w_times = median_time(lambda: Whitening().fit(X), max(args.repeats, 5))
+        white = Whitening().fit(X)
+    print(f"whitening fit: median {t_w:.3f} s", file=sys.stderr)
 
     # Thread settings: one intra-op thread against torch's own thread count, for fit and transform,
     # on the first COMPARE_STEPS training steps and one full transform (bounded cost when slow).
@@ -143,23 +126,15 @@ def main() -> None:
 
     quality = None
     if "gold" in data:
-        raw = spearman_cos(data["a"], data["b"], data["gold"])
-        fl = spearman_cos(flow.transform(data["a"]), flow.transform(data["b"]), data["gold"])
-        quality = {"raw": raw, "flow": fl}
-        if Whitening is not None:
-            quality["whitening"] = spearman_cos(white.transform(data["a"]), white.transform(data["b"]), data["gold"])
+        a, b, gold = data["a"], data["b"], data["gold"]
+        quality = {"raw": pair_spearman(a, b, gold), "flow": pair_spearman(flow.transform(a), flow.transform(b), gold)}
+        quality["whitening"] = pair_spearman(white.transform(a), white.transform(b), gold)
     r = {"synthetic": args.synthetic, "n": n, "d": d, "machine": machine(), "load": [load_before[0], load_after[0]]}
     r.update(fit_s=t_fit, fit_runs=fit_times, transform_s=t_tr, transform_runs=tr_times, rate=rate, inverse_s=t_inv)
-    r.update(whitening_s=t_w, whitening_runs=w_times if t_w is not None else None, err=err, same=same)
+    r.update(whitening_s=t_w, whitening_runs=w_times, err=err, same=same)
     r.update(steps=flow.n_iter_, batch_size=flow.batch_size, threads=cmp, quality=quality)
     r.update(fit_target_s=FIT_TARGET_S, transform_target=TRANSFORM_TARGET, compare_steps=COMPARE_STEPS)
-    md = _render.flow(r)
-    if args.no_write:
-        print(md)
-    else:
-        write_json(OUT, r)
-        path = update_section("BENCHMARKS.md", "flow", md, title="Benchmarks")
-        print(f"wrote section 'flow' of {path}", file=sys.stderr)
+    SECTION.publish(r, args)
 
 
 if __name__ == "__main__":

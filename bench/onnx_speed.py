@@ -23,8 +23,6 @@ Spearman x 100 of the cosine of each pipeline's vectors against the gold scores.
 
 from __future__ import annotations
 
-import argparse
-import json
 import shutil
 import statistics
 import sys
@@ -37,28 +35,19 @@ sys.path.insert(0, str(HERE))
 
 import _render  # noqa: E402
 
-from _report import DATA, ROOT, machine, update_section, write_json  # noqa: E402
+from _report import DATA, ROOT, Section, machine, pair_spearman  # noqa: E402
 
-OUT = ROOT / "bench" / "results" / "onnx.json"
+SECTION = Section("BENCHMARKS.md", "onnx", _render.onnx, ROOT / "bench" / "results" / "onnx.json")
 
 CHUNK = 256
 
 
-def spearman(a, b, gold) -> float:
-    from isotropy.evaluation import cosine_rows, spearman
-
-    return spearman(cosine_rows(a, b), gold)
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = SECTION.parser(__doc__)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--limit", type=int, default=None, help="only the first N test pairs (smoke runs)")
-    ap.add_argument("--no-write", action="store_true")
-    ap.add_argument("--render", action="store_true", help="rewrite the section from bench/results/onnx.json")
     args = ap.parse_args()
-    if args.render:
-        update_section("BENCHMARKS.md", "onnx", _render.onnx(json.loads(OUT.read_text(encoding="utf-8"))))
+    if SECTION.rendered(args):
         return
 
     import numpy as np
@@ -156,7 +145,7 @@ def main() -> None:
     ref_raw = "PyTorch (isotropy.Encoder)"
     ratio = {k: statistics.median(times[ref_raw][i] / times[k][i] for i in range(args.repeats)) for k in names}
     cpu_ratio = {k: statistics.median(cpu[ref_raw][i] / cpu[k][i] for i in range(args.repeats)) for k in names}
-    sp = {k: spearman(v[0::2], v[1::2], gold) for k, v in vectors.items()}
+    sp = {k: pair_spearman(v[0::2], v[1::2], gold) for k, v in vectors.items()}
     ref_w = "PyTorch + whitening"
 
     def cos_to(name, ref):
@@ -174,12 +163,7 @@ def main() -> None:
     res = {"n": n, "repeats": args.repeats, "chunk": CHUNK, "rows": rows, "loss": sp[ref_raw] - sp["ONNX int8"]}
     res["whitening_change"] = sp["ONNX int8 + whitening (in graph)"] - sp[ref_w]
     res["machine"] = f"{machine()}; onnxruntime {__import__('onnxruntime').__version__}, torch threads {torch.get_num_threads()}"
-    md = _render.onnx(res)
-    print(md)
-    if not args.no_write:
-        write_json(OUT, res)
-        path = update_section("BENCHMARKS.md", "onnx", md)
-        print(f"wrote section onnx of {path}", file=sys.stderr)
+    SECTION.publish(res, args)
 
 
 if __name__ == "__main__":

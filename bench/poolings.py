@@ -20,7 +20,6 @@ alternating subprocesses (``--rounds`` each), so that a busy machine slows both 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -33,13 +32,18 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _render  # noqa: E402
 
-from _report import DATA, ROOT, machine, median_time, portable, update_section, write_json  # noqa: E402
+from _report import DATA, ROOT, Section, machine, median_time, pair_spearman  # noqa: E402
 
 MAX_LENGTH = 64
 POOLINGS = ["last-avg", "cls", "first-last-avg", "sif", "idf", "prompt", "prompt-denoised", "ditto"]
 NEW = {"sif", "idf", "prompt", "prompt-denoised", "ditto"}
-OUT = ROOT / "bench" / "results" / "poolings.json"
 SPEED_ROWS = 1000
+SECTION = Section(
+    "BENCHMARKS.md",
+    "poolings",
+    lambda result: _render.poolings(result, POOLINGS, NEW, SPEED_ROWS),
+    ROOT / "bench" / "results" / "poolings.json",
+)
 SPEED_SNIPPET = """
 import json, sys, time, statistics
 sys.path.insert(0, {src!r})
@@ -69,21 +73,12 @@ def plain_speeds(sents: list[str], sources: dict[str, Path], rounds: int) -> dic
     return {f"last-avg plain path, {name}": round(statistics.median(v), 1) for name, v in got.items()}
 
 
-def spearman(a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> float:
-    from isotropy.evaluation import cosine_rows, spearman
-
-    return spearman(cosine_rows(a, b), gold)
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = SECTION.parser(__doc__)
     parser.add_argument("--baseline", help="src folder of another checkout: measure its plain last-avg speed too")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (poolings; each code with --baseline)")
-    parser.add_argument("--render", action="store_true", help="rewrite the section from bench/results/poolings.json")
     args = parser.parse_args()
-    if args.render:
-        result = json.loads(OUT.read_text(encoding="utf-8"))
-        update_section("BENCHMARKS.md", "poolings", _render.poolings(result, POOLINGS, NEW, SPEED_ROWS))
+    if SECTION.rendered(args):
         return
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from isotropy.encoders import Encoder
@@ -98,7 +93,7 @@ def main() -> None:
 
     enc = Encoder(max_length=MAX_LENGTH).fit_pooling(every)
     vectors = enc.encode_multi(sents, POOLINGS, show_progress=False)
-    scores = {p: round(spearman(v[:n], v[n:], gold), 2) for p, v in vectors.items()}
+    scores = {p: round(pair_spearman(v[:n], v[n:], gold), 2) for p, v in vectors.items()}
 
     sample = sents[:SPEED_ROWS]
     # interleaved rounds (every pooling once per round, then the next round), medians: a busy shared machine
@@ -123,12 +118,7 @@ def main() -> None:
         "rounds": args.rounds,
         "machine": machine(),
     }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    write_json(OUT, portable(result), indent=2)
-
-    md = _render.poolings(result, POOLINGS, NEW, SPEED_ROWS)
-    update_section("BENCHMARKS.md", "poolings", md)
-    print(md)
+    SECTION.publish(result, args)
 
 
 if __name__ == "__main__":

@@ -19,8 +19,6 @@ of the section is derived from the numbers (bench/_render.py), never written by 
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
@@ -31,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _render  # noqa: E402
 
-from _report import DATA, DOCS, ROOT, machine, portable, update_section  # noqa: E402
+from _report import DATA, DOCS, ROOT, Section, machine  # noqa: E402
 
 METHODS = [
     "raw",
@@ -160,8 +158,11 @@ def _flow_estimate(runs: dict, tasks, poolings: list[str]) -> float | None:
 # --------------------------------------------------------------------------- the section
 
 
+SECTION = Section("RESULTS.md", "sts-default-model", _render.sts_default_model, DOCS / "RESULTS.json")
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = SECTION.parser(__doc__)
     ap.add_argument("--data", default=str(DATA))
     ap.add_argument("--tasks", nargs="*", default=TASKS)
     ap.add_argument("--poolings", nargs="*", default=None, help="default: every registered pooling (see --stock)")
@@ -172,21 +173,9 @@ def main() -> None:
     ap.add_argument("--shrinkage", default="0", help="whitening shrinkage (0: the papers' exact whitening)")
     ap.add_argument("--cache", default=str(ROOT / ".cache" / "vectors"))
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1: the flow's small products on a shared 2-core box)")
-    ap.add_argument("--no-write", action="store_true", help="print the section instead of writing docs/")
-    ap.add_argument("--render-only", action="store_true", help="rewrite the section from docs/RESULTS.json without evaluating")
     args = ap.parse_args()
-    from isotropy.storage.artifacts import write_json
-
-    json_path = DOCS / "RESULTS.json"
-    data = json.loads(json_path.read_text(encoding="utf-8")) if args.render_only else run(args)
-    text = _render.sts_default_model(data)
-    if args.no_write:
-        print(text)
-        return
-    if not args.render_only:
-        write_json(json_path, portable(data))
-    path = update_section("RESULTS.md", "sts-default-model", text, title="Results")
-    print(f"wrote {path}" + ("" if args.render_only else f" and {json_path}"))
+    if not SECTION.rendered(args):
+        SECTION.publish(run(args), args, sort_keys=True)
 
 
 if __name__ == "__main__":

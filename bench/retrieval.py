@@ -40,8 +40,6 @@ Raw numbers go to bench/results/retrieval.json, the tables and the paragraphs to
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -51,7 +49,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _render  # noqa: E402
 
-from _report import DATA, ROOT, machine, portable, update_section, write_json  # noqa: E402
+from _report import DATA, ROOT, Section, load_json, machine  # noqa: E402
 
 KS = [12, 48, 96, 128, 192, 256]
 INDEX_METHODS = ["raw", "whitening-128", "pca-128"]
@@ -63,6 +61,12 @@ MODELS = {  # key -> (what Encoder loads; "distilled:D" = bench/static.py's dist
 }
 SEED = 2026  # the draws of dev queries
 OUT = ROOT / "bench" / "results" / "retrieval.json"
+SECTION = Section(
+    "RESULTS.md",
+    "retrieval",
+    lambda saved: "## Retrieval: Cranfield\n\n" + _render.retrieval(saved["results"], saved["machine"]),
+    OUT,
+)
 
 
 # ------------------------------------------------------------------ running
@@ -166,35 +170,29 @@ def rerun_dev(stored: dict, task, n_dev: int, draws: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = SECTION.parser(__doc__)
     ap.add_argument(
         "--model", action="append", help=f"{', '.join(MODELS)}, or a model id or folder; repeatable (default: all four)"
     )
     ap.add_argument("--pooling", action="append", help="pooling, repeatable (default: each model's own, above)")
     ap.add_argument("--dev-queries", type=int, default=50, help="few-label auto: dev queries per draw (0: skip that part)")
     ap.add_argument("--draws", type=int, default=5, help="few-label auto: seeded draws of dev queries")
-    ap.add_argument("--render-only", action="store_true", help="re-render docs/RESULTS.md from bench/results/retrieval.json")
     ap.add_argument("--dev-only", action="store_true", help="rerun only the few-label part; keep the stored tables")
     args = ap.parse_args()
-    if args.render_only:
-        saved = json.loads(OUT.read_text())
-        results, ran_on = saved["results"], saved["machine"]
-    else:
-        from isotropy.retrieval import load_retrieval
+    if SECTION.rendered(args):
+        return
+    from isotropy.retrieval import load_retrieval
 
-        task = load_retrieval(DATA / "retrieval" / "cranfield")
-        old = json.loads(OUT.read_text())["results"] if OUT.is_file() else []
-        if args.dev_only:
-            new = [rerun_dev(r, task, args.dev_queries, args.draws) for r in old if r["key"] in (args.model or list(MODELS))]
-        else:
-            new = [run_model(m, args.pooling, task, args.dev_queries, args.draws) for m in (args.model or list(MODELS))]
-        keys = {n["key"] for n in new}
-        results = [r for r in old if r.get("key") in MODELS and r["key"] not in keys] + new  # keep the others' entries
-        results.sort(key=lambda r: list(MODELS).index(r["key"]) if r["key"] in MODELS else len(MODELS))
-        ran_on = machine()
-        write_json(OUT, portable({"results": results, "machine": ran_on}), indent=1, default=float)
-    update_section("RESULTS.md", "retrieval", "## Retrieval: Cranfield\n\n" + _render.retrieval(results, ran_on))
-    print(f"wrote {OUT} and the retrieval section of docs/RESULTS.md")
+    task = load_retrieval(DATA / "retrieval" / "cranfield")
+    old = load_json(OUT)["results"] if OUT.is_file() else []
+    if args.dev_only:
+        new = [rerun_dev(r, task, args.dev_queries, args.draws) for r in old if r["key"] in (args.model or list(MODELS))]
+    else:
+        new = [run_model(m, args.pooling, task, args.dev_queries, args.draws) for m in (args.model or list(MODELS))]
+    keys = {n["key"] for n in new}
+    results = [r for r in old if r.get("key") in MODELS and r["key"] not in keys] + new  # keep the others' entries
+    results.sort(key=lambda r: list(MODELS).index(r["key"]) if r["key"] in MODELS else len(MODELS))
+    SECTION.publish({"results": results, "machine": machine()}, args, indent=1, default=float)
 
 
 if __name__ == "__main__":

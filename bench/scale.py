@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import DATA, ROOT, portable, update_section, write_json  # noqa: E402, I001
+from _report import DATA, ROOT, load_json, portable, update_section, write_json  # noqa: E402, I001
 from _scale_data import tuning_queries, vectors  # noqa: E402
 from _render import scale as render  # noqa: E402
 
@@ -340,27 +340,37 @@ def minilm_rate(n: int = 1000) -> dict:
     return out
 
 
-def _ingest(log: Path, rows: int) -> None:
-    """The JSON lines an interrupted run printed (grid rows, the Dask timing, Cranfield rows), into the results file."""
-    results = json.loads(OUT.read_text()) if OUT.exists() else {}
-    res = results.setdefault(str(rows), {"rows": rows, "grid": []})
-    cran = []
-    for line in log.read_text(encoding="utf-8").splitlines():
-        if not line.startswith("{"):
-            continue
-        r = json.loads(line)
-        if "budget" in r:
-            res["grid"] = [g for g in res["grid"] if (g["calibration"], g["budget"]) != (r["calibration"], r["budget"])] + [r]
-        elif "dask_2_workers_s" in r:
-            res["dask"] = r
-        elif "exact_ndcg@10" in r:
-            cran.append(r)
-        elif "per_s" in r:
-            results["minilm_rate"] = r
+def save(rows: int, grid: list[dict] | None = None, dask=None, cran=None, minilm=None) -> None:
+    """Merge new figures into the results file, read just before writing (runs of other sizes may have written
+    meanwhile): grid rows replace those of the same calibration and budget."""
+    results = load_json(OUT) if OUT.exists() else {}
+    if grid is not None:
+        res = results.setdefault(str(rows), {"rows": rows, "grid": []})
+        done = {(r["calibration"], r["budget"]) for r in grid}
+        res["grid"] = [r for r in res["grid"] if (r["calibration"], r["budget"]) not in done] + grid
+        if dask is not None:
+            res["dask"] = dask
     if cran:
         results["cranfield"] = cran
-    OUT.parent.mkdir(parents=True, exist_ok=True)
+    if minilm is not None:
+        results["minilm_rate"] = minilm
     write_json(OUT, portable(results), indent=2)
+
+
+def _ingest(log: Path, rows: int) -> None:
+    """The JSON lines an interrupted run printed (grid rows, the Dask timing, Cranfield rows), into the results file."""
+    grid, found = {}, {"dask": None, "cran": [], "minilm": None}
+    for line in log.read_text(encoding="utf-8").splitlines():
+        r = json.loads(line) if line.startswith("{") else {}
+        if "budget" in r:
+            grid[(r["calibration"], r["budget"])] = r
+        elif "dask_2_workers_s" in r:
+            found["dask"] = r
+        elif "exact_ndcg@10" in r:
+            found["cran"].append(r)
+        elif "per_s" in r:
+            found["minilm"] = r
+    save(rows, list(grid.values()), **found)
 
 
 def main() -> None:
@@ -380,30 +390,15 @@ def main() -> None:
     if args.from_log:
         _ingest(args.from_log, args.rows)
     elif args.minilm_rate:
-        rate = minilm_rate()
-        results = json.loads(OUT.read_text()) if OUT.exists() else {}
-        results["minilm_rate"] = rate
-        write_json(OUT, portable(results), indent=2)
+        save(args.rows, minilm=minilm_rate())
     elif not args.render:
         X, Q, info = vectors(args.rows)
         budgets = [int(b) for b in args.budgets.split(",") if b]
         queries = [Q, tuning_queries()] if args.tune else [Q]
         new = grid(X, queries, budgets, args.calibrations.split(","), args.tune) if budgets else []
         dask = dask_vs_one(X, args.rows) if args.dask else None
-        cran = cranfield() if args.cranfield else None
-        # read just before writing: runs of other sizes may have written meanwhile
-        results = json.loads(OUT.read_text()) if OUT.exists() else {}
-        res = results.setdefault(str(args.rows), {"rows": args.rows, "grid": []})
-        done = {(r["calibration"], r["budget"]) for r in new}
-        res["grid"] = [r for r in res["grid"] if (r["calibration"], r["budget"]) not in done] + new
-        if dask is not None:
-            res["dask"] = dask
-        if cran is not None:
-            results["cranfield"] = cran
-        OUT.parent.mkdir(parents=True, exist_ok=True)
-        write_json(OUT, portable(results), indent=2)
-    results = json.loads(OUT.read_text()) if OUT.exists() else {}
-    update_section("BENCHMARKS.md", "scale", render(results))
+        save(args.rows, new, dask, cranfield() if args.cranfield else None)
+    update_section("BENCHMARKS.md", "scale", render(load_json(OUT) if OUT.exists() else {}))
 
 
 if __name__ == "__main__":

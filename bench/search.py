@@ -30,7 +30,6 @@ repeats, and reported as ratios to raw-384 flat measured in the same run.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -42,10 +41,16 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _render  # noqa: E402
 
-from _report import DATA, ROOT, machine, median_time, update_section  # noqa: E402
+from _report import DATA, ROOT, Section, machine, median_time  # noqa: E402
 
 MAX_LENGTH = 64
 THRESHOLD = 4.0
+SECTION = Section(
+    "BENCHMARKS.md",
+    "search",
+    lambda data: _render.search(data, THRESHOLD, MAX_LENGTH),
+    ROOT / "bench" / "results" / "search.json",
+)
 K = 10
 # (name, n_components, power): None = raw vectors
 SETTINGS = [
@@ -99,17 +104,13 @@ def metrics(hits: np.ndarray, queries: list[int], pairs: np.ndarray) -> dict[str
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = SECTION.parser(__doc__)
     ap.add_argument("--single", type=int, default=500, help="queries timed one call at a time (a fixed sample)")
     ap.add_argument("--kinds", default="flat,hnsw", help="index kinds, comma-separated (flat, hnsw, ivf)")
     ap.add_argument("--settings", default=None, help="only these settings (comma-separated names)")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--no-write", action="store_true", help="print the markdown instead of updating docs/BENCHMARKS.md")
-    ap.add_argument("--render", action="store_true", help="rewrite the section from bench/results/search.json")
     args = ap.parse_args()
-    if args.render:
-        data = json.loads((ROOT / "bench" / "results" / "search.json").read_text(encoding="utf-8"))
-        update_section("BENCHMARKS.md", "search", _render.search(data, THRESHOLD, MAX_LENGTH), title="Benchmarks")
+    if SECTION.rendered(args):
         return
 
     import faiss
@@ -218,15 +219,7 @@ def main() -> None:
         "enc_rate": len(sample) / enc_s,
         "repeats": args.repeats,
     }
-    md = _render.search({"rows": rows, "meta": meta}, THRESHOLD, MAX_LENGTH)
-    if args.no_write:
-        print(md)
-    else:
-        out = ROOT / "bench" / "results"
-        out.mkdir(exist_ok=True)
-        (out / "search.json").write_text(json.dumps({"rows": rows, "meta": meta}, indent=2) + "\n")
-        path = update_section("BENCHMARKS.md", "search", md, title="Benchmarks")
-        print(f"wrote section 'search' of {path}", file=sys.stderr)
+    SECTION.publish({"rows": rows, "meta": meta}, args)
 
 
 if __name__ == "__main__":

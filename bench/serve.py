@@ -16,7 +16,6 @@ Writes the ``serve`` section of docs/BENCHMARKS.md.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -32,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _render  # noqa: E402
 from analysis import make_corpus  # noqa: E402
 
-from _report import ROOT, machine, update_section, write_json  # noqa: E402
+from _report import ROOT, Section, machine  # noqa: E402
 
-OUT = ROOT / "bench" / "results" / "serve.json"
+SECTION = Section("BENCHMARKS.md", "serve", _render.serve, ROOT / "bench" / "results" / "serve.json")
 
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
@@ -91,15 +90,12 @@ def p90(xs: list[float]) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = SECTION.parser(__doc__)
     ap.add_argument("--lines", type=int, default=1000)
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--no-write", action="store_true")
-    ap.add_argument("--render", action="store_true", help="rewrite the section from bench/results/serve.json")
     args = ap.parse_args()
-    if args.render:
-        update_section("BENCHMARKS.md", "serve", _render.serve(json.loads(OUT.read_text(encoding="utf-8"))), title="Benchmarks")
+    if SECTION.rendered(args):
         return
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "corpus.txt"
@@ -120,11 +116,7 @@ def main() -> None:
     res.update(wall=[statistics.median(walls), max(walls)], loading=[statistics.median(loads), max(loads)])
     res.update(ready_s=srv["ready_s"], requests=len(lat), latency_ms=[statistics.median(lat), p90(lat)])
     res["took_ms"] = [statistics.median(took), p90(took)]
-    md = _render.serve(res)
-    print(md)
-    if not args.no_write:
-        write_json(OUT, res)
-        print("wrote", update_section("BENCHMARKS.md", "serve", md, title="Benchmarks"))
+    SECTION.publish(res, args)
 
 
 if __name__ == "__main__":

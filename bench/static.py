@@ -27,8 +27,6 @@ method list) was fixed before the run.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -40,9 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _render  # noqa: E402
 from results import METHODS  # noqa: E402
 
-from _report import DATA, ROOT, machine, portable, update_section, write_json  # noqa: E402
+from _report import DATA, ROOT, Section, machine, pair_spearman, portable  # noqa: E402
 
-OUT = ROOT / "bench" / "results" / "static.json"
+SECTION = Section("RESULTS.md", "sts-static", _render.sts_static, ROOT / "bench" / "results" / "static.json")
 SENTENCE_METHODS = [m for m in METHODS if m != "flow"]
 
 
@@ -69,12 +67,9 @@ def models(glove_only: bool) -> dict[str, tuple[str, str]]:
 
 def score(task, vecs: np.ndarray) -> float:
     """Spearman x 100 over the task's evaluation pairs pooled (``vecs``: rows of ``task.sentences()``)."""
-    from isotropy.evaluation import cosine_rows, spearman
-
     row = {s: i for i, s in enumerate(task.sentences())}
-    a = vecs[[row[p.s1] for p in task.eval_pairs]]
-    b = vecs[[row[p.s2] for p in task.eval_pairs]]
-    return float(spearman(np.nan_to_num(cosine_rows(a, b), nan=0.0), [p.score for p in task.eval_pairs]))
+    a, b = (vecs[[row[getattr(p, side)] for p in task.eval_pairs]] for side in ("s1", "s2"))
+    return pair_spearman(a, b, [p.score for p in task.eval_pairs])
 
 
 def others_sentences(plan, tasks) -> list[str]:
@@ -202,20 +197,11 @@ def run(args) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = SECTION.parser(__doc__)
     ap.add_argument("--glove-only", action="store_true", help="only the GloVe models (no transformer)")
-    ap.add_argument("--no-write", action="store_true", help="print the section, write nothing")
-    ap.add_argument("--render-only", action="store_true", help="re-render the section from bench/results/static.json")
     args = ap.parse_args()
-    data = json.loads(OUT.read_text(encoding="utf-8")) if args.render_only else run(args)
-    text = _render.sts_static(data)
-    print(text)
-    if args.no_write:
-        return
-    if not args.render_only:
-        write_json(OUT, data)
-    update_section("RESULTS.md", "sts-static", text)
-    print(f"wrote {OUT.relative_to(ROOT)} and docs/RESULTS.md (sts-static)", file=sys.stderr)
+    if not SECTION.rendered(args):
+        SECTION.publish(run(args), args)
 
 
 if __name__ == "__main__":

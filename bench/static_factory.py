@@ -22,7 +22,6 @@ alone and add it to the JSON (seconds). The rows the earlier rounds added (ladde
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -35,9 +34,10 @@ import _factory_data as fd  # noqa: E402
 import _render  # noqa: E402
 from _factory_common import CachedTeacher, encode, evaluate, fit, tokenlearn_fit  # noqa: E402
 
-from _report import DATA, ROOT, machine, portable, update_section, write_json  # noqa: E402
+from _report import DATA, ROOT, Section, machine, portable  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "static_factory.json"
+SECTION = Section("RESULTS.md", "static-factory", _render.static_factory, OUT)
 POTION = ROOT.parent / "shared" / "models" / "potion-base-8M"
 PRODUCT, TOKENLEARN, RAW, POTION_ROW = _render.FACTORY_ROWS
 
@@ -146,24 +146,15 @@ def run(args) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = SECTION.parser(__doc__)
     ap.add_argument("--corpora", nargs="+", default=["wiki", "wiki+cran", "cran"])
     ap.add_argument("--repeats", type=int, default=3, help="fits of ours and tokenlearn's, in turn (medians)")
     ap.add_argument("--others", action="store_true", help="also the others protocol (7 fits each; slow)")
     ap.add_argument("--limit", type=int, help="others: the first N sentences of each fitting corpus (a dry run)")
     ap.add_argument("--potion", action="store_true", help="only score potion-base-8M and add it to the JSON")
-    ap.add_argument("--render", "--render-only", action="store_true", help="rewrite the section from the JSON")
-    ap.add_argument("--no-write", action="store_true", help="print the section, write nothing")
     args = ap.parse_args()
-    data = json.loads(OUT.read_text(encoding="utf-8")) if args.render else run(args)
-    text = _render.static_factory(data)
-    if args.no_write:
-        print(text)
-        return
-    if not args.render:
-        write_json(OUT, data)
-    update_section("RESULTS.md", "static-factory", text)
-    print("wrote docs/RESULTS.md (static-factory)" + ("" if args.render else f" and {OUT.relative_to(ROOT)}"))
+    if not SECTION.rendered(args):
+        SECTION.publish(run(args), args)
 
 
 if __name__ == "__main__":

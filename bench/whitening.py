@@ -13,8 +13,6 @@ and precision. Writes the ``whitening`` section of docs/BENCHMARKS.md.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import shutil
 import statistics
@@ -29,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _render  # noqa: E402
 
-from _report import ROOT, machine, median_time, update_section, write_json  # noqa: E402
+from _report import ROOT, Section, machine, median_time  # noqa: E402
 from isotropy.files import fit_file  # noqa: E402
 from isotropy.transforms.moments import BLOCK_BYTES, Moments  # noqa: E402
 
@@ -40,7 +38,7 @@ def fit_whitening_file(vectors, show_progress=None):
 
 D = 768
 SHARDS = 4
-OUT = ROOT / "bench" / "results" / "whitening.json"
+SECTION = Section("BENCHMARKS.md", "whitening", _render.whitening, ROOT / "bench" / "results" / "whitening.json")
 
 
 def workdir(nbytes: int) -> Path:
@@ -87,16 +85,12 @@ def peak_traced(fn) -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = SECTION.parser(__doc__)
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=None, help="BLAS threads for the whole run (default: as configured)")
-    ap.add_argument("--no-write", action="store_true", help="print the section instead of writing docs/BENCHMARKS.md")
-    ap.add_argument("--render", action="store_true", help="rewrite the section from bench/results/whitening.json")
     args = ap.parse_args()
-    if args.render:
-        r = json.loads(OUT.read_text(encoding="utf-8"))
-        update_section("BENCHMARKS.md", "whitening", _render.whitening(r), title="Benchmarks")
+    if SECTION.rendered(args):
         return
     if args.threads:
         import scipy.linalg.blas  # noqa: F401  (load scipy's own OpenBLAS first, so the limit covers it too)
@@ -193,14 +187,7 @@ def main() -> None:
         r.update(ratio=ratio, eigh_ratio=t_eigh / t_ref, mem_ratio=t_mem / t_ref, fp32_ratio=t_fp32 / t_ref, t64_ratio=t64 / t32)
         r.update(err_fp32=err_fp32, err_ours=err_ours, mem_small_mib=mem_small / 2**20, mem_full_mib=mem_full / 2**20)
         r["rows_small"] = n_one
-        md = _render.whitening(r)
-        if args.no_write:
-            print(md)
-        else:
-            write_json(OUT, r)
-            path = update_section("BENCHMARKS.md", "whitening", md, title="Benchmarks")
-            print(f"wrote section 'whitening' of {path}", file=sys.stderr)
-            print(md)
+        SECTION.publish(r, args)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
