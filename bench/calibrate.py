@@ -65,11 +65,11 @@ def encode_isolated(folders: dict[str, Path], sentences: list[str], tmp: Path):
 def parity(train: list[str], test: list[str], tmp: Path) -> list[str]:
     import numpy as np
 
-    from isotropy.calibration.fit import resolve_method
     from isotropy.encoders import Encoder
     from isotropy.integrations import to_sentence_transformer
     from isotropy.transforms import PRESETS, TRANSFORMS, transform_class
     from isotropy.transforms.base import AffineTransform
+    from isotropy.transforms.methods import parse_method
 
     methods = [k for k in TRANSFORMS if issubclass(transform_class(k), AffineTransform)]
     methods += [p for p, (k, _, _) in PRESETS.items() if issubclass(transform_class(k), AffineTransform)]
@@ -81,7 +81,7 @@ def parity(train: list[str], test: list[str], tmp: Path) -> list[str]:
         penc = Encoder(pooling=pooling, max_length=64)
         folders, fitted = {}, {}
         for method in methods:
-            fitted[method] = resolve_method(method).fit(vectors[pooling])
+            fitted[method] = parse_method(method).build().fit(vectors[pooling])
             folders[method] = tmp / f"{pooling}-{method}"
             to_sentence_transformer(penc, fitted[method], folders[method], stock=True)
         got = encode_isolated(folders, test, tmp)

@@ -105,13 +105,14 @@ def sentence_rows(enc, tasks) -> dict[str, dict[str, list[float]]]:
 
 def token_rows(enc, tasks, plans, X: list[np.ndarray]) -> dict[str, dict[str, list[float]]]:
     """setting -> token-level method -> per-task scores (a table-only fit is the same in both settings)."""
-    from isotropy.calibration.token_fit import TOKEN_METHODS, fit_table_whitening, token_counts, token_estimator
+    from isotropy.calibration.token_fit import TOKEN_METHODS, fit_table_whitening, token_counts
+    from isotropy.transforms.methods import parse_method
 
     out: dict[str, dict[str, list[float]]] = {"others": {}, "target": {}}
     for name, (method, needs_corpus) in _render.TOKEN_ROWS.items():
         source = TOKEN_METHODS[method][1]
         if not needs_corpus:
-            t, _ = fit_table_whitening(enc, token_estimator(method), source)
+            t, _ = fit_table_whitening(enc, parse_method(method).build(), source)
             scores = [score(task, t.transform(x)) for task, x in zip(tasks, X)]
             out["others"][name] = out["target"][name] = scores
             continue
@@ -119,7 +120,7 @@ def token_rows(enc, tasks, plans, X: list[np.ndarray]) -> dict[str, dict[str, li
             scores = []
             for task, plan, x in zip(tasks, plans, X):
                 corpus = others_sentences(plan, tasks) if setting == "others" else task.sentences()
-                t, _ = fit_table_whitening(enc, token_estimator(method), source, token_counts(enc, corpus), setting)
+                t, _ = fit_table_whitening(enc, parse_method(method).build(), source, token_counts(enc, corpus), setting)
                 scores.append(score(task, t.transform(x)))
             out[setting][name] = scores
     return out
