@@ -1,5 +1,6 @@
 """The static factory at scale (issue #43, round 2): the distilled table cached beside the teacher's vectors
-(isotropy.distill.table_cache)."""
+(isotropy.distill.table_cache), and token statistics that grow with the vocabulary, whose chunked sums equal the
+one-shot ones (isotropy.transforms.token_regression)."""
 
 from __future__ import annotations
 
@@ -120,3 +121,74 @@ def test_a_rerun_with_other_dims_reads_the_table_and_the_teacher_vectors(tiny_st
     assert str(cache) not in (tmp_path / "b" / "isotropy.json").read_text()  # no path of this machine recorded
     info = distill(tmp_path / "c", "--dims", 8, "--fit", "map")  # model2vec's PCA to 8: another entry
     assert info["table_cache"] == "distilled" and made == [None, 8]
+
+
+# --------------------------------------------------------------------------- statistics that grow with the vocabulary
+
+
+def _sentences(seed: int, n: int, V: int = 40):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 9, n)  # some empty sentences: no equation
+    flat = rng.integers(0, V - 1, int(lengths.sum()))  # the last token never appears
+    return flat, lengths, rng.standard_normal((n, 5))
+
+
+@pytest.mark.parametrize("flush", [1, 7, 10**9])
+def test_chunked_statistics_equal_the_one_shot_ones(monkeypatch, flush):
+    """Chunk by chunk (the Gram's triangle buffered as triplets and summed in every ``flush`` of them), merged and
+    projected: the same sums as one call on all sentences, to float64 rounding; the solve on them alike."""
+    import isotropy.transforms.token_regression as tr
+
+    V = 40
+    flat, lengths, Y = _sentences(0, 120, V)
+    whole = tr.TokenRegression(V, 5).partial_fit(flat, lengths, Y)  # one chunk: one flush at the end
+    monkeypatch.setattr(tr, "FLUSH_TRIPLETS", flush)
+    a, b = tr.TokenRegression(V, 5), tr.TokenRegression(V, 5)
+    ends = np.concatenate([[0], np.cumsum(lengths)])
+    for lo in range(0, 120, 13):
+        hi = min(lo + 13, 120)
+        (a if lo < 60 else b).partial_fit(flat[ends[lo] : ends[hi]], lengths[lo:hi], Y[lo:hi])
+    a.merge(b)
+    dense = lambda X: X.toarray()  # noqa: E731
+    A = tr.pooling_matrix(flat, lengths, V).toarray()
+    np.testing.assert_allclose(dense(a.gram_), A.T @ A, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(dense(a.gram_), dense(whole.gram_), rtol=1e-12, atol=1e-14)
+    assert np.array_equal(dense(a.gram_), dense(a.gram_).T)  # the full matrix from the triangle is symmetric
+    np.testing.assert_allclose(a.cross_, whole.cross_, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(a.yy_, whole.yy_, rtol=1e-12)
+    assert np.array_equal(a.counts_, whole.counts_) and a.n_ == whole.n_ and a.skipped_ == whole.skipped_
+    assert np.array_equal(a.seen, whole.seen) and V - 1 not in a.seen
+    prior = np.random.default_rng(1).standard_normal((V, 5))
+    E = np.random.default_rng(2).standard_normal((V, 5))
+    keep = lengths > 0  # an empty sentence gives no equation
+    assert a.error(E) == pytest.approx(float(np.sum((A[keep] @ E - Y[keep]) ** 2)), rel=1e-10)
+    x, _ = a.solve(prior, 1.0, rtol=1e-10, maxiter=500, dtype=np.float64)
+    y, _ = whole.solve(prior, 1.0, rtol=1e-10, maxiter=500, dtype=np.float64)
+    np.testing.assert_allclose(x, y, atol=1e-8)
+    P = np.random.default_rng(3).standard_normal((5, 2))
+    pa, pw = a.project(P), whole.project(P)
+    np.testing.assert_allclose(dense(pa.gram_), dense(pw.gram_), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(pa.cross_, whole.cross_ @ P, rtol=1e-10, atol=1e-12)
+
+
+def test_a_consumed_fit_gives_the_table_of_a_copied_one():
+    """``solve_tokens(consume=True)`` merges the held-out sums into the fitting ones in place: the same table."""
+    from isotropy.distill.corpus_fit import solve_tokens
+    from isotropy.transforms.token_regression import TokenRegression
+
+    V = 40
+    flat, lengths, Y = _sentences(4, 90, V)
+    cut = int(lengths[:80].sum())
+    prior = np.random.default_rng(5).standard_normal((V, 5))
+
+    def pair():
+        fit = TokenRegression(V, 5).partial_fit(flat[:cut], lengths[:80], Y[:80])
+        return fit, TokenRegression(V, 5).partial_fit(flat[cut:], lengths[80:], Y[80:])
+
+    fit, held = pair()
+    kept, info = solve_tokens(fit, held, prior, criterion="mse")
+    assert fit.n_ == int((lengths[:80] > 0).sum())  # not consumed: unchanged
+    fit2, held2 = pair()
+    used, info2 = solve_tokens(fit2, held2, prior, criterion="mse", consume=True)
+    np.testing.assert_array_equal(kept, used)
+    assert info["lambda"] == info2["lambda"] and fit2.n_ == int((lengths > 0).sum())

@@ -309,7 +309,7 @@ def fit_on_corpus(
     if fit == "tokens":
         sample = cf.held_sample()
         agree = None if sample is None or sample[0].shape[0] < 3 else cosine_agreement(*sample, mean, mean @ P)
-        table, solved = solve_tokens(cf.fit, cf.held, table, lam, show, agreement=agree, criterion=criterion)
+        table, solved = solve_tokens(cf.fit, cf.held, table, lam, show, agreement=agree, criterion=criterion, consume=True)
         info["tokens"] = solved
         if solved.get("at_prior"):  # --lam 1e300: the limit of the fit, said rather than left to a 0 in the record
             print(
