@@ -260,9 +260,11 @@ class TokenRegression:
         return NormalEquations(gram, self._cross_at(seen), prior, seen, dtype, diag=diag)
 
     def _seen_system(self, seen: np.ndarray, dtype: Any):
-        """``(G on the seen tokens in dtype, its diagonal in float64)``, made from the kept triangle without a float64
-        copy of G: an unseen token's row and column are empty, so the seen rows are the triangle's rows with their
-        columns renumbered; then ``U + U^T - diag`` in ``dtype``."""
+        """``((U, L): G on the seen tokens in dtype as its upper triangle and its strictly lower one, its diagonal in
+        float64)``, made from the kept triangle without a float64 copy of G: an unseen token's row and column are
+        empty, so the seen rows are the triangle's rows with their columns renumbered; ``L`` is ``U``'s transpose
+        without the diagonal. ``G X = U X + L X`` (:class:`NormalEquations`), the same float32 sums as one product of
+        the full matrix, without a third copy of the Gram beside the two halves while it is built."""
         from scipy.sparse import csr_matrix
 
         U = self.upper_()
@@ -271,10 +273,10 @@ class TokenRegression:
         indptr = np.concatenate([[0], U.indptr[seen + 1]]).astype(U.indptr.dtype)
         upper = csr_matrix((U.data.astype(dtype), where[U.indices].astype(np.int32), indptr), shape=(seen.size,) * 2)
         diag = U.diagonal()[seen]
-        full = (upper + upper.T.tocsr()).tocsr()
-        del upper
-        full.setdiag(diag.astype(dtype))  # every seen token has its diagonal entry: set in place, no copy
-        return full, diag
+        lower = upper.T.tocsr()
+        lower.setdiag(0)  # every seen token has its diagonal entry: zeroed in place, then dropped
+        lower.eliminate_zeros()
+        return (upper, lower), diag
 
     def solve(
         self,
@@ -301,10 +303,12 @@ class NormalEquations:
 
     def __init__(self, gram: Any, cross: np.ndarray, prior: np.ndarray, seen: np.ndarray, dtype: Any, *, diag: Any = None):
         self.prior, self.seen, self.dtype = prior, seen, np.dtype(dtype)
-        self.diag = gram.diagonal() if diag is None else np.asarray(diag, dtype=np.float64)
+        halves = gram if isinstance(gram, tuple) else (gram,)  # (U, L) from TokenRegression.solver, or G itself
+        self.diag = halves[0].diagonal() if diag is None else np.asarray(diag, dtype=np.float64)
         self.scale = float(self.diag.mean())
         self.cross = cross
-        self.product = sparse_product(gram, self.dtype)
+        products = [sparse_product(h, self.dtype) for h in halves]
+        self.product = products[0] if len(products) == 1 else _summed(products)
         self._gap: float | None = None  # ||C - G E0||, for :meth:`_at_prior`
 
     def solve(
@@ -356,6 +360,18 @@ class NormalEquations:
         if not np.isfinite(self.dtype.type(reg)) or not np.isfinite(reg * float(np.abs(rows).max(initial=0.0))):
             raise IsotropyError(f"the regularisation strength is too large to solve in {self.dtype} (lam x scale = {reg:g})")
         return False
+
+
+def _summed(products: list) -> Any:
+    """``X -> sum of products(X)``: the Gram's product from its two triangles."""
+
+    def product(X: np.ndarray) -> np.ndarray:
+        out = products[0](X)
+        for p in products[1:]:
+            out += p(X)
+        return out
+
+    return product
 
 
 def _integers(values: Any, what: str) -> np.ndarray:
