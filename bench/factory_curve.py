@@ -182,14 +182,15 @@ def render(data: dict) -> str:
         "bench passes at these sizes: the default spans make the teacher read ~3.5x the text). 7 STS tasks (all pairs "
         "pooled, Spearman x 100 of cosine) and Cranfield nDCG@10 with the bench's own evaluation (as "
         "bench/static_factory.py); STS-B train: Spearman x 100 on its train split (not a test figure). potion-base-8M "
-        "scored in the same run. Wall: the whole distill of that row's first run in a fresh process (the distilled "
-        "table read from its cache; model2vec's vocabulary pass, when not cached, adds about two minutes); teacher "
+        "scored in the same run. Wall: the whole distill of that row's first run in a fresh process, the time of "
+        "model2vec's vocabulary pass included where the table column says `distilled` (`cached`: read from the "
+        "teacher cache's folder, as every run after the first); teacher "
         "(run): its own encoding; teacher (all lines): with the smaller rows' encoding of the lines it shares "
         "(the samples are nested), i.e. the teacher pass of an uncached run.",
         "",
         "| lines | spans | 7-task avg | " + " | ".join(names) + " | STS-B train | Cranfield nDCG@10 | wall s | "
-        "teacher s (run) | teacher s (all lines) | cached chunks |",
-        "|---|---|---|" + "---|" * len(names) + "---|---|---|---|---|---|",
+        "teacher s (run) | teacher s (all lines) | cached chunks | table |",
+        "|---|---|---|" + "---|" * len(names) + "---|---|---|---|---|---|---|",
     ]
     for r in rows:
         first = r["runs"][0]
@@ -199,13 +200,13 @@ def render(data: dict) -> str:
         cached = first["teacher_cache"].replace("cached chunks used: ", "")
         out.append(
             f"| {r['sentences']:,} | {spans} | {_f(r.get('avg'))} | {sts} | {_f(r.get('stsb_train'))} | {_f(cran)} | "
-            f"{_f(first['wall_s'], 0)} | {_f(first['teacher_s'], 0)} | {_f(_teacher_total(rows, r), 0)} | {cached} |"
+            f"{_f(first['wall_s'], 0)} | {_f(first['teacher_s'], 0)} | {_f(_teacher_total(rows, r), 0)} | {cached} | {first.get('table_cache')} |"
         )
     if potion:
         sts = " | ".join(_f(s) for s in potion["sts"])
         out.append(
             f"| potion-base-8M | - | {_f(potion['avg'])} | {sts} | {_f(potion.get('stsb_train'))} | "
-            f"{_f(potion['cranfield']['ndcg@10'])} | - | - | - | - |"
+            f"{_f(potion['cranfield']['ndcg@10'])} | - | - | - | - | - |"
         )
     meta = data.get("meta", {})
     loads = [x for r in rows for x in r["runs"][0]["load"]]
