@@ -126,7 +126,7 @@ def score_rows(data: dict) -> None:
     data["potion-base-8M"] = {**score(POTION, tasks, cran), "stsb_train": stsb(POTION, tasks)}
     print(f"potion-base-8M: {data['potion-base-8M']['avg']:.2f}", file=sys.stderr, flush=True)
     for name, row in data["rows"].items():
-        folder = row["runs"][-1]["folder"]
+        folder = os.path.expanduser(row["runs"][-1]["folder"])  # portable() wrote the home as ~
         row.update({**score(folder, tasks, cran), "stsb_train": stsb(folder, tasks)})
         print(f"{name}: {row['avg']:.2f} (STS-B train {row['stsb_train']:.2f})", file=sys.stderr, flush=True)
 
