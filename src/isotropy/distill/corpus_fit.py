@@ -451,8 +451,7 @@ def solve_tokens(
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """The token fit (module docs): ``lam`` chosen on the held-out sentences when None (``criterion``: ``"cosine"``,
     ``agreement(E)``, higher is better, or ``"mse"``, their squared error from the sums), then solved on all.
-    ``consume``: ``fit`` becomes the sums of all sentences and ``held`` loses its Gram (in place: two Grams fewer in
-    memory; neither is meant to be read again)."""
+    ``consume``: ``fit`` becomes the sums of all sentences, ``held`` loses its Gram (two Grams fewer in memory)."""
     if criterion not in CRITERIA:
         raise IsotropyError(f"the strength is chosen by one of {', '.join(CRITERIA)}, not {criterion!r}")
     if agreement is None:
@@ -482,13 +481,9 @@ def solve_tokens(
         start = best[2]
         del system
     prior_error = held.error(prior) / max(held.n_, 1)
-    # consume: the fitting sums become the sums of all sentences in place (no third copy of the Gram), the held-out
-    # ones are emptied once merged
     both = fit.merge(held) if consume else TokenRegression(fit.vocab_size, fit.dim).merge(fit).merge(held)
-    if consume:
-        from scipy.sparse import csr_matrix
-
-        held.gram_ = csr_matrix((held.vocab_size, held.vocab_size))  # merged: its Gram is not read again
+    if consume:  # in place: no third Gram; the held-out one, merged, is not read again
+        held.gram_ = type(held.upper_())(held.upper_().shape)
     with ProgressBar(0, show_progress, "fitting the token rows", unit="iterations") as bar:
         E, info = both.solve(prior, lam, x0=start, rtol=1e-2, maxiter=100, progress=lambda i: bar.advance(1))
     info.update(
