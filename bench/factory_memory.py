@@ -143,8 +143,13 @@ def render(rows: list[dict]) -> str:
             "|---:|---|---:|---:|---:|---:|",
             *body,
             "",
-            f"From {first['lines']:,} to {last['lines']:,} lines (spans {'none' if last['spans'].startswith('none') else 'default'}) ({last['lines'] / first['lines']:.0f}x the text), what the fit "
-            f"adds grew {growth:.1f}x. Target (peak <= {TARGET_MB} MB at 1M lines, the real teacher's activations aside, "
+            (
+                f"From {first['lines']:,} to {last['lines']:,} lines ({last['lines'] / first['lines']:.0f}x the text), what "
+                f"the fit adds grew {growth:.1f}x. "
+                if first is not last
+                else ""
+            )
+            + f"Target (peak <= {TARGET_MB} MB at 1M lines, the real teacher's activations aside, "
             f"which one chunk bounds): {met} ({last['peak_mb']:.0f} MB at {last['lines']:,} lines).",
             "",
             "The token statistics keep the upper triangle of the Gram `A^T A` (token pairs that share a text), each chunk's "
