@@ -208,6 +208,7 @@ def render(data: dict) -> str:
             f"| potion-base-8M | - | {_f(potion['avg'])} | {sts} | {_f(potion.get('stsb_train'))} | "
             f"{_f(potion['cranfield']['ndcg@10'])} | - | - | - | - | - |"
         )
+    out += [f"\n{note}" for note in data.get("notes", [])]
     meta = data.get("meta", {})
     loads = [x for r in rows for x in r["runs"][0]["load"]]
     load = f"load average {min(loads):.1f} to {max(loads):.1f}" if loads else "load not recorded"
