@@ -37,7 +37,8 @@ TeacherCache = Annotated[
         metavar="DIR",
         help="With --corpus: the folder that keeps the teacher's vectors of the corpus, chunk by chunk, so a rerun with "
         "other --dims, --lam, --fit, --alpha or --strength-by encodes nothing again (other --spans: only the spans) and a "
-        "killed run resumes where it stopped. Default: $ISOTROPY_CACHE/teacher (~/.cache/isotropy/teacher).",
+        "killed run resumes where it stopped; it also keeps model2vec's distilled table of the teacher (tables/), so such a "
+        "rerun skips the vocabulary pass too. Default: $ISOTROPY_CACHE/teacher (~/.cache/isotropy/teacher).",
     ),
 ]
 NoTeacherCache = Annotated[

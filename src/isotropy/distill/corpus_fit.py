@@ -447,9 +447,11 @@ def solve_tokens(
     *,
     agreement: Any = None,
     criterion: str = "cosine",
+    consume: bool = False,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """The token fit (module docs): ``lam`` chosen on the held-out sentences when None (``criterion``: ``"cosine"``,
-    ``agreement(E)``, higher is better, or ``"mse"``, their squared error from the sums), then solved on all."""
+    ``agreement(E)``, higher is better, or ``"mse"``, their squared error from the sums), then solved on all.
+    ``consume``: ``fit`` becomes the sums of all sentences, ``held`` loses its Gram (two Grams fewer in memory)."""
     if criterion not in CRITERIA:
         raise IsotropyError(f"the strength is chosen by one of {', '.join(CRITERIA)}, not {criterion!r}")
     if agreement is None:
@@ -478,7 +480,10 @@ def solve_tokens(
         lam = best[1]
         start = best[2]
         del system
-    both = TokenRegression(fit.vocab_size, fit.dim).merge(fit).merge(held)
+    prior_error = held.error(prior) / max(held.n_, 1)
+    both = fit.merge(held) if consume else TokenRegression(fit.vocab_size, fit.dim).merge(fit).merge(held)
+    if consume:  # in place: no third Gram; the held-out one, merged, is not read again
+        held.gram_ = type(held.upper_())(held.upper_().shape)
     with ProgressBar(0, show_progress, "fitting the token rows", unit="iterations") as bar:
         E, info = both.solve(prior, lam, x0=start, rtol=1e-2, maxiter=100, progress=lambda i: bar.advance(1))
     info.update(
@@ -487,7 +492,7 @@ def solve_tokens(
             "chosen": chosen,
             "held_out_error": tried,
             "held_out_agreement": agreed,
-            "prior_held_out_error": held.error(prior) / max(held.n_, 1),
+            "prior_held_out_error": prior_error,
             "sentences": both.n_,
             "seconds": time.perf_counter() - t0,
         }

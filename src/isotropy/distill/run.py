@@ -309,7 +309,7 @@ def fit_on_corpus(
     if fit == "tokens":
         sample = cf.held_sample()
         agree = None if sample is None or sample[0].shape[0] < 3 else cosine_agreement(*sample, mean, mean @ P)
-        table, solved = solve_tokens(cf.fit, cf.held, table, lam, show, agreement=agree, criterion=criterion)
+        table, solved = solve_tokens(cf.fit, cf.held, table, lam, show, agreement=agree, criterion=criterion, consume=True)
         info["tokens"] = solved
         if solved.get("at_prior"):  # --lam 1e300: the limit of the fit, said rather than left to a 0 in the record
             print(
@@ -373,9 +373,13 @@ def distill(
     cache = cache_for(teacher_cache) if corpus is not None else None
     inputs = [] if source is None else source.inputs
     out = check_output(output, KIND, force=force, inputs=[*inputs, model] if model is not None else inputs)
+    teacher = None
     if source is not None:
+        from ..encoders import Encoder
+
         _check_corpus(source)
-    static = distill_static(model, None if fit == "tokens" else dims, show_progress)  # full width: module docs
+        teacher = Encoder(model)
+    static, table_how = _table(model, None if fit == "tokens" else dims, show_progress, cache, teacher)
     _unnormalised(static)  # module docs: isotropy, model2vec and the twin give the same vectors (S5-013)
     name = teacher_name(model)
     if isinstance(getattr(static, "config", None), dict):
@@ -383,9 +387,7 @@ def distill(
     static.base_model_name = name
     info: dict[str, Any] = {"teacher": name, "vocabulary": len(static.embedding)}
     if source is not None:
-        from ..encoders import Encoder
-
-        teacher = Encoder(model)
+        info["table_cache"] = table_how
         if engine is not None:  # the workers build the teacher from its spec, once each
             from ..distributed.spec import EncoderSpec
 
@@ -410,6 +412,17 @@ def distill(
         static.config["hidden_dim"] = int(static.dim)
     write_distilled(out, static, info, force)
     return out
+
+
+def _table(model: Any, dims: int | None, show: bool | None, cache: Any, teacher: Any) -> tuple[Any, str]:
+    """model2vec's distill of ``model`` (``dims``: its PCA width, None at full width), read from the distilled-table
+    cache beside the teacher cache when it holds it (:mod:`.table_cache`; with a corpus and its cache on)."""
+    from .table_cache import TABLE_FOLDER, TableCache, cached_table, table_key
+
+    tables = key = None
+    if cache is not None and getattr(cache, "enabled", False) and teacher is not None:
+        tables, key = TableCache(Path(cache.directory) / TABLE_FOLDER), table_key(teacher.fingerprint(), _check_dims(dims))
+    return cached_table(lambda: distill_static(model, dims, show), tables, key)  # full width with tokens: module docs
 
 
 def _check_fit_options(spans: Any, strength_by: Any, fit: str | None, lam: Any) -> tuple[tuple[str, ...], str]:

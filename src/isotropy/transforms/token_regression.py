@@ -16,7 +16,11 @@ Statistics: the normal equations need only ``G = A^T A`` (sparse, vocabulary x v
 sentences), ``C = A^T Y`` (vocabulary x d), ``Y^T Y`` (d x d, for the objective's value) and the token counts,
 all sums over sentences: :meth:`TokenRegression.partial_fit` adds a chunk, :meth:`merge` adds another shard's
 sums, so the memory is bounded by the vocabulary (the pairs of tokens that co-occur), not by the corpus; ``C`` is
-kept for the tokens seen so far only (``rows_``, grown by doubling).
+kept for the tokens seen so far only (``rows_``, grown by doubling). ``G`` is symmetric, so only its upper triangle
+(diagonal included) is kept, and each chunk's triangle is buffered as COO triplets that are summed into it
+(scipy.sparse's COO -> CSR sums duplicates) once ``FLUSH_TRIPLETS`` of them wait: one pass over the kept triangle
+per flush, not per chunk, and at most one triangle's copy beside it while summing. The sums are the one-shot sums
+to float64 rounding (only their order differs). ``gram_`` gives the full symmetric matrix on demand.
 A linear map of the targets (``Y -> Y P``: a PCA to fewer dimensions) is applied to the sums afterwards
 (``C P``, ``P^T Y^T Y P``), so the teacher is encoded once whatever the output width.
 
@@ -39,7 +43,9 @@ import numpy as np
 from .._checks import check_int, check_matrix, check_number
 from ..errors import IsotropyError
 
-__all__ = ["TokenRegression", "NormalEquations", "pooling_matrix", "sparse_product"]
+__all__ = ["TokenRegression", "NormalEquations", "pooling_matrix", "sparse_product", "FLUSH_TRIPLETS"]
+
+FLUSH_TRIPLETS = 4_000_000  # buffered Gram triplets (16 bytes each) summed into the kept triangle at once
 
 
 def pooling_matrix(flat: np.ndarray, lengths: np.ndarray, vocab_size: int):
@@ -76,7 +82,9 @@ class TokenRegression:
         from scipy.sparse import csr_matrix
 
         self.vocab_size, self.dim = int(vocab_size), int(dim)
-        self.gram_ = csr_matrix((self.vocab_size, self.vocab_size), dtype=np.float64)
+        self._upper = csr_matrix((self.vocab_size, self.vocab_size), dtype=np.float64)  # G's upper triangle
+        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # chunk triangles not yet summed in
+        self._pending_n = 0
         # A^T Y kept for the seen tokens only (the V x d array would hold mostly zeros): row _slot[t] of _buf is
         # token t's (-1: unseen), rows in order of first appearance (_ids), _buf grown by doubling so that a chunk's
         # new tokens cost no copy of the rows already kept
@@ -106,8 +114,7 @@ class TokenRegression:
         keep = lengths > 0
         if not keep.all():
             A, Y = A[keep], Y[keep]
-        gram = (A.T @ A).tocsr()
-        self.gram_ = (self.gram_ + gram).tocsr()
+        self._add_upper((A.T @ A).tocoo())
         cols = np.unique(A.indices)
         self._add_cross(cols, A.tocsc()[:, cols].T @ Y)
         self.yy_ += Y.T @ Y
@@ -120,7 +127,7 @@ class TokenRegression:
         """Add another accumulator's sums (another shard of the corpus)."""
         if not isinstance(other, TokenRegression) or (other.vocab_size, other.dim) != (self.vocab_size, self.dim):
             raise IsotropyError("can only merge a token regression of the same vocabulary and width")
-        self.gram_ = (self.gram_ + other.gram_).tocsr()
+        self._upper = (self.upper_() + other.upper_()).tocsr()
         self._add_cross(other._ids, other._kept())
         self.yy_ += other.yy_
         self.counts_ += other.counts_
@@ -134,10 +141,52 @@ class TokenRegression:
         if P.shape[0] != self.dim:
             raise IsotropyError(f"a projection of {self.dim}-wide targets must have {self.dim} rows, got {P.shape}")
         out = TokenRegression(self.vocab_size, P.shape[1])
-        out.gram_, out.counts_, out.n_, out.skipped_ = self.gram_.copy(), self.counts_.copy(), self.n_, self.skipped_
+        out._upper = self.upper_()  # shared, not copied: a triangle is replaced by a sum, never changed in place
+        out.counts_, out.n_, out.skipped_ = self.counts_.copy(), self.n_, self.skipped_
         out._slot, out._ids, out._buf = self._slot.copy(), self._ids.copy(), self._kept() @ P
         out.yy_ = P.T @ self.yy_ @ P
         return out
+
+    def _add_upper(self, gram: Any) -> None:
+        """Buffer the upper triangle of a chunk's Gram (COO) as triplets; sum them in past ``FLUSH_TRIPLETS``."""
+        keep = gram.row <= gram.col
+        rows, cols, vals = gram.row[keep].astype(np.int32), gram.col[keep].astype(np.int32), gram.data[keep]
+        self._pending.append((rows, cols, vals))
+        self._pending_n += len(vals)
+        if self._pending_n >= FLUSH_TRIPLETS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        from scipy.sparse import coo_matrix
+
+        rows, cols, vals = (np.concatenate(parts) for parts in zip(*self._pending, strict=True))
+        self._pending, self._pending_n = [], 0
+        shape = (self.vocab_size, self.vocab_size)
+        chunk = coo_matrix((vals, (rows, cols)), shape=shape).tocsr()  # duplicates summed
+        del rows, cols, vals
+        self._upper = chunk if self._upper.nnz == 0 else (self._upper + chunk).tocsr()
+
+    def upper_(self):
+        """The upper triangle of ``G = A^T A``, diagonal included (CSR, float64): what is kept."""
+        self._flush()
+        return self._upper
+
+    @property
+    def gram_(self):
+        """``G = A^T A`` (V x V CSR, float64), built from the kept triangle on demand."""
+        from scipy.sparse import diags
+
+        U = self.upper_()
+        return (U + U.T - diags(U.diagonal())).tocsr()
+
+    @gram_.setter
+    def gram_(self, value: Any) -> None:
+        from scipy.sparse import csr_matrix, triu
+
+        self._pending, self._pending_n = [], 0
+        self._upper = csr_matrix(triu(value), dtype=np.float64)
 
     @property
     def rows_(self) -> np.ndarray:
@@ -179,19 +228,22 @@ class TokenRegression:
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_buf"] = self._kept().copy()  # no spare capacity in a pickle (a Dask part's sums)
+        state["_upper"], state["_pending"], state["_pending_n"] = self.upper_(), [], 0
         return state
 
     @property
     def seen(self) -> np.ndarray:
         """Ids of the tokens some sentence holds."""
-        return np.flatnonzero(self.gram_.diagonal() > 0)
+        return np.flatnonzero(self.upper_().diagonal() > 0)
 
     def error(self, E: Any) -> float:
         """``sum_s ||mean-pool(E, s) - y_s||^2`` over the sentences added, from the sums alone."""
         E = check_matrix(E, "the table E")
         if E.shape != (self.vocab_size, self.dim):
             raise IsotropyError(f"the table E must be {self.vocab_size} x {self.dim}, got {E.shape}")
-        return float(np.sum(E * (self.gram_ @ E)) - 2 * np.sum(E[self._ids] * self._kept()) + np.trace(self.yy_))
+        U = self.upper_()  # E^T G E = 2 sum(E * U E) - sum(diag(G) E^2): the triangle counts the diagonal once
+        quad = 2 * np.sum(E * (U @ E)) - np.sum(U.diagonal()[:, None] * E * E)
+        return float(quad - 2 * np.sum(E[self._ids] * self._kept()) + np.trace(self.yy_))
 
     # ------------------------------------------------------------------ solving
 
@@ -204,7 +256,27 @@ class TokenRegression:
         seen = self.seen
         if seen.size == 0:
             raise IsotropyError("no sentence held a token of the vocabulary: nothing to fit")
-        return NormalEquations(self.gram_[seen][:, seen].tocsr(), self._cross_at(seen), prior, seen, dtype)
+        gram, diag = self._seen_system(seen, dtype)
+        return NormalEquations(gram, self._cross_at(seen), prior, seen, dtype, diag=diag)
+
+    def _seen_system(self, seen: np.ndarray, dtype: Any):
+        """``((U, L): G on the seen tokens in dtype as its upper triangle and its strictly lower one, its diagonal in
+        float64)``, made from the kept triangle without a float64 copy of G: an unseen token's row and column are
+        empty, so the seen rows are the triangle's rows with their columns renumbered; ``L`` is ``U``'s transpose
+        without the diagonal. ``G X = U X + L X`` (:class:`NormalEquations`), the same float32 sums as one product of
+        the full matrix, without a third copy of the Gram beside the two halves while it is built."""
+        from scipy.sparse import csr_matrix
+
+        U = self.upper_()
+        where = np.full(self.vocab_size, -1, dtype=np.int64)
+        where[seen] = np.arange(seen.size)
+        indptr = np.concatenate([[0], U.indptr[seen + 1]]).astype(U.indptr.dtype)
+        upper = csr_matrix((U.data.astype(dtype), where[U.indices].astype(np.int32), indptr), shape=(seen.size,) * 2)
+        diag = U.diagonal()[seen]
+        lower = upper.T.tocsr()
+        lower.setdiag(0)  # every seen token has its diagonal entry: zeroed in place, then dropped
+        lower.eliminate_zeros()
+        return (upper, lower), diag
 
     def solve(
         self,
@@ -229,12 +301,14 @@ class NormalEquations:
     Made by :meth:`TokenRegression.solver`; the sparse Gram is converted once, so a grid of strengths pays for
     it once. The iterations run in ``dtype`` (float32 halves the sparse products' time, ample for rtol 1e-3)."""
 
-    def __init__(self, gram: Any, cross: np.ndarray, prior: np.ndarray, seen: np.ndarray, dtype: Any):
+    def __init__(self, gram: Any, cross: np.ndarray, prior: np.ndarray, seen: np.ndarray, dtype: Any, *, diag: Any = None):
         self.prior, self.seen, self.dtype = prior, seen, np.dtype(dtype)
-        self.diag = gram.diagonal()
+        halves = gram if isinstance(gram, tuple) else (gram,)  # (U, L) from TokenRegression.solver, or G itself
+        self.diag = halves[0].diagonal() if diag is None else np.asarray(diag, dtype=np.float64)
         self.scale = float(self.diag.mean())
         self.cross = cross
-        self.product = sparse_product(gram, self.dtype)
+        products = [sparse_product(h, self.dtype) for h in halves]
+        self.product = products[0] if len(products) == 1 else _summed(products)
         self._gap: float | None = None  # ||C - G E0||, for :meth:`_at_prior`
 
     def solve(
@@ -286,6 +360,18 @@ class NormalEquations:
         if not np.isfinite(self.dtype.type(reg)) or not np.isfinite(reg * float(np.abs(rows).max(initial=0.0))):
             raise IsotropyError(f"the regularisation strength is too large to solve in {self.dtype} (lam x scale = {reg:g})")
         return False
+
+
+def _summed(products: list) -> Any:
+    """``X -> sum of products(X)``: the Gram's product from its two triangles."""
+
+    def product(X: np.ndarray) -> np.ndarray:
+        out = products[0](X)
+        for p in products[1:]:
+            out += p(X)
+        return out
+
+    return product
 
 
 def _integers(values: Any, what: str) -> np.ndarray:

@@ -1,0 +1,256 @@
+"""The static factory's curve with the real teacher (issue #43): what more generic text buys.
+
+    nice -n 5 .venv/bin/python bench/factory_curve.py                        # 12k, 50k, 100k lines; then --render
+    nice -n 5 .venv/bin/python bench/factory_curve.py --sizes 12000 --no-score
+    .venv/bin/python bench/factory_curve.py --render                        # docs/RESULTS.md's section again
+
+For each step S (80, 40, 20, 10: about 12.5k, 25k, 50k and 100k lines): every S-th line of
+``../shared/data/corpus/wiki-1m.txt`` (``awk 'NR % S == 0'``, as its README says: the articles are roughly
+alphabetical, so never the first N lines). The samples are nested (every 80th line is a 40th, a 20th and a 10th), so each is
+written as a prefix of one ordering (the 80th lines, then the other 40th, 20th and 10th, each in corpus order):
+the larger runs then find the smaller runs' chunks in the teacher cache and encode only the new lines (the sums do
+not depend on the order of the lines, only the held-out tenth does, by position). Then
+``isotropy distill --corpus SAMPLE`` with today's defaults (the default model, all-MiniLM-L6-v2, embedded, as the
+teacher; 256 d) in a fresh process, timed end to end, ``--spans none`` by default (``--spans default`` for today's
+default spans, which make the teacher read ~3.5x the text: this shared 2-core machine cannot afford them at 50k lines
+and more in one session); the row says which. Every run shares one teacher cache (``--teacher-cache``, default
+``$ISOTROPY_CACHE/factory-curve``), so nothing is encoded twice; each run records its own teacher seconds and how
+many chunks it read from the cache, and the table adds the teacher seconds of the earlier runs that encoded its
+prefix (the teacher pass of all its lines, as one uncached run would have spent it, boundary chunks aside).
+
+Each model is scored with the bench's own evaluation (``_factory_common.evaluate``, the same as
+bench/static_factory.py): the 7 STS tasks of ``../shared/data/sts`` (all evaluation pairs of a task pooled, Spearman
+x 100 of the cosine of model2vec's plain-mean vectors) and Cranfield nDCG@10 (exact cosine search). potion-base-8M
+(``../shared/models``) is scored in the same run. No setting is read off a test label: the distill chooses its
+strength on held-out corpus lines, as it does for a user.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _report import DATA, ROOT, machine, portable, write_json  # noqa: E402
+
+OUT = ROOT / "bench" / "results" / "factory_curve.json"
+CORPUS = DATA / "corpus" / "wiki-1m.txt"
+POTION = DATA.parent / "models" / "potion-base-8M"
+BEGIN, END = "<!-- factory-curve -->", "<!-- end factory-curve -->"
+COMMAND = "nice -n 5 .venv/bin/python bench/factory_curve.py"
+
+
+STEPS = (80, 40, 20, 10)
+
+
+def sample(step: int, work: Path) -> tuple[Path, int]:
+    """Every ``step``-th line of wiki-1m.txt as a prefix of the nested ordering (module docs), in ``work``."""
+    path = work / f"wiki-1m.every-{step}.txt"
+    if not path.exists():
+        levels: dict[int, list[str]] = {s: [] for s in STEPS}
+        with CORPUS.open(encoding="utf-8") as fh:
+            for i, line in enumerate(fh, 1):
+                if i % step == 0:
+                    levels[next(s for s in STEPS if i % s == 0)].append(line)  # the coarsest level holding it
+        tmp = path.with_suffix(".part")
+        with tmp.open("w", encoding="utf-8") as out:
+            for s in STEPS:
+                out.writelines(levels[s])
+        tmp.replace(path)
+    with path.open(encoding="utf-8") as fh:
+        return path, sum(1 for _ in fh)
+
+
+def distill(step: int, work: Path, cache: Path, spans: str) -> dict:
+    """One ``isotropy distill --corpus`` run of the every-``step``-th-line sample in a fresh process, timed."""
+    (corpus, n), folder = sample(step, work), work / f"distilled-{step}-{spans}"
+    cmd = [str(Path(sys.executable).with_name("isotropy")), "distill", "--corpus", str(corpus), "-o", str(folder)]
+    cmd += ["--teacher-cache", str(cache), "--force"]
+    if spans == "none":
+        cmd += ["--spans", "none"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    load = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    with (work / f"distill-{step}-{spans}.log").open("a", encoding="utf-8") as log:
+        subprocess.run(cmd, check=True, env=env, stdout=log, stderr=log)
+    wall = time.perf_counter() - t0
+    record = json.loads((folder / "isotropy.json").read_text())["distill"]
+    fit = record["corpus_fit"]
+    return {
+        "sentences": n,
+        "folder": str(folder),
+        "table_cache": record.get("table_cache"),
+        "wall_s": wall,
+        "teacher_s": fit["seconds"].get("teacher"),
+        "statistics_s": fit["seconds"].get("statistics"),
+        "solve_s": fit["tokens"]["seconds"],
+        "lambda": fit["tokens"]["lambda"],
+        "spans": fit.get("spans", "none"),
+        "teacher_cache": fit["teacher_cache"],
+        "load": [load, os.getloadavg()[0]],
+    }
+
+
+def stsb(folder: Path | str, tasks) -> float:
+    from _factory_common import stsb_train
+    from model2vec import StaticModel
+
+    return stsb_train(StaticModel.from_pretrained(str(folder)), tasks)
+
+
+def score(folder: Path | str, tasks, cran) -> dict:
+    from _factory_common import evaluate
+    from model2vec import StaticModel
+
+    return evaluate(StaticModel.from_pretrained(str(folder)), tasks, cran)
+
+
+def _scorer():
+    from isotropy.evaluation import load_tasks
+    from isotropy.retrieval.data import load_cranfield
+
+    return load_tasks(DATA / "sts", ["all"]), load_cranfield(DATA / "retrieval" / "cranfield")
+
+
+def score_rows(data: dict) -> None:
+    """Score every recorded run's latest folder (and potion-base-8M) in this process."""
+    tasks, cran = _scorer()
+    data["tasks"] = [t.name for t in tasks]
+    data["potion-base-8M"] = {**score(POTION, tasks, cran), "stsb_train": stsb(POTION, tasks)}
+    print(f"potion-base-8M: {data['potion-base-8M']['avg']:.2f}", file=sys.stderr, flush=True)
+    for name, row in data["rows"].items():
+        folder = os.path.expanduser(row["runs"][-1]["folder"])  # portable() wrote the home as ~
+        row.update({**score(folder, tasks, cran), "stsb_train": stsb(folder, tasks)})
+        print(f"{name}: {row['avg']:.2f} (STS-B train {row['stsb_train']:.2f})", file=sys.stderr, flush=True)
+
+
+def run(args) -> dict:
+    data = json.loads(OUT.read_text()) if OUT.exists() else {"rows": {}}
+    data["meta"] = {"machine": machine(), "command": COMMAND}
+    if args.score:
+        score_rows(data)
+        write_json(OUT, portable(data))
+        return data
+    work = Path(args.work).absolute()
+    work.mkdir(parents=True, exist_ok=True)
+    cache = Path(args.teacher_cache).absolute()
+    for step in args.steps:
+        got = distill(step, work, cache, args.spans)
+        name = f"every-{step}-{args.spans}"
+        row = data["rows"].get(name, {})
+        row.setdefault("runs", []).append(got)
+        row.update({"step": step, "sentences": got["sentences"], "spans": got["spans"]})
+        data["rows"][name] = row
+        write_json(OUT, portable(data))
+        print(f"{name}: {got}", file=sys.stderr, flush=True)
+    if not args.no_score:
+        score_rows(data)
+        write_json(OUT, portable(data))
+    return data
+
+
+def _f(x, digits: int = 2) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def _teacher_total(rows: list[dict], row: dict) -> float | None:
+    """The teacher seconds of all of ``row``'s lines: its first run's and those of the smaller runs before it, whose
+    chunks it read (module docs; spans-off rows only, the lines being what they share)."""
+    first = row["runs"][0]
+    if first.get("teacher_s") is None:
+        return None
+    before = [r["runs"][0]["teacher_s"] or 0.0 for r in rows if r["spans"] == "none" and r["sentences"] < row["sentences"]]
+    return first["teacher_s"] + (sum(before) if row["spans"] == "none" else 0.0)
+
+
+def render(data: dict) -> str:
+    rows = sorted(data.get("rows", {}).values(), key=lambda r: (r["sentences"], r["spans"]))
+    names = data.get("tasks", [])
+    potion = data.get("potion-base-8M")
+    out = [
+        "### The factory's curve (issue #43, real teacher)",
+        "",
+        "`isotropy distill --corpus` with today's defaults (the default model, all-MiniLM-L6-v2, as teacher; 256 d) on "
+        "every S-th line of `wiki-1m.txt` (S = 80, 40, 20, 10), spans as the row says (`none`: `--spans none`, which the "
+        "bench passes at these sizes: the default spans make the teacher read ~3.5x the text). 7 STS tasks (all pairs "
+        "pooled, Spearman x 100 of cosine) and Cranfield nDCG@10 with the bench's own evaluation (as "
+        "bench/static_factory.py); STS-B train: Spearman x 100 on its train split (not a test figure). potion-base-8M "
+        "scored in the same run. Wall: the whole distill of that row's first run in a fresh process, the time of "
+        "model2vec's vocabulary pass included where the table column says `distilled` (`cached`: read from the "
+        "teacher cache's folder, as every run after the first); teacher "
+        "(run): its own encoding; teacher (all lines): with the smaller rows' encoding of the lines it shares "
+        "(the samples are nested), i.e. the teacher pass of an uncached run.",
+        "",
+        "| lines | spans | 7-task avg | " + " | ".join(names) + " | STS-B train | Cranfield nDCG@10 | wall s | "
+        "teacher s (run) | teacher s (all lines) | cached chunks | table |",
+        "|---|---|---|" + "---|" * len(names) + "---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        first = r["runs"][0]
+        sts = " | ".join(_f(s) for s in r.get("sts", [None] * len(names)))
+        cran = (r.get("cranfield") or {}).get("ndcg@10")
+        spans = "none" if r["spans"] == "none" else "default"
+        cached = first["teacher_cache"].replace("cached chunks used: ", "")
+        out.append(
+            f"| {r['sentences']:,} | {spans} | {_f(r.get('avg'))} | {sts} | {_f(r.get('stsb_train'))} | {_f(cran)} | "
+            f"{_f(first['wall_s'], 0)} | {_f(first['teacher_s'], 0)} | {_f(_teacher_total(rows, r), 0)} | {cached} | {first.get('table_cache')} |"
+        )
+    if potion:
+        sts = " | ".join(_f(s) for s in potion["sts"])
+        out.append(
+            f"| potion-base-8M | - | {_f(potion['avg'])} | {sts} | {_f(potion.get('stsb_train'))} | "
+            f"{_f(potion['cranfield']['ndcg@10'])} | - | - | - | - | - |"
+        )
+    out += [f"\n{note}" for note in data.get("notes", [])]
+    meta = data.get("meta", {})
+    loads = [x for r in rows for x in r["runs"][0]["load"]]
+    load = f"load average {min(loads):.1f} to {max(loads):.1f}" if loads else "load not recorded"
+    out += ["", f"Ran on {meta.get('machine', '?')}, a shared machine ({load}). Regenerate with `{COMMAND}`, then `--score`."]
+    return "\n".join(out)
+
+
+def write_section(text: str) -> Path:
+    """The section between the factory-curve markers of docs/RESULTS.md (the markers added at the end of the
+    distill part, after the static-factory section, when absent)."""
+    from isotropy.storage.atomic import atomic_file
+
+    path = ROOT / "docs" / "RESULTS.md"
+    doc = path.read_text(encoding="utf-8")
+    block = f"{BEGIN}\n{text.strip()}\n{END}"
+    if BEGIN in doc and END in doc:
+        head, rest = doc.split(BEGIN, 1)
+        doc = head + block + rest.split(END, 1)[1]
+    else:
+        anchor = "<!-- END static-factory -->"
+        doc = doc.replace(anchor, anchor + "\n\n" + block, 1) if anchor in doc else doc.rstrip() + "\n\n" + block + "\n"
+    with atomic_file(path, "w") as fh:
+        fh.write(doc)
+    return path
+
+
+def main() -> None:
+    default_root = Path(os.environ.get("ISOTROPY_CACHE", Path.home() / ".cache" / "isotropy"))
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--steps", type=int, nargs="+", default=list(STEPS), choices=STEPS, help="every S-th line")
+    p.add_argument("--spans", choices=("none", "default"), default="none")
+    p.add_argument("--work", default=str(default_root / "factory-curve" / "work"), help="samples and distilled folders")
+    p.add_argument("--teacher-cache", default=str(default_root / "factory-curve" / "teacher"))
+    p.add_argument("--no-score", action="store_true", help="distill only (the teacher pass, cached); score later")
+    p.add_argument("--score", action="store_true", help="score the recorded runs' folders and potion-base-8M only")
+    p.add_argument("--render", action="store_true", help="write docs/RESULTS.md's section from the saved results")
+    p.add_argument("--no-write", action="store_true")
+    args = p.parse_args()
+    data = json.loads(OUT.read_text()) if args.render else run(args)
+    if not args.no_write:
+        print(write_section(render(data)), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
