@@ -13,8 +13,15 @@ os.environ["ISOTROPY_CACHE"] = str(Path(__file__).resolve().parents[1] / ".cache
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 from helpers import ROOT, data_dir
+
+# No per-example deadline anywhere: on a loaded 2-core machine one example of even a pure-Python property can
+# take longer than hypothesis's default 200 ms, and a deadline is a wall-clock assertion (the rule is: none).
+# A test's own @settings still sets its number of examples; this only fills in what a test does not say.
+settings.register_profile("isotropy", deadline=None)
+settings.load_profile("isotropy")
 
 CACHE = ROOT / ".cache" / "vectors"
 
