@@ -1,5 +1,6 @@
 # Two entry points: `make demo` and `make test` (ruff, then pytest, which checks the import layers too).
-# Both create .venv when it is missing.
+# Both create .venv when it is missing. The suite runs in two worker processes (pytest-xdist), a file's tests
+# in one worker so that its module fixtures are built once; each worker runs torch on one thread (tests/conftest.py).
 # torch is pinned to 2.13.0 *before* anything that depends on it: on the project's
 # machines that version is a local CPU build, any other spec pulls gigabytes of CUDA wheels.
 # Elsewhere, override it: `make test TORCH_SPEC=torch`.
@@ -28,7 +29,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests bench
 
 test: lint
-	$(BIN)/python -m pytest -q --durations=25
+	$(BIN)/python -m pytest -q --durations=25 -n 2 --dist loadfile
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -10,11 +10,25 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Nor the user's home: the evaluation's vector cache and the word-vector parse cache (default ~/.cache/isotropy)
 # live in the clone, so a fresh clone pays for every encode the suite needs, as CI on a new machine does.
 os.environ["ISOTROPY_CACHE"] = str(Path(__file__).resolve().parents[1] / ".cache" / "isotropy")
+# `make test` runs the suite in two worker processes (pytest-xdist, one per core of a 2-core machine): each worker
+# then runs torch and the BLAS on one thread, as the Dask workers do, so two workers never oversubscribe the cores
+# (an OpenMP pool of 2 in each of 2 processes spins against the other). Set before numpy and torch are imported;
+# the child processes a test starts inherit it. A plain `pytest` run keeps the libraries' own defaults.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 from helpers import ROOT, data_dir
+
+# No per-example deadline anywhere: on a loaded 2-core machine one example of even a pure-Python property can
+# take longer than hypothesis's default 200 ms, and a deadline is a wall-clock assertion (the rule is: none).
+# A test's own @settings still sets its number of examples; this only fills in what a test does not say.
+settings.register_profile("isotropy", deadline=None)
+settings.load_profile("isotropy")
 
 CACHE = ROOT / ".cache" / "vectors"
 
@@ -25,11 +39,17 @@ FIXTURE_POOLINGS = ("cls", "last-avg")
 
 
 def _encode_cached(sentences: list[str], pooling: str, max_length: int = 64) -> np.ndarray:
+    from filelock import FileLock
+
     from isotropy.encoders import Encoder
     from isotropy.encoders.cache import VectorCache, encode_cached
 
     cache = VectorCache(CACHE)
-    return encode_cached(Encoder(max_length=max_length), sentences, FIXTURE_POOLINGS, cache)[pooling]
+    CACHE.mkdir(parents=True, exist_ok=True)
+    # One encoder of STS-B at a time: a second test worker waits, then reads what the first one stored, instead of
+    # encoding the same 17,256 sentences beside it (a minute of both cores on a fresh clone).
+    with FileLock(str(CACHE / ".fixtures.lock")):
+        return encode_cached(Encoder(max_length=max_length), sentences, FIXTURE_POOLINGS, cache)[pooling]
 
 
 def _stsb(pooling: str) -> dict:

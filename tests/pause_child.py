@@ -33,6 +33,9 @@ def main() -> None:
     # Start from the default SIGHUP disposition, as a plain shell gives: under `nohup pytest` the child would inherit
     # SIGHUP ignored, and isotropy rightly leaves an ignored signal ignored, so the SIGHUP case would wait forever.
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    # And SIGINT Python's own handler, as a shell's Ctrl-C meets it: a test worker process (pytest-xdist's) ignores
+    # SIGINT, so its children inherit it ignored and the SIGINT case would wait until its timeout.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if point == "write":
         from isotropy.storage import vectors
 
