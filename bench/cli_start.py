@@ -3,6 +3,7 @@ same commands at a reference commit (the code before the start was made light), 
 
     .venv/bin/python bench/cli_start.py                      # writes docs/BENCHMARKS.md (cli-start) + results
     .venv/bin/python bench/cli_start.py --before 6e4e491 --repeats 9 --no-write
+    .venv/bin/python bench/cli_start.py --render                 # the section again from the saved results
 
 The reference commit is checked out with ``git worktree`` into a temporary folder and run with the same interpreter
 and packages (``PYTHONPATH`` to its ``src``), so the two differ only in isotropy's code. Each round runs every
@@ -12,6 +13,7 @@ command once, in turn (load from other users hits all alike); the table gives me
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -100,7 +102,11 @@ def main() -> None:
     ap.add_argument("--before", default=BEFORE)
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--render", action="store_true", help="rewrite the section from the saved results only")
     args = ap.parse_args()
+    if args.render:
+        update_section("BENCHMARKS.md", "cli-start", render(json.loads(RESULTS.read_text(encoding="utf-8"))))
+        return
     r = measure(args.before, args.repeats)
     print(render(r))
     if not args.no_write:

@@ -3,8 +3,7 @@
 Each section is rewritten by its own script's render mode (listed here, one line each); ``token-solve`` has no
 measuring script any more (it compared round 4's solver, which git keeps at commit 440b70e), so it is rendered from
 ``bench/results/token_solve.json`` here. After a render the docs are unchanged unless the saved results changed:
-``git diff --exit-code docs`` checks it. BENCHMARKS.md's cli-start is
-rewritten only by running bench/cli_start.py (it has no render mode yet).
+``git diff --exit-code docs`` checks it.
 """
 
 from __future__ import annotations
@@ -29,6 +28,8 @@ RENDERS = {  # section: the command that rewrites it from the saved results
     "scale": ["scale.py", "--render"],
     "static-speed": ["static_speed.py", "--render"],
     "factory-memory": ["factory_memory.py", "--render"],
+    "factory-curve": ["factory_curve.py", "--render"],
+    "cli-start": ["cli_start.py", "--render"],
     "poolings": ["poolings.py", "--render"],
     "search": ["search.py", "--render"],
     "serve": ["serve.py", "--render"],
