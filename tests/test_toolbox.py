@@ -179,7 +179,8 @@ def test_fit_whitening_and_flow_keep_their_options():
 
     from isotropy.cli import app
 
-    fit = get_command(app).commands["fit"]
+    root = get_command(app)
+    fit = root.get_command(click.Context(root), "fit")  # the root builds its commands when asked (a lazy group)
 
     def opts(name):  # get_command: the lazily built fit commands too
         return sorted(o for p in fit.get_command(click.Context(fit), name).params for o in p.opts)
