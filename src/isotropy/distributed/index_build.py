@@ -35,7 +35,7 @@ import numpy as np
 from ..errors import IsotropyError
 from ..storage.artifacts import file_sha256
 from ..storage.atomic import atomic_path
-from ..storage.vectors import open_vector_file
+from ..storage.vectors import load_npy, open_vector_file
 from .cluster import client_for, gather, input_errors_as_values
 from .tasks import read_sidecar
 from .workers import worker_transform
@@ -131,7 +131,7 @@ def check_shard(source: str, start: int) -> dict:
     """Worker side: the shard file's sha256 and every row read, one line naming the shard and its own row
     (0-based) for a NaN or infinite value."""
     digest = file_sha256(source)
-    arr = np.load(source, mmap_mode="r", allow_pickle=False)
+    arr = load_npy(source, mmap_mode="r")
     for lo in range(0, arr.shape[0], CHECK_ROWS):
         bad = _first_bad_row(np.asarray(arr[lo : lo + CHECK_ROWS]))
         if bad is not None:
@@ -177,7 +177,7 @@ def add_shard(
     digest = file_sha256(src)
     if expect.get("source_sha256", digest) != digest:
         raise IsotropyError(f"{src} changed while the index was built (its sha256 differs from the check's); run again")
-    X = np.load(src, allow_pickle=False)
+    X = load_npy(src)
     # the index's own apply path (transform, float32, L2 normalisation); a NaN or infinite value stays one after it
     X = prepare(X, None if transform is None else worker_transform(transform, tdigest), own=True)  # ours: no copy
     bad = _first_bad_row(X)
@@ -262,7 +262,7 @@ def add_shards(
 def merge_vectors(shards: list[Path], work: Path) -> np.ndarray:
     """``keep_vectors``: the shards' exact vectors concatenated into ``work/vectors.npy`` (one shard in memory at a
     time), returned memory-mapped."""
-    parts = [np.load(_vectors_out(p, work, i), mmap_mode="r", allow_pickle=False) for i, p in enumerate(shards)]
+    parts = [load_npy(_vectors_out(p, work, i), mmap_mode="r") for i, p in enumerate(shards)]
     target = work / "vectors.npy"
     with atomic_path(target) as tmp:
         out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(sum(len(a) for a in parts), parts[0].shape[1]))
@@ -272,7 +272,7 @@ def merge_vectors(shards: list[Path], work: Path) -> np.ndarray:
             start += len(a)
         out.flush()
         del out
-    return np.load(target, mmap_mode="r", allow_pickle=False)
+    return load_npy(target, mmap_mode="r")
 
 
 def merge_shards(shards: list[Path], work: Path) -> Any:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..storage.artifacts import file_sha256
 from ..storage.text import read_sentences
-from ..storage.vectors import check_finite_output, iter_vector_chunks, write_vectors
+from ..storage.vectors import check_finite_output, iter_vector_chunks, load_npy, write_vectors
 from ..transforms.moments import Moments
 from .cluster import input_errors_as_values, is_error_value
 from .spec import EncoderSpec
@@ -155,7 +155,7 @@ def verify(source: Path, npy: Path, side: Path, expect: dict) -> str:
     if not npy.is_file():
         return "vector file missing"
     try:
-        arr = np.load(npy, mmap_mode="r", allow_pickle=False)
+        arr = load_npy(npy, mmap_mode="r")
         shape = tuple(arr.shape)
         del arr
     except (ValueError, OSError):

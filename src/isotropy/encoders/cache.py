@@ -20,7 +20,7 @@ import numpy as np
 
 from ..storage.artifacts import file_sha256
 from ..storage.atomic import atomic_file
-from ..storage.vectors import save_npy
+from ..storage.vectors import load_npy, save_npy
 from .poolings import parse_pooling
 
 __all__ = ["VectorCache", "encode_cached", "default_cache_dir", "sentences_digest", "CACHE_ENV"]
@@ -118,7 +118,7 @@ class VectorCache:
             if stored.get("digest") != digest:
                 # overwritten in place (same shape), truncated, or no digest recorded
                 raise _Refused("its bytes differ from the digest recorded when it was written")
-            arr = np.load(npy, allow_pickle=False)
+            arr = load_npy(npy)
             if arr.dtype != np.float32 or arr.ndim != 2 or arr.shape[0] != key["rows"]:
                 raise _Refused("its array has the wrong shape or type")
             if arr.shape[1] != stored.get("dim") or (dim is not None and arr.shape[1] != dim):

@@ -32,6 +32,7 @@ from ..errors import IsotropyError
 from ..storage.artifacts import check_output, file_sha256, folder_digest
 from ..storage.atomic import atomic_path
 from ..storage.integrity import provenance_of_record
+from ..storage.vectors import load_npy
 from ..transforms import load_transform
 from .build import _index_transform, _read_corpus
 from .index import Index, index_vectors
@@ -50,7 +51,7 @@ def _sample_rows(shards: list[Path], rows: list[int], wanted: np.ndarray) -> np.
     for p, n in zip(shards, rows):
         local = wanted[(wanted >= start) & (wanted < start + n)] - start
         if local.size:
-            out.append(np.asarray(np.load(p, mmap_mode="r", allow_pickle=False)[local], dtype=np.float32))
+            out.append(np.asarray(load_npy(p, mmap_mode="r")[local], dtype=np.float32))
         start += n
     return np.concatenate(out)
 

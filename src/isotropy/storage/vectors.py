@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,8 +25,22 @@ from .artifacts import check_output, header, vectors_sidecar
 from .atomic import atomic_path
 from .integrity import sha256_file, verify_file, verifying
 
+# NumPy parses a .npy header with ast.literal_eval, and CPython 3.11's AST constructor is not safe when two threads
+# build ASTs at once (python/cpython#106905: "AST constructor recursion depth mismatch", a SystemError). Dask's
+# threaded workers read cached and shard files side by side, so every such read in worker code goes through
+# load_npy, which parses headers one thread at a time (reads of whole small arrays; memory maps only map).
+_NPY_READ = threading.Lock()
+
+
+def load_npy(file: str | os.PathLike, mmap_mode: str | None = None) -> np.ndarray:
+    """``np.load(file, mmap_mode, allow_pickle=False)``, one thread at a time (see :data:`_NPY_READ`)."""
+    with _NPY_READ:
+        return np.load(file, mmap_mode=mmap_mode, allow_pickle=False)
+
+
 __all__ = [
     "VECTORS_KIND",
+    "load_npy",
     "list_vector_files",
     "open_vector_file",
     "open_vectors",
@@ -70,7 +85,7 @@ def open_vector_file(
     if magic != b"\x93NUMPY":
         raise IsotropyError(f"{file} is not a .npy vector file (no NumPy header{'; it is empty' if not magic else ''}): {advice}")
     try:
-        arr = np.load(file, mmap_mode="r", allow_pickle=False)
+        arr = load_npy(file, mmap_mode="r")
     except ValueError as exc:
         reason = "it holds Python objects, not numbers" if "pickle" in str(exc) else f"{exc}"
         if "mmap length is greater than file size" in str(exc) or "cannot reshape" in str(exc):
