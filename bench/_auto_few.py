@@ -6,7 +6,7 @@ The rules compared (:data:`VARIANTS`): each challenger on its own at a level (th
 step-down and the studentized max-statistic across the challengers (family-wise: many challengers no longer make a
 false switch likely), each with or without a lower bar for raw alone (do no harm when the incumbent is not raw).
 
-``tune_few`` (bench/_auto_few_tune.py): every zoo entry fitted on the STS-B TRAIN split's sentences (as ``tune_zoo``); its train pairs split by
+The tuning (``bench/auto.py --tune-few`` at commit b31d6d7, its cells kept in bench/results/auto.json): every zoo entry fitted on the STS-B TRAIN split's sentences (as ``tune_zoo``); its train pairs split by
 genre (captions, news, forum), each genre's pairs halved by a seeded permutation (a dev half and a truth half). Per
 genre two settings: ``same`` (dev pairs drawn from the genre's dev half) and ``shifted`` (drawn from the other genres'
 dev halves: what a task without its own train split gets in the zoo, where its dev pairs come from other tasks);

@@ -13,9 +13,6 @@ from collections import Counter
 from statistics import mean
 
 import numpy as np
-from _auto_few import GAIN_TIE, VARIANTS, same_as_library, score, tuned_dev_rule
-from _auto_few import name as rule_name
-from _auto_zoo import POOLING_CHOICES
 
 
 def f2(x, d: int = 2, sign: bool = False) -> str:
@@ -391,102 +388,43 @@ def sts_static(data: dict) -> str:
     return "\n".join(lines)
 
 
-# --------------------------------------------------------------------------- auto-zoo, auto-zoo-tuning (AUTO.md)
+# --------------------------------------------------------------------------- auto-zoo, auto-zoo-tuning, auto-search (AUTO.md)
 
 
 HARM, BIG, KEEP_LF, KEEP_FEW, DRAWS_OK = 0.5, 3.0, 0.7, 0.75, 19  # KEEP_FEW: issue #34's 75%
-POOLING_DEFAULT = {k: v[0] for k, v in POOLING_CHOICES.items()}
 
 
-def zoo_f(x: float) -> str:
-    return f"{x:+.2f}"
-
-
-def _met(ok: bool) -> str:
-    return "**met**" if ok else "**not met**"
-
-
-def _entries(cells: dict) -> list[str]:
-    return list(dict.fromkeys(k.split("|")[0] for k in cells))
-
-
-def _share(got: float, best: float) -> float:
-    return got / best if best > 0 else 1.0
-
-
-def zoo_cell(k: str) -> str:
-    """A cell key ``entry|task`` as table text (no pipe)."""
-    return k.replace("|", " on ")
-
-
-def _loss_note(c: dict) -> str:
-    t = c["truth"]
-    best = max(t, key=t.get)
-    if best == "raw":
-        return f"every calibration loses there, best {max((v for m, v in t.items() if m != 'raw')) - t['raw']:+.2f}"
-    return f"the oracle was {best}, {t[best] - t['raw']:+.2f}"
-
-
-def _why_low(c: dict) -> str:
-    """Why label-free auto kept less than half of the oracle's gain in a cell."""
-    t = c["truth"]
-    best = max(t, key=t.get)
-    if not c["fired"]:
-        return f"{c['kind']}: the rule keeps raw for this kind; the oracle was {best}"
-    return f"acted with {c['label_free']} ({zoo_f(t[c['label_free']] - t['raw'])}); the oracle was {best}"
-
-
-def zoo_targets(zoo: dict) -> tuple[list[str], dict]:
+def zoo_targets(zoo: dict) -> list[str]:
+    """Issue #24's and #34's targets on the held-out cells, one line each."""
     cells = zoo["cells"]
-    rows, stat = [], {}
-    lf_gain = {k: c["truth"][c["label_free"]] - c["truth"]["raw"] for k, c in cells.items()}
+
+    def gain(c: dict, m: str) -> float:
+        return c["truth"][m] - c["truth"]["raw"]
+
+    def share(got: float, best: float) -> float:
+        return got / best if best > 0 else 1.0
+
+    lf = {k: gain(c, c["label_free"]) for k, c in cells.items()}
     oracle = {k: max(c["truth"].values()) - c["truth"]["raw"] for k, c in cells.items()}
-    worst = min(lf_gain, key=lf_gain.get)
-    losers = [k for k, g in lf_gain.items() if g < -HARM]
-    rows.append(
-        f"| label-free auto never below raw - 0.5 on any cell | worst {zoo_f(lf_gain[worst])} ({zoo_cell(worst)}); "
-        f"{len(losers)} of {len(cells)} cells below: "
-        f"{', '.join(f'{zoo_cell(k)} {zoo_f(lf_gain[k])} ({_loss_note(cells[k])})' for k in losers) or 'none'} "
-        f"| {_met(not losers)} |"
-    )
+    losers = [f"{k.replace('|', ' on ')} {lf[k]:+.2f}" for k in cells if lf[k] < -HARM]
     big = [k for k in cells if oracle[k] >= BIG]
-    keep = {k: _share(lf_gain[k], oracle[k]) for k in big}
-    mean_keep = float(np.mean(list(keep.values()))) if big else 1.0
-    low = [k for k in big if keep[k] < 0.5]
-    reasons = "; ".join(f"{zoo_cell(k)}: {100 * keep[k]:.0f}% of {zoo_f(oracle[k])} ({_why_low(cells[k])})" for k in low)
-    rows.append(
-        f"| where the oracle gains >= 3 ({len(big)} cells), label-free auto keeps >= 70% of its gain on average | "
-        f"{100 * mean_keep:.0f}%; below half: {reasons or 'none'} | {_met(mean_keep >= KEEP_LF)} |"
-    )
-    few_ok = {
-        k: sum(c["truth"][x] - c["truth"]["raw"] >= -HARM for x in c["few_label"]) for k, c in cells.items() if c["few_label"]
-    }
-    bad = [k for k, v in few_ok.items() if v < DRAWS_OK]
-    bad_text = ", ".join(f"{zoo_cell(k)} {few_ok[k]}/{len(cells[k]['few_label'])}" for k in bad) or "none"
-    rows.append(
-        f"| few-label auto >= raw - 0.5 in >= 19 of 20 draws per cell | fewest {min(few_ok.values())}/20; "
-        f"{len(bad)} of {len(few_ok)} cells below 19: {bad_text} "
-        f"| {_met(not bad)} |"
-    )
-    fk = {
-        k: float(np.mean([_share(cells[k]["truth"][x] - cells[k]["truth"]["raw"], oracle[k]) for x in cells[k]["few_label"]]))
-        for k in big
-        if cells[k]["few_label"]
-    }
-    mean_fk = float(np.mean(list(fk.values()))) if fk else 1.0
-    rows.append(
-        f"| few-label auto keeps >= 75% of the oracle's gain on average where it gains >= 3 | {100 * mean_fk:.0f}% "
-        f"(mean over the draws and the {len(fk)} cells) | {_met(mean_fk >= KEEP_FEW)} |"
-    )
+    keep = float(np.mean([share(lf[k], oracle[k]) for k in big])) if big else 1.0
+    few = {k: c["few_label"] for k, c in cells.items() if c["few_label"]}
+    ok = {k: sum(gain(cells[k], x) >= -HARM for x in xs) for k, xs in few.items()}
+    bad = [f"{k.replace('|', ' on ')} {ok[k]}/{len(few[k])}" for k in ok if ok[k] < DRAWS_OK]
+    fk = [float(np.mean([share(gain(cells[k], x), oracle[k]) for x in few[k]])) for k in big if k in few]
+    mean_fk = float(np.mean(fk)) if fk else 1.0
     avg = {m: float(np.mean([c["truth"].get(m, np.nan) for c in cells.values()])) for m in ("raw", "whitening")}
-    avg["lf"] = float(np.mean([c["truth"][c["label_free"]] for c in cells.values()]))
-    avg["few"] = float(np.mean([np.mean([c["truth"][x] for x in c["few_label"]]) for c in cells.values() if c["few_label"]]))
-    rows.append(
-        f"| full whitening beaten on the zoo average | label-free auto {avg['lf']:.2f}, few-label auto {avg['few']:.2f}, "
-        f"whitening {avg['whitening']:.2f}, raw {avg['raw']:.2f} | {_met(avg['lf'] > avg['whitening'])} |"
-    )
-    stat.update(avg=avg, losers=losers, mean_keep=mean_keep, bad=bad, mean_fk=mean_fk)
-    return rows, stat
+    lf_avg = float(np.mean([c["truth"][c["label_free"]] for c in cells.values()]))
+    few_avg = float(np.mean([np.mean([cells[k]["truth"][x] for x in xs]) for k, xs in few.items()]))
+    lines = [
+        target("label-free auto never below raw - 0.5 on any cell", not losers, f"{len(losers)} of {len(cells)} below: {', '.join(losers) or 'none'}"),
+        target(f"label-free auto keeps >= 70% of the oracle's gain on average where it gains >= 3, {len(big)} cells", keep >= KEEP_LF, f"{100 * keep:.0f}%"),
+        target("few-label auto >= raw - 0.5 in >= 19 of 20 draws per cell", not bad, f"{len(bad)} of {len(ok)} cells below: {', '.join(bad) or 'none'}"),
+        target("few-label auto keeps >= 75% of the oracle's gain on average where it gains >= 3", mean_fk >= KEEP_FEW, f"{100 * mean_fk:.0f}%"),
+        target("full whitening beaten on the zoo average", lf_avg > avg["whitening"], f"label-free auto {lf_avg:.2f}, few-label auto {few_avg:.2f}, whitening {avg['whitening']:.2f}, raw {avg['raw']:.2f}"),
+    ]  # fmt: skip
+    return [f"- {line}" for line in lines]
 
 
 def signal_table(zoo: dict, rule: dict) -> list[str]:
@@ -494,29 +432,20 @@ def signal_table(zoo: dict, rule: dict) -> list[str]:
     cells = zoo["cells"]
     o = {k: max(c["truth"].values()) - c["truth"]["raw"] for k, c in cells.items()}
     big = [k for k in cells if o[k] >= BIG]
-    out = [
-        "| deciding | cells losing > 0.5 | big gains kept >= 50% | mean gain over raw |",
-        "|---|---:|---:|---:|",
-    ]
-    rows = [
-        (f"`{n}` {op} {t:g} alone", {k: c["alone"][n] for k, c in cells.items()}) for n, (op, t) in rule["thresholds"].items()
-    ]
-    rows.append(("**the rule (encoder kind)**", {k: c["label_free"] for k, c in cells.items()}))
-    for name, choice in rows:
-        g = {k: c["truth"][choice[k]] - c["truth"]["raw"] for k, c in cells.items()}
+    deciders = [(f"`{n}` {op} {t:g} alone", "alone", n) for n, (op, t) in rule["thresholds"].items()]
+    body = []
+    for name, key, n in [*deciders, ("**the rule (encoder kind)**", "label_free", None)]:
+        g = {k: c["truth"][c[key][n] if n else c[key]] - c["truth"]["raw"] for k, c in cells.items()}
         kept = sum(g[k] >= 0.5 * o[k] for k in big)
-        out.append(
-            f"| {name} | {sum(v < -HARM for v in g.values())}/{len(g)} | {kept}/{len(big)} | {zoo_f(float(np.mean(list(g.values()))))} |"
+        body.append(
+            [
+                name,
+                f"{sum(v < -HARM for v in g.values())}/{len(g)}",
+                f"{kept}/{len(big)}",
+                f2(float(np.mean(list(g.values()))), sign=True),
+            ]
         )
-    return out
-
-
-def _few_words() -> str:
-    from _auto_few import name
-
-    from isotropy.selection.dev import DEV_RULE
-
-    return f"`{name(DEV_RULE)}`"
+    return table(["deciding", "cells losing > 0.5", "big gains kept >= 50%", "mean gain over raw"], body, "r")
 
 
 def _same_rule(rule: dict) -> bool:
@@ -533,126 +462,54 @@ def _same_rule(rule: dict) -> bool:
 
 
 def pooling_table(zoo: dict) -> list[str]:
-    """Per zoo model, leave one task out: every pooling of the zoo raw and under its kind's label-free calibration, and
-    auto (the pooling rule's pooling + the label-free calibration), with the average over the tasks."""
+    """Per zoo model, leave one task out: every pooling raw and under its kind's label-free calibration, and auto
+    (the pooling rule's pooling + the label-free calibration), with the average over the tasks."""
     cells, rule = zoo["cells"], zoo["rule"]
     tasks = list(dict.fromkeys(k.split("|")[1] for k in cells))
-    models = list(dict.fromkeys(k.split("/")[0] for k in cells))
-    out = []
-    head = "| model | pooling, calibration | " + " | ".join(tasks) + " | avg |"
-    out += [head, "|---|---|" + "---:|" * (len(tasks) + 1)]
-    summary = []
-    for m in models:
-        mine = {k.split("|")[0].split("/")[1]: None for k in cells if k.startswith(m + "/")}
+    body = []
+    for m in dict.fromkeys(k.split("/")[0] for k in cells):
+        mine = list(dict.fromkeys(k.split("|")[0].split("/")[1] for k in cells if k.startswith(m + "/")))
         kind = next(c["kind"] for k, c in cells.items() if k.startswith(m + "/"))
-        cal = rule["act"][kind]
-        pick = rule["pooling"]["choice"][kind] if "pooling" in rule else None
-
-        def row(name: str, vals: list[float], bold: bool = False, m: str = m) -> str:
-            v = " | ".join(f"{x:.2f}" for x in vals)
-            return f"| {m} | {'**' + name + '**' if bold else name} | {v} | {np.mean(vals):.2f} |"
-
-        for p in mine:
-            for cname in dict.fromkeys(["raw", cal]):
-                out.append(row(f"{p}, {cname}", [cells[f"{m}/{p}|{t}"]["truth"][cname] for t in tasks]))
-        if pick in mine:
-            auto = [cells[f"{m}/{pick}|{t}"]["truth"][cal] for t in tasks]
-            out.append(row(f"auto: {pick}, {cal}", auto, bold=True))
-            alts = [p for p in POOLING_CHOICES[kind] if p in mine and p != pick]
-            diffs = [
-                f"{p}, {cal} {zoo_f(float(np.mean([cells[f'{m}/{p}|{t}']['truth'][cal] for t in tasks]) - np.mean(auto)))}"
-                for p in alts
-            ]
-            summary.append(f"{m} {', '.join(diffs)}" if diffs else f"{m}: no other pooling offered")
-    return out, summary
+        cal, pick = rule["act"][kind], rule.get("pooling", {}).get("choice", {}).get(kind)
+        shown = [(f"{p}, {c}", p, c) for p in mine for c in dict.fromkeys(["raw", cal])]
+        shown += [(f"**auto: {pick}, {cal}**", pick, cal)] if pick in mine else []
+        for name, p, c in shown:
+            vals = [cells[f"{m}/{p}|{t}"]["truth"][c] for t in tasks]
+            body.append([m, name, *map(f2, vals), f2(float(np.mean(vals)))])
+    return table(["model", "pooling, calibration", *tasks, "avg"], body, ["---", "---", *["---:"] * (len(tasks) + 1)])
 
 
-def pooling_section(zoo: dict) -> list[str]:
-    rule = zoo["rule"].get("pooling")
-    if rule is None:
-        return []
-    table, summary = pooling_table(zoo)
-    ch = rule["choice"]
-    return [
+def auto_zoo(zoo: dict) -> str:
+    """The model zoo: label-free and few-label auto held out task by task, against their targets (AUTO.md)."""
+    from _auto_few import name
+
+    from isotropy.selection.dev import DEV_RULE
+
+    rule, meta = zoo["rule"], zoo["meta"]
+    entries = len(dict.fromkeys(k.split("|")[0] for k in zoo["cells"]))
+    return "\n".join([
+        "## Model zoo: label-free `auto` by the encoder's kind (issue #24)",
+        "",
+        f"Label-free `auto`: **{rule['act']['static']}** on a static table, **{rule['act']['transformer']}** on a "
+        f"transformer (the product's `SIGNAL_RULE` {'is' if _same_rule(rule) else 'is NOT'} the rule read off 'Zoo "
+        f"tuning'); few-label `auto`: `DEV_RULE` `{name(DEV_RULE)}`, {meta.get('draws', 20)} draws of 100 dev pairs per "
+        f"cell. {entries} zoo entries x {len(meta['tasks'])} tasks, leave one task out, fitted on `others`; Spearman x 100."
+        + (" PARTIAL RUN." if meta.get("partial") else ""),
+        "",
+        *zoo_targets(zoo),
+        "",
+        "### The rule and each signal deciding alone, on the held-out cells",
+        "",
+        *signal_table(zoo, rule),
+        "",
         "### Pooling: the rule read off the STS-B train split, held out task by task",
         "",
-        f"The pooling rule (`POOLING_RULE` in src/isotropy/selection/signals.py, read off the 'Zoo tuning' table by "
-        f"`tuned_pooling` in bench/_auto_zoo.py): per kind, the default pooling ({POOLING_DEFAULT['static']} on a static "
-        f"table, the model's own on a transformer: {POOLING_DEFAULT['transformer']} for the default model) is kept unless "
-        f"another, each under the kind's label-free calibration, scored >= {rule['margin']:g} higher on every zoo model of "
-        f"that kind on the STS-B train split. Chosen: **{ch['static']}** on a static table, **{ch['transformer']}** on "
-        "a transformer. Below, each zoo model's poolings raw and under the kind's label-free calibration, and auto "
-        "(the rule's pooling + calibration), fitted on `others`, Spearman x 100 on each held-out task. "
-        "The other pooling offered, minus auto (both under the kind's calibration), on the task average: "
-        f"{'; '.join(summary)}. A positive figure is a gain the rule leaves on the table (it keeps the default "
-        "pooling unless the other gains on every zoo model of the kind on the STS-B train split).",
+        *pooling_table(zoo),
         "",
-        *table,
-        "",
-    ]
-
-
-def auto_zoo(zoo: dict, tune: dict | None, pool: dict | None = None) -> str:
-    """The model zoo: label-free and few-label auto held out task by task, against their targets (AUTO.md)."""
-    from isotropy.selection.signals import SIGNAL_DOCS
-
-    rows, stat = zoo_targets(zoo)
-    rule, meta = zoo["rule"], zoo["meta"]
-    act, draws = rule["act"], meta.get("draws", 20)
-    reduced = f" (REDUCED: {draws} draws per cell instead of the issue's 20)" if draws != 20 else ""
-    partial = " PARTIAL RUN: only the entries listed below finished." if meta.get("partial") else ""
-    reused = (
-        f" (`--few-only`: the signals of {meta['signals_reused']} cells taken from the run before, their truths "
-        "recomputed and checked equal; the few-label draws rerun)"
-        if meta.get("signals_reused")
-        else ""
-    )
-    load = (
-        f"; 1-minute load average {meta['load_average'][0]:.1f} at the start, {meta['load_average'][1]:.1f} at the end (2 cores)"
-        if "load_average" in meta
-        else "; load average not recorded by this run"
-    )
-    signals = "; ".join(f"`{k}`: {v}" for k, v in SIGNAL_DOCS.items())
-    pooling = "".join(line + "\n" for line in [*pooling_section(zoo), *pool_section(pool)])
-    return f"""## Model zoo: label-free `auto` by the encoder's kind (issue #24)
-
-Label-free `auto` = **{act["static"]} on a static table (GloVe, model2vec, `StaticEmbedding`, word vectors), raw on a \
-transformer, raw for vectors given without their encoder**. Read off the STS-B TRAIN split by `tuned_rule` in \
-bench/_auto_zoo.py (section 'Zoo tuning' below): a kind acts only with the calibration of best mean gain among those \
-that gained >= {rule["margin"]:g} on every zoo model of that kind; no signal of the vectors alone separated gains from \
-losses there, so none decides (each is compared below). The product's `SIGNAL_RULE` in \
-src/isotropy/selection/signals.py {"is this rule" if _same_rule(rule) else "is NOT this rule"}; no label of the 7 test \
-tasks tuned anything. Few-label `auto` starts from that choice: the incumbent is the label-free rule's calibration for \
-the encoder's kind ({act["static"]} on a static table, {act["transformer"]} on a transformer), and another candidate \
-(raw included) replaces it only if it passes the few-label rule (`DEV_RULE`, section 'Few-label rule' below: \
-{_few_words()}) on 1000 paired bootstrap resamples of 100 pairs (then the best dev Spearman among those that do); \
-{draws} draws per cell{reduced}. Leave one task out, calibrations fitted on `others` (the six other tasks' sentences \
-minus any the test task holds); Spearman x 100, all pairs of a task pooled; {len(_entries(zoo["cells"]))} zoo entries x \
-{len(meta["tasks"])} tasks.{partial}
-
-### Targets
-
-| target | measured | met |
-|---|---|---|
-{chr(10).join(rows)}
-
-### The rule and each signal deciding alone, on the held-out cells
-
-Each signal alone: act ({act["static"]}) when it passes its best STS-B-train threshold, else raw.
-
-{chr(10).join(signal_table(zoo, rule))}
-
-The agreement / align-uniform / graded-deletion / knn-stability criteria of the candidate-scoring rule were not rerun on \
-the zoo (they encode perturbed copies of 1000 sentences per cell); on the default model's poolings they are compared in \
-the sections below.
-
-{pooling}Signals: {signals}.
-
-Run: {len(zoo["cells"])} cells in {meta.get("wall_s", float("nan")) / 60:.1f} min{reused}{load}; vectors from the \
-library's encoders (`Encoder('glove-6b-50d')`, `Encoder(model2vec folder)`, the default model at max_length 64).
-
-Every cell (each entry x task: raw, the rule's choice, few-label auto, the oracle, the signals) is in \
-`bench/results/auto.json` (`zoo`)."""
+        f"Run: {len(zoo['cells'])} cells in {meta.get('wall_s', float('nan')) / 60:.1f} min. Every cell is in "
+        "`bench/results/auto.json` (`zoo`). Regenerate: `.venv/bin/python bench/auto.py --tune-zoo --zoo` "
+        "(`--render`: from the JSON).",
+    ])  # fmt: skip
 
 
 def auto_zoo_tuning(tune: dict) -> str:
@@ -661,315 +518,63 @@ def auto_zoo_tuning(tune: dict) -> str:
 
     from isotropy.selection.signals import SIGNAL_NAMES
 
-    ent = tune["entries"]
-    head = ["entry", "kind", *SIGNAL_NAMES, "whitening", "whitening-shrunk", "soft-0.5", "spectemp", "best (gain)"]
-    entries = []
+    ent, rule = tune["entries"], tuned_rule(tune)
+    shown = ("whitening", "whitening-shrunk", "soft-0.5", "spectemp")
+    body = []
     for e, r in ent.items():
         tr = r["truth"]
         best = max(tr, key=tr.get)
-
-        def g(m: str, tr: dict = tr) -> str:
-            return zoo_f(tr[m] - tr["raw"]) if m in tr else "-"
-
-        sig = " | ".join(f"{r['signals'][s]:.3f}" for s in SIGNAL_NAMES)
-        gains = " | ".join(g(m) for m in ("whitening", "whitening-shrunk", "soft-0.5", "spectemp"))
-        entries.append(f"| {e} | {r.get('kind', '-')} | {sig} | {gains} | {best} ({g(best)}) |")
-    rule = tuned_rule(tune)
-    pr = rule["pooling"]
+        g = {m: f2(tr[m] - tr["raw"], sign=True) if m in tr else "-" for m in (*shown, best)}
+        body.append(
+            [
+                e,
+                r.get("kind", "-"),
+                *(f"{r['signals'][s]:.3f}" for s in SIGNAL_NAMES),
+                *(g[m] for m in shown),
+                f"{best} ({g[best]})",
+            ]
+        )
     helps = {e: r["truth"]["whitening"] - r["truth"]["raw"] >= 0.5 for e, r in ent.items()}
     signals = []
     for n, (op, t) in rule["thresholds"].items():
-        wrong = [e for e, r in ent.items() if _passes(r["signals"][n], op, t) != helps[e]]
-        wrong_text = ", ".join(f"{e} (whitening {zoo_f(ent[e]['truth']['whitening'] - ent[e]['truth']['raw'])})" for e in wrong)
-        signals.append(f"| `{n}` | {op} {t:g} | {rule['quality'][n][0]}/{len(ent)} | {wrong_text} |")
-    acts = "\n".join(
-        f"- {k}: **{rule['act'][k]}** -- {rule['expected'][k]}; best worst case {rule['best_worst_case'][k][0]} "
-        f"({zoo_f(rule['best_worst_case'][k][1])})."
+        v = {e: r["signals"][n] for e, r in ent.items()}
+        wrong = [e for e in ent if (bool(np.isfinite(v[e])) and (v[e] > t if op == ">" else v[e] < t)) != helps[e]]
+        signals.append([f"`{n}`", f"{op} {t:g}", f"{rule['quality'][n][0]}/{len(ent)}", ", ".join(wrong)])
+    rules = [
+        f"- {k}: **{rule['act'][k]}** (best worst case {rule['best_worst_case'][k][0]}, "
+        f"{f2(rule['best_worst_case'][k][1], sign=True)}); pooling **{rule['pooling']['choice'][k]}**."
         for k in ("static", "transformer")
-    )
-    pools = "\n".join(f"- {k}: **{pr['choice'][k]}** -- {pr['expected'][k]}." for k in ("static", "transformer"))
-    return f"""## Zoo tuning (STS-B train split only)
-
-Every zoo entry fitted on the STS-B train split's sentences; the gains are Spearman x 100 over raw on its 5749 train \
-pairs. The signal rule's thresholds are read off this table; no test label is used.
-
-| {" | ".join(head)} |
-|---|{"---:|" * (len(head) - 1)}
-{chr(10).join(entries)}
-
-Each signal alone (act when it passes; the best threshold and direction on this table for telling "full whitening \
-gains >= 0.5" from "it does not"):
-
-| signal | threshold | entries right | wrong on |
-|---|---|---:|---|
-{chr(10).join(signals)}
-
-The rule read off this table (a kind acts only with a calibration that gained >= {rule["margin"]:g} on every entry of \
-that kind; the best mean gain among those):
-
-{acts}
-
-The pooling rule read off this table (per kind, the default pooling is kept unless another, under the kind's \
-calibration above, scores >= {pr["margin"]:g} higher on every zoo model of that kind; the best mean gain among those; \
-gains below are over the default pooling under the same calibration):
-
-{pools}
-
-Run time {tune["wall_s"] / 60:.1f} min."""
-
-
-def _passes(v: float, op: str, t: float) -> bool:
-    return bool(np.isfinite(v)) and (v > t if op == ">" else v < t)
-
-
-# --------------------------------------------------------------------------- auto-few (AUTO.md)
-
-
-def auto_few(tune: dict, zoo: dict | None) -> str:
-    """The 'Few-label rule' section: every variant on the tuning cells and, where stored, on the held-out zoo cells."""
-    from isotropy.selection.dev import DEV_RULE
-
-    rule = tuned_dev_rule(tune)
-    held = zoo is not None and all("few_variants" in c for c in zoo["cells"].values())
-    zc = {k: {**c, "variants": c["few_variants"]} for k, c in zoo["cells"].items()} if held else {}
-    n_t, rows = len(tune["cells"]), []
-    for v in VARIANTS:
-        n = rule_name(v)
-        s = score(tune["cells"], n)
-        row = f"| {'**' + n + '**' if n == rule_name(rule) else n} | {len(s['bad'])}/{n_t} | {s['gain']:+.2f} | {100 * s['keep']:.0f}% |"
-        if held:
-            h = score(zc, n)
-            row += f" {len(h['bad'])}/{len(zc)} | {h['gain']:+.2f} | {100 * h['keep']:.0f}% |"
-        rows.append(row)
-    head = "| held out: cells < 19/20 | held out: mean gain | held out: gain kept (oracle >= 3) |" if held else "|"
-    s, fails = rule["scores"], ", ".join(k.replace("|", " ") for k in rule["scores"]["bad"]) or "none"
-    return f"""## Few-label rule: the test and its level, read off the STS-B train split (issue #34)
-
-The few-label decision (`DEV_RULE` and `dev_decide` in src/isotropy/selection/dev.py, \
-{"which is" if same_as_library(rule) else "which is NOT"} the rule read off the tuning cells below by `tuned_dev_rule` in \
-bench/_auto_few.py): the incumbent (the label-free rule's choice for the encoder's kind) is kept unless a challenger \
-passes the test on 1000 paired bootstrap resamples of the 100 dev pairs; then the best dev Spearman among those that \
-pass. Tests: `each` -- a challenger alone beats the incumbent in `level` of the resamples (the rule before issue #34); \
-`holm` -- Holm's step-down over the challengers' bootstrap p-values, family-wise; `max-t` -- a simultaneous \
-(studentized max-statistic) bootstrap bound on every challenger's gain, family-wise; `+ raw@x` -- raw alone also \
-replaces a calibrating incumbent when it beats it in x of the resamples. Chosen: **{rule_name(rule)}**.
-
-Tuning ({n_t} cells, {tune["draws"]} draws each; no label of a test task): the 9 zoo entries fitted on the STS-B train \
-split's sentences; its train pairs by genre (captions, news, forum), each genre's pairs halved (seeded): dev pairs drawn \
-from the genre's own dev half (`same`) or from the other genres' dev halves (`shifted`: what a task without a train \
-split gets in the zoo), scored on the genre's other half. The rule: fewest tuning cells with fewer than 19 of 20 draws \
-at >= raw - 0.5, then the best mean gain over raw (within {GAIN_TIE:g}: a tie), then the rule before issue #34 \
-(`each@0.9`), then the table's order. 'held out' columns: the same variant on the zoo's 63 cells (leave one task out, \
-the draws of the section above), never used to choose.
-
-| rule | tuning: cells < 19/20 | tuning: mean gain | tuning: gain kept (oracle >= 3) {head}
-|---|---:|---:|---:|{"---:|---:|---:|" if held else ""}
-{chr(10).join(rows)}
-
-Tuning cells the chosen rule still fails ({len(s["bad"])}): {fails}. Library: `DEV_RULE` = test {DEV_RULE["test"]}, \
-level {DEV_RULE["level"]:g}, raw_level {DEV_RULE["raw_level"]}. Tuning run {tune["wall_s"] / 60:.1f} min.
-
-{genre_section(tune)}
-{losing_signals(zoo) if zoo is not None else ""}"""
-
-
-def genre_section(tune: dict) -> str:
-    """What the tuning cells say for a pooling-aware label-free rule: each entry's label-free calibration (by kind)
-    over raw on each STS-B train genre's truth half, and per kind and pooling the calibrations that gained >= the
-    rule's margin on every (entry, genre) -- the strictest reading of the STS-B train split (no test label)."""
-    from isotropy.selection.signals import SIGNAL_RULE
-
-    truth: dict = {}
-    for k, c in tune["cells"].items():
-        entry, genre, setting = k.split("|")
-        if setting == "same":
-            truth.setdefault(entry, {})[genre] = c["truth"]
-    genres = list(dict.fromkeys(g for t in truth.values() for g in t))
-    kind = {
-        e: "static" if c["incumbent"] != "raw" else "transformer"
-        for e, c in ((k.split("|")[0], c) for k, c in tune["cells"].items())
-    }
-    margin = SIGNAL_RULE["margin"]
-    lines = [
-        "### A pooling-aware label-free rule? The STS-B train split by genre",
-        "",
-        "Each zoo entry's label-free calibration (its kind's, `SIGNAL_RULE`) minus raw on each genre's truth half of the "
-        "STS-B train split (the tuning cells above; Spearman x 100), and the best calibration there:",
-        "",
-        "| entry | label-free | " + " | ".join(genres) + " |",
-        "|---|---|" + "---:|" * len(genres),
     ]
-    for e, by in truth.items():
-        act = SIGNAL_RULE["act"][kind[e]]
-        cells = []
-        for g in genres:
-            t = by[g]
-            best = max(t, key=t.get)
-            cells.append(f"{t[act] - t['raw']:+.2f} (best {best} {t[best] - t['raw']:+.2f})")
-        lines.append(f"| {e} | {act} | " + " | ".join(cells) + " |")
-    lines += ["", f"Calibrations that gained >= {margin:g} on every genre of every entry of a group (none: raw):", ""]
-    groups = {
-        "static, every pooling": [e for e in truth if kind[e] == "static"],
-        "static, SIF only": [e for e in truth if kind[e] == "static" and e.endswith("/sif")],
-        "static, mean only": [e for e in truth if kind[e] == "static" and e.endswith("/mean")],
-        "transformer": [e for e in truth if kind[e] == "transformer"],
-    }
-    for gname, members in groups.items():
-        if not members:
-            continue
-        shared = set.intersection(*(set(truth[e][g]) for e in members for g in genres)) - {"raw"}
-        worst = {n: min(truth[e][g][n] - truth[e][g]["raw"] for e in members for g in genres) for n in shared}
-        safe = sorted((n for n in shared if worst[n] >= margin), key=lambda n: -worst[n])
-        top = max(worst, key=worst.get)
-        lines.append(
-            f"- {gname} ({len(members)} entries x {len(genres)} genres): "
-            + (", ".join(f"{n} (worst {worst[n]:+.2f})" for n in safe) if safe else "none")
-            + f"; best worst case {top} ({worst[top]:+.2f})."
-        )
-    return "\n".join(lines) + "\n"
-
-
-def losing_signals(zoo: dict) -> str:
-    """Each held-out cell where label-free auto falls below raw - 0.5: its fit corpus's signals beside the range over the
-    same entry's other cells (where the same calibration was applied). Shown, never tuned on: a signal at an extreme
-    of seven cells is no threshold one could read off the STS-B train split."""
-    from isotropy.selection.signals import SIGNAL_NAMES
-
-    cells = zoo["cells"]
-    out = []
-    for k, c in cells.items():
-        t = c["truth"]
-        if t[c["label_free"]] - t["raw"] >= -HARM:
-            continue
-        entry = k.split("|")[0]
-        rest = [o for j, o in cells.items() if j.split("|")[0] == entry and j != k]
-        gains = [o["truth"][o["label_free"]] - o["truth"]["raw"] for o in rest]
-        parts = []
-        for s in SIGNAL_NAMES:
-            vals = [o["signals"][s] for o in rest]
-            v = c["signals"][s]
-            where = "below all" if v < min(vals) else "above all" if v > max(vals) else "inside"
-            parts.append(f"`{s}` {v:.4f} ({where}: {min(vals):.4f} to {max(vals):.4f})")
-        out.append(
-            f"- {k.replace('|', ' on ')} ({c['label_free']} {t[c['label_free']] - t['raw']:+.2f}; the entry's other "
-            f"{len(rest)} cells {min(gains):+.2f} to {max(gains):+.2f}): " + "; ".join(parts) + "."
-        )
-    if not out:
-        return ""
-    return (
-        "The held-out cells where label-free auto falls below raw - 0.5, their fit corpus's signals (`others`: the six "
-        "other tasks' sentences, so the test task's own sentences are not among them) beside the range over the same "
-        "entry's other cells:\n\n" + "\n".join(out) + "\n"
-    )
-
-
-# --------------------------------------------------------------------------- auto-zoo: few-label auto choosing the pooling (AUTO.md)
-
-
-def pool_f(x: float) -> str:
-    return f"{x:.2f}"
-
-
-def pool_summary(pool: dict) -> dict[str, dict]:
-    """Per model: task averages of each way of choosing (mean over the draws), the draws at >= raw(rule pooling) - 0.5,
-    and the share of draws that left the rule's pooling."""
-    out: dict[str, dict] = {}
-    for key, c in pool["cells"].items():
-        model = key.split("|")[0]
-        own, _ = c["poolings"]
-        t = c["truth"]
-        raw = t[own]["raw"]
-        got = [t[p][n] for p, n in c["choices"]]
-        keys = ("raw", "label_free", "other", "few_rule", "few_pool", "oracle", "cal_oracle")
-        row = out.setdefault(model, {k: [] for k in keys})
-        row["raw"].append(raw)
-        inc = t[own][c["incumbent"]]
-        row["label_free"].append(inc)
-        row["other"].append(t[c["poolings"][1]][c["incumbent"]])  # the other pooling under the kind's calibration
-        row["few_rule"].append(float(np.mean([t[own][n] for n in c["few_rule_pooling"]])))
-        row["few_pool"].append(float(np.mean(got)))
-        row["oracle"].append(max(v for p in t for v in t[p].values()))
-        row["cal_oracle"].append(max(t[own].values()))
-        row.setdefault("safe", [0, 0])
-        row["safe"][0] += sum(g >= raw - 0.5 for g in got)
-        row["safe"][1] += len(got)
-        row.setdefault("moved", [0, 0, 0])  # draws that left the rule's pooling, of all draws, and gained over the incumbent
-        row["moved"][0] += sum(p != own for p, _ in c["choices"])
-        row["moved"][1] += len(got)
-        row["moved"][2] += sum(p != own and t[p][n] > inc for p, n in c["choices"])
-        row.setdefault("worst_cell", []).append((sum(g >= raw - 0.5 for g in got), len(got), key.split("|")[1]))
-        row["poolings"] = c["poolings"]
-    return out
-
-
-def pool_section(pool: dict | None) -> list[str]:
-    """The zoo section's 'few-label auto choosing the pooling too' table, from ``data["zoo_pool"]``."""
-    if not pool:
-        return []
-    s = pool_summary(pool)
-    meta = pool["meta"]
-    lines = [
-        "### Few-label auto choosing the pooling too (`--pooling auto --dev`)",
+    head = ["entry", "kind", *SIGNAL_NAMES, *shown, "best (gain)"]
+    return "\n".join([
+        "## Zoo tuning (STS-B train split only)",
         "",
-        "Per zoo model with two poolings offered (mean vs SIF on a static table; the model's own, last-avg, vs "
-        "first-last-avg on the default model), the product's decision (`choose_pooling` in "
-        "src/isotropy/selection/pooling_choice.py, written by `bench/auto.py --zoo-pool`): the incumbent is the label-free "
-        "calibration on the rule's pooling, replaced only by a (pooling, candidate) that passes the few-label rule "
-        f"(`{meta.get('dev_rule', 'not recorded')}`, section 'Few-label rule') against it on 1000 paired bootstrap resamples "
-        f"(the same resamples for both poolings); the same {meta['draws']} "
-        "draws of 100 dev pairs as the few-label cells above (the task's train split, else the other tasks' pairs); candidates fitted per pooling on "
-        "`others`. Spearman x 100 averaged over the 7 held-out tasks (each cell: the mean over its draws). "
-        "'oracle' = best (pooling, calibration) by the test labels; 'oracle, rule's pooling' = best calibration on "
-        "the rule's pooling.",
+        "Every zoo entry fitted on the STS-B train split's sentences; gains: Spearman x 100 over raw on its 5749 train pairs.",
         "",
-        "| model | poolings (rule's first) | raw, rule's pooling | label-free auto | other pooling, same calibration "
-        "| few-label, rule's pooling | **few-label, pooling chosen** | oracle, rule's pooling | oracle "
-        "| draws >= raw - 0.5 | draws leaving the rule's pooling (of them, gaining over label-free auto) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    avg = lambda v: float(np.mean(v))  # noqa: E731
-    for model, r in s.items():
-        lines.append(
-            f"| {model} | {', '.join(r['poolings'])} | {pool_f(avg(r['raw']))} | {pool_f(avg(r['label_free']))} | "
-            f"{pool_f(avg(r['other']))} | {pool_f(avg(r['few_rule']))} | **{pool_f(avg(r['few_pool']))}** | "
-            f"{pool_f(avg(r['cal_oracle']))} | {pool_f(avg(r['oracle']))} | {r['safe'][0]}/{r['safe'][1]} | "
-            f"{r['moved'][0]}/{r['moved'][1]} ({r['moved'][2]}) |"
-        )
-    lines += ["", *pool_verdict(s), ""]
-    return lines
+        *table(head, body, "r"),
+        "",
+        "Each signal alone (the best threshold on this table for telling 'full whitening gains >= 0.5' from 'it does not'):",
+        "",
+        *table(["signal", "threshold", "entries right", "wrong on"], signals, ["---", "---", "---:", "---"]),
+        "",
+        f"The rules read off this table (margin {rule['margin']:g}; pooling margin {rule['pooling']['margin']:g}):",
+        "",
+        *rules,
+        "",
+        f"Run time {tune['wall_s'] / 60:.1f} min.",
+    ])  # fmt: skip
 
 
-def pool_verdict(s: dict[str, dict]) -> list[str]:
-    """What the table shows, in words, from the figures themselves."""
-    diffs = {m: float(np.mean(r["few_pool"]) - np.mean(r["few_rule"])) for m, r in s.items()}
-    gaps = {m: float(np.mean(r["oracle"]) - np.mean(r["few_pool"])) for m, r in s.items()}
-    below = [
-        f"{m} on {t} {ok}/{n}" for m, r in s.items() for ok, n, t in r["worst_cell"] if n and ok < n - 1
-    ]  # fewer than 19 of 20 draws at >= raw - 0.5
-    total_ok = sum(r["safe"][0] for r in s.values())
-    total = sum(r["safe"][1] for r in s.values())
-    other = {m: float(np.mean(r["other"]) - np.mean(r["label_free"])) for m, r in s.items()}
-    vs_free = {m: float(np.mean(r["few_pool"]) - np.mean(r["label_free"])) for m, r in s.items()}
-    return [
-        "What it shows: choosing the pooling too, minus few-label auto on the rule's pooling (task average): "
-        + "; ".join(f"{m} {d:+.2f}" for m, d in diffs.items())
-        + "; minus label-free auto: "
-        + "; ".join(f"{m} {d:+.2f}" for m, d in vs_free.items())
-        + ". The other pooling under the kind's label-free calibration, minus label-free auto: "
-        + "; ".join(f"{m} {d:+.2f}" for m, d in other.items())
-        + " (a gain there is what a perfect pooling choice could add). Still below the oracle (pooling + calibration "
-        "by the test labels): "
-        + "; ".join(f"{m} {g:.2f}" for m, g in gaps.items())
-        + f". Draws at >= raw (rule's pooling) - 0.5: {total_ok} of {total}"
-        + (f"; cells with fewer than 19 of 20: {', '.join(below)}." if below else "; every cell at least 19 of 20.")
-        + " With 100 dev pairs and every (pooling, candidate) in the race, a draw that leaves the rule's pooling often "
-        "does so for a pair that was lucky on the dev sample (the column in brackets counts those that gained on the "
-        "test task), so the pooling choice adds little of the other pooling's gain where there is one, and costs a "
-        "little where there is none."
-    ]
+def auto_sections(data: dict) -> list[tuple[str, str]]:
+    """docs/AUTO.md's model-zoo sections, ``(name, markdown)``, from bench/results/auto.json (the zoo's decisions are
+    recomputed from its cells by the tuned rule first, as the measuring run does)."""
+    from _auto_zoo import decide, tuned_rule
 
-
-# --------------------------------------------------------------------------- auto-search (AUTO.md)
+    parts = [("auto-zoo-tuning", auto_zoo_tuning(data["zoo_tune"]))] if "zoo_tune" in data else []
+    if "zoo" in data:
+        decide(data["zoo"], tuned_rule(data["zoo_tune"]))
+        parts.insert(0, ("auto-zoo", auto_zoo(data["zoo"])))
+    return parts
 
 
 def _means(e: dict, rows: np.ndarray) -> dict[str, float]:
@@ -991,6 +596,9 @@ def tuned_search_rule(entries: list[dict], tune: np.ndarray, margin: float) -> d
     return act
 
 
+SHOWN = ["center", "abtt-1", "common-component", "soft-0.25", "soft-0.5", "soft-0.75", "whitening", "whitening-shrunk"]
+
+
 def auto_search(res: dict) -> str:
     """Label-free auto for search, tuned on half of Cranfield's queries and scored on the other half (AUTO.md)."""
     from isotropy.selection.signals import SEARCH_RULE, SIGNAL_RULE
@@ -999,61 +607,39 @@ def auto_search(res: dict) -> str:
     tuned = tuned_search_rule(res["entries"], tune, res["margin"])
     if tuned != SEARCH_RULE["act"]:
         raise SystemExit(f"SEARCH_RULE['act'] = {SEARCH_RULE['act']} but the tuning queries give {tuned}: update the library")
-    shown, tuning, held_out = _shown(res), [], []
+    have = set.intersection(*(set(e["per_query"]) for e in res["entries"]))
+    shown = [c for c in SHOWN if c in have]
+    tuning, held_out, static = [], [], []
     for e in res["entries"]:
         m = _means(e, tune)
-        tuning.append(f"| {e['label']} | {e['kind']} | {m['raw']:.2f} | " + " | ".join(_gain(m, c) for c in shown) + " |")
-    worst_static, n_static = float("inf"), 0
-    for e in res["entries"]:
+        tuning.append([e["label"], e["kind"], f2(m["raw"]), *(f2(m[c] - m["raw"], sign=True) for c in shown)])
         m = _means(e, held)
-        s, sim = SEARCH_RULE["act"][e["kind"]], SIGNAL_RULE["act"][e["kind"]]
-        best = max(m, key=m.get)
-        held_out.append(
-            f"| {e['label']} | {m['raw']:.2f} | **{m[s]:.2f}** ({s}, {m[s] - m['raw']:+.2f}) | {m[sim]:.2f} ({sim}, "
-            f"{m[sim] - m['raw']:+.2f}) | {m[best]:.2f} ({best}) |"
-        )
-        if e["kind"] == "static":
-            worst_static, n_static = min(worst_static, m[s] - m["raw"]), n_static + int(m[s] < m["raw"])
-    rule = ", ".join(f"**{v}** on a {k} encoder" for k, v in tuned.items() if k != "unknown")
-    n_all = sum(e["kind"] == "static" for e in res["entries"])
-    loads = "; ".join(", ".join(f"{v:.2f}" for v in x) for x in res["loadavg"])
-    return f"""## Search: label-free `auto --for search`, tuned on half of Cranfield's queries (issue #34)
-
-Cranfield's {len(tune) + len(held)} queries split once by `SEARCH_SPLIT` in src/isotropy/selection/signals.py (numpy \
-`default_rng({res["split"]["seed"]})` permutation): {len(tune)} tuning queries, {len(held)} held out. Candidates fitted \
-on the 1400 documents (no label), nDCG@10 x 100 of an exact search. The rule, read off the tuning queries by \
-`tuned_search_rule` in bench/auto_search.py (a kind acts only with the calibration of best mean gain among those that \
-gained >= {res["margin"]:g} on every zoo entry of that kind): {rule}; it is the library's `SEARCH_RULE` \
-(`isotropy index build --method auto` uses it by default, `calibrate --method auto --for search` on request).
-
-### Tuning queries
-
-| entry | kind | raw | {" | ".join(shown)} |
-|---|---|---:|{"---:|" * len(shown)}
-{chr(10).join(tuning)}
-
-### Held-out queries
-
-| entry | raw | **auto --for search** | auto --for similarity | best in hindsight |
-|---|---:|---:|---:|---:|
-{chr(10).join(held_out)}
-
-Target 'for search no static model below raw on the held-out queries': {"**met**" if n_static == 0 else "**not met**"} \
-({n_static} of {n_all} static entries below raw; smallest change {worst_static:+.2f}).
-
-Load average before / after the last entries run (each entry was run apart, `--entry`): {loads}. {res["machine"]}."""
-
-
-SHOWN = ["center", "abtt-1", "common-component", "soft-0.25", "soft-0.5", "soft-0.75", "whitening", "whitening-shrunk"]
-
-
-def _shown(res: dict) -> list[str]:
-    have = set.intersection(*(set(e["per_query"]) for e in res["entries"]))
-    return [c for c in SHOWN if c in have]
-
-
-def _gain(m: dict[str, float], c: str) -> str:
-    return f"{m[c] - m['raw']:+.2f}"
+        s, sim, best = SEARCH_RULE["act"][e["kind"]], SIGNAL_RULE["act"][e["kind"]], max(m, key=m.get)
+        held_out.append([e["label"], f2(m["raw"]), f"**{m[s]:.2f}** ({s}, {m[s] - m['raw']:+.2f})",
+                         f"{m[sim]:.2f} ({sim}, {m[sim] - m['raw']:+.2f})", f"{m[best]:.2f} ({best})"])  # fmt: skip
+        static += [m[s] - m["raw"]] if e["kind"] == "static" else []
+    below = sum(g < 0 for g in static)
+    return "\n".join([
+        "## Search: label-free `auto --for search`, tuned on half of Cranfield's queries (issue #34)",
+        "",
+        f"Cranfield's queries split by `SEARCH_SPLIT` (seed {res['split']['seed']}): {len(tune)} tuning, {len(held)} "
+        f"held out; candidates fitted on the 1400 documents; nDCG@10 x 100, exact search. Rule read off the tuning "
+        f"queries (margin {res['margin']:g}), the library's `SEARCH_RULE`: "
+        + ", ".join(f"**{v}** on a {k} encoder" for k, v in tuned.items() if k != "unknown") + ".",
+        "",
+        "### Tuning queries",
+        "",
+        *table(["entry", "kind", "raw", *shown], tuning, ["---", "---", *["---:"] * (len(shown) + 1)]),
+        "",
+        "### Held-out queries",
+        "",
+        *table(["entry", "raw", "**auto --for search**", "auto --for similarity", "best in hindsight"], held_out, "r"),
+        "",
+        target("for search no static model below raw on the held-out queries", below == 0,
+               f"{below} of {len(static)} static entries below raw; smallest change {min(static):+.2f}"),
+        "",
+        f"Ran on {res['machine']}. Regenerate: `nice -n 5 .venv/bin/python bench/auto_search.py` (`--render-only`: from the JSON).",
+    ])  # fmt: skip
 
 
 # --------------------------------------------------------------------------- auto-speed (BENCHMARKS.md)
@@ -1793,20 +1379,6 @@ def scale(results: dict) -> str:
                 f"| {r['calibration']} | {r['bytes']} | {scale_f(r['ndcg@10'])} | {scale_f(r['exact_ndcg@10'])} | {scale_f(r['recall@10_vs_exact'])} |"
             )
     return "\n".join(lines)
-
-
-def auto_sections(data: dict) -> list[tuple[str, str]]:
-    """docs/AUTO.md's model-zoo sections, ``(name, markdown)``, from bench/results/auto.json (the zoo's decisions are
-    recomputed from its cells by the tuned rule first, as the measuring run does)."""
-    from _auto_zoo import decide, tuned_rule
-
-    parts = [("auto-zoo-tuning", auto_zoo_tuning(data["zoo_tune"]))] if "zoo_tune" in data else []
-    if "few_tune" in data:
-        parts.append(("auto-few", auto_few(data["few_tune"], data.get("zoo"))))
-    if "zoo" in data:
-        decide(data["zoo"], tuned_rule(data["zoo_tune"]))
-        parts.insert(0, ("auto-zoo", auto_zoo(data["zoo"], data.get("zoo_tune"), data.get("zoo_pool"))))
-    return parts
 
 
 # --------------------------------------------------------------------------- poolings (BENCHMARKS.md)

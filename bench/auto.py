@@ -2,8 +2,6 @@
 
     .venv/bin/python bench/auto.py --tune-zoo --zoo             # the zoo: the rule read off STS-B train, then held out
     .venv/bin/python bench/auto.py --tune-zoo --zoo --few-only  # the same, reusing the stored cells' signals
-    .venv/bin/python bench/auto.py --zoo-pool                   # few-label auto choosing the pooling too
-    .venv/bin/python bench/auto.py --tune-few --zoo --few-only  # the few-label rule's test read off STS-B train
     .venv/bin/python bench/auto.py --render                     # rewrite the sections from bench/results/auto.json
 
 The zoo (bench/_auto_zoo.py): GloVe 6B 50d (mean, SIF), the default model distilled to 384 and 256 dims (mean) and
@@ -12,7 +10,8 @@ fitted on ``others`` (the six other tasks' sentences minus any the test task hol
 the oracle, label-free auto (the signal rule) and few-label auto (draws of 100 dev pairs). The tuning passes read
 only the STS-B train split. The criteria run of issue #16 (each candidate-scoring criterion deciding alone, now only
 reported with ``--evidence``) was rendered by this script at commit 440b70e; its figures are quoted in docs/AUTO.md's
-'What we tried'.
+'What we tried'; so are the few-label rule's tuning (``--tune-few``) and the pooling choice (``--zoo-pool``),
+measured at commit b31d6d7 (their results stay in bench/results/auto.json: ``few_tune``, ``zoo_pool``).
 """
 
 from __future__ import annotations
@@ -47,11 +46,6 @@ def measure(args, data: dict) -> None:
     if args.tune_zoo:
         data["zoo_tune"] = tune_zoo(args.data)
         save()
-    if args.tune_few:
-        from _auto_few_tune import tune_few
-
-        data["few_tune"] = tune_few(args.data, args.draws)
-        save()
     if "few_tune" in data:
         check_library(data["few_tune"])  # before the held-out run: the product must hold the tuned rule
     if args.zoo:
@@ -62,12 +56,6 @@ def measure(args, data: dict) -> None:
 
         reuse = dict(data.get("zoo", {}).get("cells", {})) if args.few_only else None
         data["zoo"] = run_zoo(args.data, args.tasks, args.draws, checkpoint, reuse)
-        data.pop("zoo_pool", None)  # read off the cells just replaced: rerun --zoo-pool
-        save()
-    if args.zoo_pool:
-        from _auto_zoo_pool import run_pool_choice
-
-        data["zoo_pool"] = run_pool_choice(args.data, args.tasks, data["zoo"], args.draws)
         save()
 
 
@@ -78,9 +66,7 @@ def main() -> None:
     ap.add_argument("--zoo", action="store_true", help="the signal rule held out task by task")
     ap.add_argument("--draws", type=int, default=DRAWS, help="few-label draws per zoo cell (20)")
     ap.add_argument("--tune-zoo", action="store_true", help="the zoo's signals and gains on the STS-B train split")
-    ap.add_argument("--tune-few", action="store_true", help="the few-label rule's variants on STS-B train's genres")
     ap.add_argument("--few-only", action="store_true", help="with --zoo: reuse the stored cells' signals")
-    ap.add_argument("--zoo-pool", action="store_true", help="few-label auto choosing the pooling too (after --zoo)")
     ap.add_argument("--no-write", action="store_true", help="print instead of writing docs/AUTO.md and the JSON")
     ap.add_argument("--render", "--render-only", action="store_true", help="rewrite the sections from the JSON")
     args = ap.parse_args()
