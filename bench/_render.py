@@ -95,43 +95,6 @@ nice -n 5 .venv/bin/python bench/static_factory.py --others   # runs the fits; -
 {chr(10).join(table(head, body))}"""
 
 
-# --------------------------------------------------------------------------- token-solve (BENCHMARKS.md)
-
-
-def token_solve(r: dict) -> str:
-    """The token fit's solve (BENCHMARKS.md), measured at commit 440b70e and rendered from its saved figures."""
-    m, strengths = r["median_s"], r["strengths"]
-    ms = {k: f"{m[k] * 1000:.0f} | {m[k] / m['product_torch']:.2f}x" for k in m if k.startswith("product")}
-    s = {k: f"{m[k]:.2f} | {m[k] / m['solve_torch']:.2f}x" for k in m if k.startswith("solve")}
-    chosen = ", ".join(f"{k} {v:g}" for k, v in strengths.items())
-    same = "(the same)" if len(set(strengths.values())) == 1 else "(NOT the same)"
-    return f"""## The token fit's solve (issue #32)
-
-`isotropy distill --corpus`'s token fit on wiki + Cranfield's abstract sentences with the product's spans: \
-{r["seen"]:,} seen tokens, a Gram of {r["nnz"]:,} nonzeros, {r["columns"]} columns. Median of {r["repeats"]} rounds, the \
-variants in turns within a round, one process.
-
-| one Gram x block product | ms | time against the product's |
-|---|---|---|
-| torch's threaded CSR product, {r["block_columns"]} columns at a time (the product) | {ms["product_torch"]} |
-| torch's threaded CSR product, all {r["columns"]} columns at once (round 4) | {ms["product_torch_at_once"]} |
-| scipy.sparse's product, all at once (single-threaded) | {ms["product_scipy"]} |
-
-| the whole solve (strength chosen on held-out lines, then all lines) | s | time against the product's |
-|---|---|---|
-| the product: torch by blocks, CG updates in place, the grid stopped past its peak | {s["solve_torch"]} |
-| round 4's: torch all at once, a new array per CG update | {s["solve_before"]} |
-| scipy.sparse's product (by blocks) | {s["solve_scipy"]} |
-| the whole grid of five strengths (before round 4) | {s["solve_whole_grid"]} |
-
-Strengths chosen: {chosen} {same}. The tables differ from the product's by {r["torch_vs_scipy_table_rel_diff"]:.1e} \
-(scipy's product) and {r["now_vs_before_table_rel_diff"]:.1e} (round 4's solve), relative Frobenius.
-
-Ran on {r["machine"]}, load average {min(r["load"]):.1f} to {max(r["load"]):.1f} (a shared machine). Measured by \
-bench/token_solve.py at commit 440b70e (it kept round 4's solver to compare, so it left bench/ with round 4); \
-`.venv/bin/python bench/render.py token-solve` rewrites this from bench/results/token_solve.json."""
-
-
 # --------------------------------------------------------------------------- sts-default-model (RESULTS.md)
 
 YEARS = ["STS-12", "STS-13", "STS-14", "STS-15", "STS-16"]
@@ -767,10 +730,6 @@ SETTINGS = ("short@64", "short@256", "long@64", "long@256")
 BOUND = 0.3  # Spearman points an accelerated backend may lose against fp32
 
 
-def _base_name(name: str) -> str:
-    return name.split(",")[0]
-
-
 def rows(result: dict) -> dict[str, list[dict]]:
     """Per setting: every backend with wall/CPU seconds, speed-up over ST torch of its own process, GFLOP/s, % of peak."""
     out: dict[str, list[dict]] = {}
@@ -793,327 +752,147 @@ def rows(result: dict) -> dict[str, list[dict]]:
     return out
 
 
-def _accuracy_ok(result: dict, name: str, proc: str) -> bool | None:
-    acc = (result.get("peers") or {}).get("accuracy", {}) if proc == "peers" else result.get("accuracy", {})
-    ref = acc.get("ST torch fp32" if proc == "peers" else "ours torch fp32")
-    mine = acc.get(_base_name(name))
-    if not ref or not mine:
-        return None
-    return all(ref[p] - mine[p] <= BOUND for p in ("cls", "last-avg"))
+def _accuracy_ok(result: dict, name: str) -> bool:
+    acc = result.get("accuracy", {})
+    ref, mine = acc.get("ours torch fp32"), acc.get(name.split(",")[0])
+    return not ref or not mine or all(ref[p] - mine[p] <= BOUND for p in ("cls", "last-avg"))
 
 
-def enc_targets(result: dict, table: dict[str, list[dict]]) -> list[str]:
-    lines = []
-    t1 = {k: next(r["speedup"] for r in table[k] if r["key"] == "ours torch fp32") for k in ("short@64", "short@256")}
-    ok = all(v >= 1.5 for v in t1.values())
-    lines.append(
-        f"1. **Our torch fp32 >= 1.5x sentence-transformers torch on short sentences: {'met' if ok else 'missed'}** — "
-        + ", ".join(f"{k} {v:.2f}x" for k, v in t1.items())
-        + "."
-    )
+def enc_targets(result: dict, tab: dict[str, list[dict]]) -> list[str]:
+    t1 = {k: next(r["speedup"] for r in tab[k] if r["key"] == "ours torch fp32") for k in ("short@64", "short@256")}
+    lines = [target("our torch fp32 >= 1.5x sentence-transformers torch on short sentences", min(t1.values()) >= 1.5,
+                    ", ".join(f"{k} {v:.2f}x" for k, v in t1.items()))]  # fmt: skip
     if result.get("peers"):
-        parts, ok2 = [], True
+        parts, ratios = [], []
         for k in SETTINGS:
-            ours = [
-                r
-                for r in table[k]
-                if r["proc"] == "ours" and r["key"] != "ST torch fp32" and _accuracy_ok(result, r["key"], "ours") is not False
-            ]
-            theirs = [r for r in table[k] if r["proc"] == "peers" and r["key"] != "ST torch fp32"]
-            best_o, best_p = max(ours, key=lambda r: r["speedup"]), max(theirs, key=lambda r: r["speedup"])
-            ratio = best_o["speedup"] / best_p["speedup"]
-            ratio_cpu = best_o["speedup_cpu"] / max(r["speedup_cpu"] for r in theirs)
-            ok2 &= ratio >= 1.5
-            parts.append(
-                f"{k}: {best_o['name']} {best_o['speedup']:.2f}x vs {best_p['name']} {best_p['speedup']:.2f}x -> **{ratio:.2f}x** (by CPU time {ratio_cpu:.2f}x)"
-            )
-        lines.append(
-            f"2. **Our fastest CPU backend (within {BOUND} Spearman of fp32) >= 1.5x sentence-transformers' fastest: "
-            f"{'met' if ok2 else 'missed'}** — " + "; ".join(parts) + "."
-        )
-    else:
-        lines.append("2. Our fastest vs sentence-transformers' fastest: not measured in this run (no --peers-python).")
-    parts, ok3 = [], True
-    for k in ("long@64", "long@256"):
-        best = max((r for r in table[k] if r["proc"] == "ours" and r["kind"] == "int8"), key=lambda r: r["speedup"])
-        ok3 &= best["of_peak"] >= 0.6
-        parts.append(f"{k}: {best['name']} {best['gflops']:.0f} GOP/s = {100 * best['of_peak']:.0f}% of the int8 GEMM peak")
-    lines.append(
-        f"3. **Our fastest int8 backend >= 60% of the int8 GEMM peak on long passages: {'met' if ok3 else 'missed'}** — "
-        + "; ".join(parts)
-        + "."
-    )
-    return lines
+            ours = [r for r in tab[k] if r["proc"] == "ours" and r["key"] != "ST torch fp32" and _accuracy_ok(result, r["key"])]
+            theirs = [r for r in tab[k] if r["proc"] == "peers" and r["key"] != "ST torch fp32"]
+            o, p = max(ours, key=lambda r: r["speedup"]), max(theirs, key=lambda r: r["speedup"])
+            ratios.append(o["speedup"] / p["speedup"])
+            parts.append(f"{k}: {o['name']} {o['speedup']:.2f}x vs {p['name']} {p['speedup']:.2f}x -> {ratios[-1]:.2f}x")
+        what = f"our fastest CPU backend (within {BOUND} Spearman of fp32) >= 1.5x sentence-transformers' fastest"
+        lines.append(target(what, min(ratios) >= 1.5, "; ".join(parts)))
+    best = {
+        k: max((r for r in tab[k] if r["proc"] == "ours" and r["kind"] == "int8"), key=lambda r: r["speedup"])
+        for k in ("long@64", "long@256")
+    }
+    lines.append(target("our fastest int8 backend >= 60% of the int8 GEMM peak on long passages", all(b["of_peak"] >= 0.6 for b in best.values()),
+                        "; ".join(f"{k}: {b['name']} {100 * b['of_peak']:.0f}%" for k, b in best.items())))  # fmt: skip
+    return [f"- {line}" for line in lines]
 
 
-def _speed_tables(result: dict, table: dict) -> list[str]:
+def _speed_tables(result: dict, tab: dict) -> list[str]:
     md = []
+    head = ["backend", "median s", "CPU s", "texts/s", "x ST torch (same process)", "x by CPU time", "GFLOP/s", "% of peak"]
     for k in SETTINGS:
         s, p = result["tokens"][k], result["peaks"][k]
-        md.append(
-            f"\n**{k.replace('@', ', max_length ')}** — {s['texts']} texts, {s['real_tokens']:,} real tokens "
-            f"(mean {s['mean_length']:.1f}), {s['padded_tokens']:,} padded in batches of {result['setup']['batch_size']}; "
-            f"{s['flops']['total'] / 1e9:.1f} GFLOP of matrix products ({100 * s['flops']['attention'] / s['flops']['total']:.0f}% attention). "
-            f"Peaks at M = {p['M']} tokens: fp32 {p['model_peak']['fp32']:.0f}, bf16 {p['model_peak']['bf16']:.0f}, "
-            f"int8 {p['model_peak']['int8']:.0f} GFLOP/s.\n"
-        )
-        md.append("| backend | median s | CPU s | texts/s | x ST torch (same process) | x by CPU time | GFLOP/s | % of peak |")
-        md.append("|---|---:|---:|---:|---:|---:|---:|---:|")
-        for r in table[k]:
-            md.append(
-                f"| {r['name']} | {r['wall']:.2f} | {r['cpu']:.2f} | {r['rate']:.0f} | {r['speedup']:.2f} | {r['speedup_cpu']:.2f} | "
-                f"{r['gflops']:.0f} | {100 * r['of_peak']:.0f}% {r['kind']} |"
-            )
+        md += [
+            "",
+            f"**{k.replace('@', ', max_length ')}**: {s['texts']} texts, {s['real_tokens']:,} real tokens, "
+            f"{s['flops']['total'] / 1e9:.1f} GFLOP; peaks (GFLOP/s) fp32 {p['model_peak']['fp32']:.0f}, "
+            f"bf16 {p['model_peak']['bf16']:.0f}, int8 {p['model_peak']['int8']:.0f}.",
+            "",
+        ]
+        md += table(head, [[r["name"], f2(r["wall"]), f2(r["cpu"]), f"{r['rate']:.0f}", f2(r["speedup"]), f2(r["speedup_cpu"]),
+                            f"{r['gflops']:.0f}", f"{100 * r['of_peak']:.0f}% {r['kind']}"] for r in tab[k]], "r")  # fmt: skip
     return md
 
 
 def _accuracy_table(result: dict) -> list[str]:
-    acc = dict(result.get("accuracy") or {})
-    peer_acc = (result.get("peers") or {}).get("accuracy") or {}
-    if not acc and not peer_acc:
-        return []
-    md = ["\n| backend | cls | last-avg (mean) | lost vs fp32 (cls / last-avg) |", "|---|---:|---:|---:|"]
-    for proc, table, ref in (("ours", acc, "ours torch fp32"), ("peers", peer_acc, "ST torch fp32")):
-        for name, a in table.items():
-            r = table.get(ref)
+    body = []
+    for proc, acc, ref in (("ours", result.get("accuracy") or {}, "ours torch fp32"), ("peers", (result.get("peers") or {}).get("accuracy") or {}, "ST torch fp32")):  # fmt: skip
+        for name, a in acc.items():
+            r = acc.get(ref)
             lost = f"{r['cls'] - a['cls']:+.2f} / {r['last-avg'] - a['last-avg']:+.2f}" if r else "-"
-            shown = f"{name} (peer venv)" if proc == "peers" and name == "ST torch fp32" else name
-            md.append(f"| {shown} | {a['cls']:.2f} | {a['last-avg']:.2f} | {lost} |")
-    return md
+            body.append(
+                [
+                    f"{name} (peer venv)" if proc == "peers" and name == "ST torch fp32" else name,
+                    f2(a["cls"]),
+                    f2(a["last-avg"]),
+                    lost,
+                ]
+            )
+    return table(["backend", "cls", "last-avg (mean)", "lost vs fp32 (cls / last-avg)"], body, "r") if body else []
 
 
-def _profile(result: dict) -> list[str]:
-    p = result["int8_profile_long256"]
-    share = p["op_share_of_nodes"]
-    gemm = sum(share.get(k, 0.0) for k in ("DynamicQuantizeMatMul", "MatMulIntegerToFloat", "MatMulInteger"))
-    att = sum(share.get(k, 0.0) for k in ("Where", "Softmax", "FusedMatMul", "MatMul", "IsNaN"))
-    norm = sum(share.get(k, 0.0) for k in ("SkipLayerNormalization", "LayerNormalization", "Add", "Gelu", "BiasGelu"))
-    lin = result["tokens"]["long@256"]["flops"]["linear"]
-    peak = result["peaks"]["long@256"]["model_peak"]["int8"]
-    why = (
-        f"\nSo the int8 matrix products (DynamicQuantizeMatMul, which also quantizes its input on every call, and "
-        f"MatMulIntegerToFloat) take only {100 * gemm:.0f}% of the time; attention, kept in fp32 by dynamic quantization, "
-        f"takes {100 * att:.0f}% (QK^T and AV as FusedMatMul/MatMul, Softmax, and `Where`: torch's sdpa decomposition "
-        f"guards fully masked rows with `Where(IsNaN(p), 0, p)` on every [batch, 12, L, L] probability tensor, traced into "
-        f"our export), and layer norms / residual adds / GELU {100 * norm:.0f}%. Tokenising, padding and Python are "
-        f"{100 * p['outside_run_s'] / p['wall_s']:.0f}%. The int8 GEMM nodes by themselves run "
-        f"{lin / (gemm * p['nodes_s']) / 1e9:.0f} GOP/s = {100 * lin / (gemm * p['nodes_s']) / 1e9 / peak:.0f}% of the "
-        f"int8 peak measured in this (loaded) run, about a quarter of the clean 1-thread MatMulInteger peak measured earlier (not "
-        f"kept in the repository): DynamicQuantizeMatMul quantizes its fp32 input on every call and loses "
-        f"25-65% against raw MatMulInteger there. Even so, the GEMMs are a quarter of the time: the bound is the work "
-        f"around them (elementwise passes over [batch, 12, L, L] attention tensors, "
-        f"{64 * 12 * 256 * 256 * 4 / 2**20:.0f} MiB per layer for a full batch at L = 256, far beyond the 2 MiB L2), "
-        f"not tokenisation or Python."
-    )
-    shares = ", ".join(f"{op} {100 * s:.0f}%" for op, s in list(p["op_share_of_nodes"].items())[:8])
-    return [
-        f"\nonnxruntime's profiler on our int8 graph, long passages at max_length 256 (one pass, {p['wall_s']:.2f} s): "
-        f"{p['nodes_s']:.2f} s inside graph nodes, {p['session_run_s'] - p['nodes_s']:.2f} s in `session.run` outside nodes, "
-        f"{p['outside_run_s']:.2f} s outside `session.run` (tokenising, padding, Python). Share of node time by operator: {shares}.",
-        why,
-    ] + _variants(result.get("variants"))
+def _levers(result: dict) -> list[str]:
+    """Each lever's speed-up per workload, and the share of tokenising in our fastest backend's time."""
 
+    def med(k: str, name: str) -> float:
+        return result["times"][k][name]["median_wall"]
 
-def encode(result: dict) -> str:
-    table = rows(result)
-    su = result["setup"]
-    peers = result.get("peers")
-    pv = (
-        f", peers: sentence-transformers {peers['versions']['sentence_transformers']} / onnxruntime {peers['versions']['onnxruntime']} / OpenVINO {peers['versions']['openvino'].split('-')[0]}"
-        if peers
-        else ""
-    )
-    md = [
-        "## Encoder throughput vs sentence-transformers",
-        "",
-        f"`bench/encode.py` — default model (all-MiniLM-L6-v2), {su['threads']} thread(s), batch size {su['batch_size']}, "
-        f"median of {su['rounds']} interleaved rounds. Machine: {su['machine']}; torch {su['versions']['torch']}, "
-        f"sentence-transformers {su['versions']['sentence_transformers']}, onnxruntime {su['versions']['onnxruntime']}{pv}. "
-        f"**x ST torch** is each backend's speed-up over sentence-transformers' torch backend timed *in the same process* "
-        f"(ours and ST torch in the project venv; the peers and their own ST torch in the peer venv). GFLOP/s counts the "
-        f"matrix products of the real tokens (padding excluded, bench/_encode_flops.py); % of peak is against the GEMM peak "
-        f"of the backend's arithmetic (fp32: torch fp32 matmul; bf16: torch bf16 matmul; int8: onnxruntime MatMulInteger) "
-        f"measured in the same run on the encoder's shapes at the workload's batch size.",
-    ]
-    md += ["", conditions(result)]
-    md += ["", "### Targets", "", *enc_targets(result, table)]
-    md += ["", "### Speed", *_speed_tables(result, table)]
-    md += ["", "### Accuracy (STS-B test, Spearman x 100, max_length 256)", *_accuracy_table(result)]
-    md += ["", "### What bounds int8", *_profile(result)]
-    md += enc_findings(result)
-    md += memory_section(result.get("memory"))
-    md += ["", RERUN]
-    return "\n".join(md)
-
-
-RERUN = """### How to rerun
-
-```
-.venv/bin/python bench/encode.py --quick                       # smoke run, no docs (bench/results/encode-quick.json)
-python3.11 -m venv .venv-peers && .venv-peers/bin/pip install -U pip
-.venv-peers/bin/pip install torch==2.13.0   # the CPU build on this project's machines
-.venv-peers/bin/pip install -r bench/peers/requirements-st5.txt
-.venv/bin/python bench/encode.py --peers-python .venv-peers/bin/python   # on an idle machine (~15 min + ~12 for peers)
-.venv/bin/python bench/_encode_export_variants.py                   # sdpa vs eager-attention int8 export
-.venv/bin/python bench/encode_memory.py --lines 20000,100000,1000000 --progress
-.venv/bin/python bench/encode.py --render bench/results/encode.json   # redraw this section
-```
-"""
+    body = [["bf16 vs fp32 (ours torch)", *(f"{med(k, 'ours torch fp32') / med(k, 'ours torch bf16'):.2f}x" for k in SETTINGS)]]
+    for base in ("ours torch fp32", "ours torch bf16", "ours onnx int8"):
+        tb = f"{base}, 2048-token batches"
+        body.append([f"2,048-token batches vs 64 sentences ({base})", *(f"{med(k, base) / med(k, tb):.2f}x" for k in SETTINGS)])
+    fastest = {k: min(r["median_wall"] for n, r in result["times"][k].items() if n.startswith("ours")) for k in SETTINGS}
+    tok = result["tokenise_seconds"]
+    body.append(["tokenising + padding, share of our fastest", *(f"{100 * tok[k] / fastest[k]:.0f}%" for k in SETTINGS)])
+    return table(["lever", *SETTINGS], body, "r")
 
 
 def memory_section(mem: dict | None) -> list[str]:
     """The ``isotropy encode`` memory check (bench/encode_memory.py's JSON), if it was run."""
     if not mem:
-        return ["\n### Memory\n", "Not measured yet: run `.venv/bin/python bench/encode_memory.py`."]
-    md = [
-        "\n### Memory: `isotropy encode` on a large file\n",
-        f"`bench/encode_memory.py` — STS-B sentences repeated into one file under /tmp; `isotropy encode FILE -o OUT.npy "
-        f"--precision {mem['precision']}` with {mem['threads']} thread(s) as a child process; peak RSS = the child's "
-        "`ru_maxrss`; throughput = lines / wall time (model load included). Another session kept both cores busy "
-        "during these runs (wall ~2x CPU time), so the per-CPU-second rate is the cleaner speed figure.",
-        "",
-        "| lines | wall s | CPU s | sentences/s | peak RSS MiB |",
-        "|---:|---:|---:|---:|---:|",
-    ]
-    for r in mem["runs"]:
-        md.append(
-            f"| {r['lines']:,} | {r['wall_s']:.0f} | {r['cpu_s']:.0f} | {r['sentences_per_s']:.0f} "
-            f"({r['lines'] / r['cpu_s']:.0f} per CPU second) | {r['peak_rss_mib']:.0f} |"
-        )
+        return ["", "### Memory", "", "Not measured yet: run `.venv/bin/python bench/encode_memory.py`."]
     runs = mem["runs"]
+    body = [[f"{r['lines']:,}", f"{r['wall_s']:.0f}", f"{r['cpu_s']:.0f}", f"{r['sentences_per_s']:.0f}",
+             f"{r['lines'] / r['cpu_s']:.0f}", f"{r['peak_rss_mib']:.0f}"] for r in runs]  # fmt: skip
+    md = ["", "### Memory: `isotropy encode` on a large file", ""]
+    md += [
+        f"`isotropy encode FILE -o OUT.npy --precision {mem['precision']}`, {mem['threads']} thread(s), a child process; peak RSS: its `ru_maxrss`.",
+        "",
+    ]
+    md += table(["lines", "wall s", "CPU s", "sentences/s", "per CPU second", "peak RSS MiB"], body, "---:")
     if len(runs) >= 2:
         a, z = runs[0], runs[-1]
         grew = z["peak_rss_mib"] - a["peak_rss_mib"]
-        md.append(
-            f"\n**Peak RSS must not grow with N: {'met' if grew < 0.05 * a['peak_rss_mib'] else 'missed'}** — "
-            f"{a['lines']:,} -> {z['lines']:,} lines: {a['peak_rss_mib']:.0f} -> {z['peak_rss_mib']:.0f} MiB ({grew:+.0f} MiB). "
-            "`isotropy encode` reads its input a line at a time and writes vectors through a plain file handle, so "
-            "neither the lines nor the vectors are held (the longest line is the same in both files); what still "
-            "grows has not been traced (allocator fragmentation across chunks is the first suspect) and 1M lines "
-            "were not run on this loaded machine."
-        )
-    ro = mem.get("read_only")
-    if ro and len(runs) < 2:
-        growth = ro[-1]["peak_rss_mib"] - ro[0]["peak_rss_mib"]
-        md.append(
-            f"\n**Peak RSS must not grow with N: missed** (not run end to end beyond {runs[0]['lines']:,} lines for lack of "
-            f"time on the loaded machine; the part that grows was measured alone: {growth:+.0f} MiB from "
-            f"{ro[0]['lines']:,} to {ro[-1]['lines']:,} lines, i.e. about {runs[0]['peak_rss_mib'] + growth:.0f} MiB at "
-            f"{ro[-1]['lines']:,})."
-        )
-    if ro:
-        md.append(
-            "Where it grows: `isotropy encode` reads the whole file into a list of lines before encoding it in chunks "
-            "(`read_sentences` in `files/vectors.encode_file`). Peak RSS of a process that only does that read: "
-            + ", ".join(f"{r['lines']:,} lines {r['peak_rss_mib'] - r['rss_after_import_mib']:.0f} MiB" for r in ro)
-            + f" above its baseline, so from {ro[0]['lines']:,} to {ro[-1]['lines']:,} lines encode's peak grows by about "
-            f"{ro[-1]['peak_rss_mib'] - ro[0]['peak_rss_mib']:.0f} MiB (not run end to end at 1M: at the speed of this loaded "
-            "machine it would take over an hour). Streaming the "
-            "lines (count them for the .npy header, then read chunk by chunk) would make it flat."
-        )
-    frame = next((r["progress_frame"] for r in reversed(mem["runs"]) if r.get("progress_frame")), None)
-    if frame:
-        md.append(
-            f"\nThe progress bar (drawn on a pseudo-terminal) shows sentences per second and time left (last frame read "
-            f"back: `{frame}`); it advances batch by batch."
-        )
+        md += [
+            "",
+            target(
+                "peak RSS does not grow with N",
+                grew < 0.05 * a["peak_rss_mib"],
+                f"{a['lines']:,} -> {z['lines']:,} lines: {grew:+.0f} MiB",
+            ),
+        ]
     return md
 
 
-def _median(result: dict, key: str, name: str) -> float:
-    return result["times"][key][name]["median_wall"]
-
-
-def enc_findings(result: dict) -> list[str]:
-    """What the numbers say about each lever the issue lists (computed from the result, not typed in)."""
-    acc = result.get("accuracy") or {}
-    md = ["\n### What each lever gave\n"]
-    sp = [f"{k} {_median(result, k, 'ours torch fp32') / _median(result, k, 'ours torch bf16'):.2f}x" for k in SETTINGS]
-    lost = ""
-    if "ours torch bf16" in acc:
-        f, b = acc["ours torch fp32"], acc["ours torch bf16"]
-        lost = f" STS-B Spearman change: cls {b['cls'] - f['cls']:+.2f}, last-avg {b['last-avg'] - f['last-avg']:+.2f}."
-    md.append(
-        "- **bf16 (`Encoder(precision='bf16')`, `isotropy encode --precision bf16`)**: `torch.autocast('cpu', bfloat16)` "
-        "around the forward pass, pooled in float32. Speed-up over our fp32 on this CPU: " + ", ".join(sp) + "." + lost + " "
-        "It pays only where the CPU multiplies bfloat16 natively: Intel Xeon 4th gen (Sapphire Rapids, AMX-BF16) and later, "
-        "Cooper Lake and AMD Zen 4 and later (AVX512-BF16) — check with `grep -o -w -e amx_bf16 -e avx512_bf16 /proc/cpuinfo "
-        "| sort -u`. Elsewhere oneDNN emulates bf16 (torch.ops.mkldnn._is_mkldnn_bf16_supported() is True on any AVX-512 "
-        "CPU) and it is not expected to be faster than fp32; we had no such CPU to measure. So fp32 stays the default and "
-        "bf16 is the documented fast option; the fingerprint of a bf16 encoder ends in `+bf16`, so vector caches and "
-        "indexes never mix the two."
-    )
-    for base in ("ours torch fp32", "ours torch bf16", "ours onnx int8"):
-        tb = f"{base}, 2048-token batches"
-        rat = [f"{k} {_median(result, k, base) / _median(result, k, tb):.2f}x" for k in SETTINGS]
-        md.append(f"- **Token-budget batches (2,048 padded tokens) vs 64 sentences, {base}**: " + ", ".join(rat) + ".")
-    md.append(
-        "  Mixed (from a third faster to a seventh slower depending on backend and workload), so it is an option "
-        "(`Encoder(batch_tokens=N)`), not the default; the vectors are the same either way (tests/test_encode_speed.py)."
-    )
-    tok = result["tokenise_seconds"]
-    fastest = {k: min(r["median_wall"] for n, r in result["times"][k].items() if n.startswith("ours")) for k in SETTINGS}
-    md.append(
-        "- **Tokenising in a background thread**: tokenising + padding is "
-        + ", ".join(f"{k} {100 * tok[k] / fastest[k]:.0f}%" for k in SETTINGS)
-        + " of our fastest backend's time (measured under the same load). That is the most a background "
-        "tokenising thread could hide, and only when a core is idle (1-thread model on 2 cores); with 2 model threads "
-        "both cores are busy. Not implemented in this round: the bound is small except for long@64 (left open)."
-    )
-    md.append(
-        "- **ONNX fp32** is slower than torch fp32 here on every workload (see the tables; the dynamo export is also "
-        "~13-20% slower than optimum's TorchScript graph in earlier measurements not kept in the repository); "
-        "onnxruntime's transformer fusion did not pay on this CPU either (same measurements), so neither is adopted. "
-        "Static int8 was not added to ours: onnxruntime's static MinMax int8 lost accuracy and speed against dynamic "
-        "int8 in those measurements (section 5); OpenVINO's static int8 (the peer row) is the fastest peer."
-    )
-    return md
-
-
-def _variants(v: dict | None) -> list[str]:
-    """bench/_encode_export_variants.py: the int8 graph exported with eager attention (no sdpa NaN guard)."""
-    if not v:
-        return []
-    med = v["median_s"]
-    parts = [
-        f"{k}: {per['sdpa export (default)']:.2f} s -> {per['eager-attention export']:.2f} s "
-        f"({per['sdpa export (default)'] / per['eager-attention export']:.2f}x)"
-        for k, per in med.items()
-    ]
-    prof = v["profiles_long256"]["eager-attention export"]["op_share_of_nodes"]
-    shares = ", ".join(f"{op} {100 * s:.0f}%" for op, s in list(prof.items())[:6])
-    return [
-        "\nFollow-up measured (`bench/_encode_export_variants.py`, 1 thread, interleaved medians): the same int8 export traced "
-        "with eager attention instead of sdpa (no `Where`/`IsNaN` guard; additive mask): " + "; ".join(parts) + f". Cosine "
-        f"between the two graphs' vectors: min {v['cosine_min_mean'][0]:.4f}, mean {v['cosine_min_mean'][1]:.4f}. Its op "
-        f"shares on long@256: {shares}."
-    ]
-
-
-def conditions(result: dict) -> str:
-    """How loaded the machine was: wall / CPU time of each process's runs, and the GEMM-peak caveat."""
-
-    def ratio(times: dict) -> float:
-        wall = sum(r["median_wall"] for per in times.values() for r in per.values())
-        return wall / sum(r["median_cpu"] for per in times.values() for r in per.values())
-
-    peers = result.get("peers")
-    over = [k for k, rs in rows(result).items() if any(r["of_peak"] > 1 for r in rs)]
-    txt = (
-        f"**Conditions.** Another session ran tests and benchmarks on the same 2 cores during this run (load average "
-        f"{result['setup']['loadavg_after'][0]} at the end). Wall / process-CPU time over all timed runs: ours "
-        f"{ratio(result['times']):.2f}"
-        + (f", peers {ratio(peers['times']):.2f} (they ran later, under heavier load)" if peers else "")
-        + ". Ratios are taken within each process between interleaved runs, which cancels most of it, but treat "
-        "differences under ~10% as noise."
-    )
-    if over:
-        txt += (
-            f" The GEMM peaks were measured under the same load: in {', '.join(over)} a backend beat its 'peak', so "
-            "every '% of peak' here is an upper bound (clean 1-thread peaks on this machine: fp32 ~100-115 GFLOP/s, "
-            "int8 MatMulInteger 460-1065 GOP/s, measured by the project's earlier GEMM probes, not kept in the repository)."
-        )
-    return txt
+def encode(result: dict) -> str:
+    tab, su, peers = rows(result), result["setup"], result.get("peers")
+    versions = f"torch {su['versions']['torch']}, sentence-transformers {su['versions']['sentence_transformers']}, onnxruntime {su['versions']['onnxruntime']}"
+    if peers:
+        pv = peers["versions"]
+        versions += f"; peers: sentence-transformers {pv['sentence_transformers']}, OpenVINO {pv['openvino'].split('-')[0]}"
+    p = result["int8_profile_long256"]
+    shares = ", ".join(f"{op} {100 * s:.0f}%" for op, s in list(p["op_share_of_nodes"].items())[:8])
+    md = [
+        "## Encoder throughput vs sentence-transformers",
+        "",
+        f"Default model (all-MiniLM-L6-v2), {su['threads']} thread(s), batch size {su['batch_size']}, median of "
+        f"{su['rounds']} interleaved rounds, on {su['machine']} (load average {su['loadavg_after'][0]} at the end); {versions}.",
+        "",
+        *enc_targets(result, tab),
+        "",
+        "### Speed",
+        *_speed_tables(result, tab),
+        "",
+        "### Accuracy (STS-B test, Spearman x 100, max_length 256)",
+        "",
+        *_accuracy_table(result),
+        "",
+        "### Levers",
+        "",
+        *_levers(result),
+        "",
+        f"onnxruntime's profile of our int8 graph on long@256 ({p['wall_s']:.2f} s, {p['nodes_s']:.2f} s in graph nodes), "
+        f"share of node time by operator: {shares}.",
+        *memory_section(result.get("memory")),
+        "",
+        "Regenerate: `.venv/bin/python bench/encode.py --peers-python .venv-peers/bin/python` and "
+        "`bench/encode_memory.py`; `--render bench/results/encode.json` redraws this section.",
+    ]  # fmt: skip
+    return "\n".join(md)
 
 
 # --------------------------------------------------------------------------- scale (BENCHMARKS.md)

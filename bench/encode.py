@@ -98,12 +98,9 @@ def token_stats(tokenizer, texts: list[str], max_length: int, batch_size: int, m
 
 
 def side_results() -> dict:
-    """bench/encode_memory.py's and bench/_encode_export_variants.py's numbers, shown in the same docs section."""
-    out = {}
-    for key, name in (("memory", "encode_memory.json"), ("variants", "encode_export_variants.json")):
-        path = HERE / "results" / name
-        out[key] = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
-    return out
+    """bench/encode_memory.py's numbers, shown in the same docs section."""
+    path = HERE / "results" / "encode_memory.json"
+    return {"memory": json.loads(path.read_text(encoding="utf-8")) if path.exists() else None}
 
 
 def run_peers(args, model_dir: Path) -> dict | None:

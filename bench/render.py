@@ -1,14 +1,11 @@
 """Re-render every docs section from the saved results, running no model: ``python bench/render.py [SECTION ...]``.
 
-Each section is rewritten by its own script's render mode (listed here, one line each); ``token-solve`` has no
-measuring script any more (it compared round 4's solver, which git keeps at commit 440b70e), so it is rendered from
-``bench/results/token_solve.json`` here. After a render the docs are unchanged unless the saved results changed:
-``git diff --exit-code docs`` checks it.
+Each section is rewritten by its own script's render mode (listed here, one line each). After a render the docs
+are unchanged unless the saved results changed: ``git diff --exit-code docs`` checks it.
 """
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -43,27 +40,16 @@ RENDERS = {  # section: the command that rewrites it from the saved results
 }
 
 
-def token_solve() -> None:
-    import _render
-
-    from _report import update_section
-
-    r = json.loads((HERE / "results" / "token_solve.json").read_text(encoding="utf-8"))
-    update_section("BENCHMARKS.md", "token-solve", _render.token_solve(r))
-
-
 def main() -> None:
     if {"-h", "--help"} & set(sys.argv[1:]):
-        print(__doc__ + "\nSections: " + ", ".join([*RENDERS, "token-solve"]))
+        print(__doc__ + "\nSections: " + ", ".join(list(RENDERS)))
         return
-    names = sys.argv[1:] or [*RENDERS, "token-solve"]
+    names = sys.argv[1:] or list(RENDERS)
     for name in names:
-        if name == "token-solve":
-            token_solve()
-        elif name in RENDERS:
+        if name in RENDERS:
             subprocess.run([sys.executable, str(HERE / RENDERS[name][0]), *RENDERS[name][1:]], check=True)
         else:
-            sys.exit(f"error: no section {name!r}; one of: {', '.join([*RENDERS, 'token-solve'])}")
+            sys.exit(f"error: no section {name!r}; one of: {', '.join(RENDERS)}")
         print(f"rendered {name}", file=sys.stderr)
 
 
