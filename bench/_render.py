@@ -610,33 +610,23 @@ def auto_search(res: dict) -> str:
 
 def auto_speed(res: dict) -> str:
     """``calibrate --method auto`` against ``encode`` on the STS-B sentences (BENCHMARKS.md)."""
-    rounds = "\n".join(
-        f"| {i} | {r['encode_s']:.1f} | {r['auto_s']:.1f} | **{r['ratio']:.2f}x** |" for i, r in enumerate(res["rounds"], 1)
-    )
+    body = [[i, f"{r['encode_s']:.1f}", f"{r['auto_s']:.1f}", f"**{r['ratio']:.2f}x**"] for i, r in enumerate(res["rounds"], 1)]
     worst, sv = max(r["ratio"] for r in res["rounds"]), res["same_vectors"]
-    loads = "; ".join(", ".join(f"{v:.2f}" for v in x) for x in res["loadavg"])
-    loaded = (
-        "Taken under load (a 1-minute load average above 2.5 on 2 cores). " if max(x[0] for x in res["loadavg"]) > 2.5 else ""
-    )
-    return f"""## `calibrate --method auto` against `encode` (issue #34)
-
-The {res["sentences"]:,} distinct STS-B sentences (train, dev, test), the default model, each command in a new process \
-with a fresh vector cache (model load included in both), by `bench/auto_speed.py`. Label-free auto decides by the \
-encoder's kind before reading the corpus: on a transformer it keeps raw, so it encodes only a seeded sample \
-({res["signal_rows"]:,} sentences) for the signals it reports, and writes the base model ({" -> ".join(res["modules"])}). \
-Target: auto <= 0.35x encode.
-
-| round | `isotropy encode` (s) | `calibrate --method auto` (s) | auto / encode |
-|---:|---:|---:|---:|
-{rounds}
-
-Target {"**met**" if worst <= 0.35 else "**not met**"}: worst ratio {worst:.2f}x (choice: {res["choice"]}). The folder \
-against the base model through sentence-transformers, on 200 sentences and one longer than the model's window: largest \
-absolute difference {sv["max_abs_diff"]:.2e}, norms {sv["norm_min"]:.4f} to {sv["norm_max"]:.4f} (the base model's \
-`Normalize` kept).
-
-Load average (1, 5, 15 min) before and after each round: {loads}. {res["machine"]}. {loaded}The ratio, both commands \
-timed in the same round, is the figure to read, not the seconds."""
+    return "\n".join([
+        "## `calibrate --method auto` against `encode` (issue #34)",
+        "",
+        f"The {res['sentences']:,} distinct STS-B sentences, the default model, each command in a new process with a fresh "
+        f"vector cache; auto encodes a sample of {res['signal_rows']:,} sentences and writes the base model "
+        f"({' -> '.join(res['modules'])}). Ran on {res['machine']} (load {max(x[0] for x in res['loadavg']):.2f} at most). "
+        "Regenerate: `.venv/bin/python bench/auto_speed.py`.",
+        "",
+        *table(["round", "`isotropy encode` (s)", "`calibrate --method auto` (s)", "auto / encode"], body, "---:"),
+        "",
+        target("auto <= 0.35x encode", worst <= 0.35, f"worst {worst:.2f}x, choice {res['choice']}"),
+        "",
+        f"The folder against the base model through sentence-transformers (200 sentences and one longer than the window): "
+        f"largest difference {sv['max_abs_diff']:.2e}, norms {sv['norm_min']:.4f} to {sv['norm_max']:.4f}.",
+    ])  # fmt: skip
 
 
 # --------------------------------------------------------------------------- static-speed (BENCHMARKS.md)
@@ -645,81 +635,47 @@ timed in the same round, is the figure to read, not the seconds."""
 COMMAND = "nice -n 5 .venv/bin/python bench/static_speed.py"
 
 
-def sspeed_findings(results: list[dict]) -> list[str]:
-    """Where the tokenizer path (before #33) loses, in this run's figures, and what the word cache changes."""
-    first = results[0]["sizes"][min(results[0]["sizes"])]
-    parts, med = first["breakdown"], first["median"]
-    if not parts or "tokenizer" not in med:
-        return []
-    tok, ids, whole, product = parts.values()
-    return [
-        f"Where the tokenizer path loses ({results[0]['name']}, one thread): of {whole + product:.2f} s, the Rust "
-        f"tokenizer's call takes {tok:.2f} s ({100 * tok / (whole + product):.0f}%), reading the ids off its encodings "
-        f"{ids:.2f} s and the sparse product only {product:.2f} s. model2vec runs the same tokenizer, in threads over "
-        f"batches of 1,024 above 10k sentences ({med['model2vec']:.2f} s against the tokenizer path's "
-        f"{med['tokenizer']:.2f} s here). The arithmetic was never the cost. The word cache "
-        "(encoders/static/wordcache.py) takes the tokenizer out for every word already seen: printable-ASCII sentences "
-        "are split with numpy exactly as the table's pre-tokenizer splits them, each word's ids come from a bounded hash "
-        "table (a miss runs the tokenizer's model on that word), and every other sentence (accents, CJK, emoji, control "
-        "characters, an added token's text) and every other tokenizer family (Metaspace, ByteLevel, BPE dropout) still "
-        "goes through the tokenizer, so the ids are the same; chunks run in threads.",
+def _sspeed_run(name: str, n: int, r: dict, quiet_load: float) -> list[str]:
+    med = r["median"]
+    rate = {k: r["counts"][k] / t for k, t in med.items()}
+    (b1, _, _), (a1, _, _) = r["load"]
+    tag = "UNDER LOAD: not a result" if max(b1, a1) > quiet_load else "quiet"
+    body = [
+        [k, f"{r['counts'][k]:,}", f2(t, 3), f"{rate[k]:,.0f}", f"{rate['ours'] / rate[k]:.2f}x", f2(r["peaks"].get(k), 0)]
+        for k, t in med.items()
     ]
+    body.append(["ours, first round (word cache empty)", f"{n:,}", f2(r["cold"], 3), f"{n / r['cold']:,.0f}", "-", "-"])
+    head = ["encoder", "sentences timed", "median wall time (s)", "sentences/s", "ours vs it", "peak traced memory (MiB)"]
+    vs, share = rate["ours"] / rate["model2vec"], min(med["bound: sparse"], med["bound: reduceat"]) / med["ours"]
+    agree = r["agree"]
+    lines = [
+        target("ours >= 3x model2vec's encode", vs >= 3, f"{vs:.2f}x"),
+        target(">= 40% of the gather bound", share >= 0.4, f"{100 * share:.0f}%"),
+        target("cosine >= 0.999999 against the tokenizer path and model2vec", all(agree[k] >= 0.999999 for k in ("tokenizer", "model2vec") if k in agree),
+               ", ".join(f"{k} {v:.7f}" for k, v in agree.items())),
+    ]  # fmt: skip
+    if "teacher" in rate:
+        lines.append(target(">= 50x the teacher", rate["ours"] / rate["teacher"] >= 50, f"{rate['ours'] / rate['teacher']:.0f}x"))
+    out = ["", f"### {name}, {n:,} sentences, median of {r['rounds']} round(s), {tag} (load {b1:.1f} -> {a1:.1f})", ""]
+    out += table(head, body) + [""] + [f"- {line}" for line in lines]
+    if r["breakdown"]:
+        out += [
+            "",
+            "The tokenizer path's time (one thread): " + ", ".join(f"{k} {v:.3f} s" for k, v in r["breakdown"].items()) + ".",
+        ]
+    return out
 
 
-def static_speed(results: list[dict], quiet_load: float, where: str) -> str:  # long: the section, table by table
-    lines = ["## Static encode speed (#23, #33)", ""]
-    lines.append(
-        f"`bench/static_speed.py` (`{COMMAND}`): sentences of the 7 STS tasks (unique, then recombined halves of two, "
-        f"shuffled), median of the rounds (each encoder in turn) in one process; {where}."
-    )
-    lines += ["", *sspeed_findings(results)]
-    loaded = False
+def static_speed(results: list[dict], quiet_load: float, where: str) -> str:
+    lines = [
+        "## Static encode speed (#23, #33)",
+        "",
+        f"Sentences of the 7 STS tasks (unique, then recombined halves of two, shuffled), median of the rounds (each "
+        f"encoder in turn) in one process; {where}. Regenerate: `{COMMAND}`.",
+    ]
     for res in results:
         for n, r in res["sizes"].items():
-            med = r["median"]
-            bound = min(med["bound: sparse"], med["bound: reduceat"])
-            (b1, _, _), (a1, _, _) = r["load"]
-            under = max(b1, a1) > quiet_load
-            loaded |= under
-            tag = (
-                f"UNDER LOAD (load average {b1:.1f} before, {a1:.1f} after): not a result"
-                if under
-                else (f"quiet (load average {b1:.1f} before, {a1:.1f} after)")
-            )
-            lines += ["", f"### {res['name']}, {n:,} sentences, median of {r['rounds']} round(s) -- {tag}", ""]
-            lines += [
-                "| encoder | sentences timed | median wall time (s) | sentences/s | ours vs it | peak traced memory (MiB) |",
-                "|---|---|---|---|---|---|",
-            ]
-            rate = {k: r["counts"][k] / t for k, t in med.items()}
-            for k, t in med.items():
-                mem = f"{r['peaks'][k]:.0f}" if k in r["peaks"] else "-"
-                lines.append(f"| {k} | {r['counts'][k]:,} | {t:.3f} | {rate[k]:,.0f} | {rate['ours'] / rate[k]:.2f}x | {mem} |")
-            lines.append(f"| ours, first round (word cache empty) | {n:,} | {r['cold']:.3f} | {n / r['cold']:,.0f} | - | - |")
-            vs = rate["ours"] / rate["model2vec"]
-            share = bound / med["ours"]
-            agree = ", ".join(f"{k} {v:.7f}" for k, v in r["agree"].items())
-            lines += [
-                "",
-                f"Ours: **{vs:.2f}x** model2vec's encode (target >= 3x at 100k: {'met' if vs >= 3 else 'MISSED'}), "
-                f"**{100 * share:.0f}%** of the gather bound (target >= 40%: {'met' if share >= 0.4 else 'MISSED'}). "
-                f"Minimum cosine of ours against each on the first {min(n, 20000):,} sentences: {agree} (target >= 0.999999 against "
-                "the tokenizer path and model2vec; st-static averages unknown tokens).",
-            ]
-            if "teacher" in rate:
-                vs_t = rate["ours"] / rate["teacher"]
-                lines += ["", f"#23's target, >= 50x the teacher: **{vs_t:.0f}x** ({'met' if vs_t >= 50 else 'MISSED'})."]
-            if r["breakdown"]:
-                parts = ", ".join(f"{k} {v:.3f} s" for k, v in r["breakdown"].items())
-                lines += ["", f"Where the tokenizer path's time goes (one thread, same sentences): {parts}."]
-    if loaded:
-        lines += ["", f"Figures marked UNDER LOAD were taken on a shared machine; rerun `{COMMAND}` on a quiet one."]
-    lines += [
-        "",
-        "Peak memory is tracemalloc's (Python and numpy allocations; not the Rust tokenizer's, not torch's). "
-        "The gather bound pools ids tokenised beforehand (the faster of the sparse product and numpy's "
-        "gather + reduceat); ours as a share of it is the bound's time over ours.",
-    ]
+            lines += _sspeed_run(res["name"], n, r, quiet_load)
     return "\n".join(lines)
 
 
@@ -1039,30 +995,19 @@ def scale(results: dict) -> str:
 def poolings(result: dict, names: list[str], new: set[str], speed_rows: int) -> str:
     """Every pooling's STS-B Spearman and speed against last-avg (BENCHMARKS.md)."""
     scores, speed, relative = result["spearman"], result["sentences_per_second"], result["relative_to_last_avg"]
-    rows = [f"| {f'**{p}**' if p in new else p} | {scores[p]:.2f} | {speed[p]:.0f} | {relative[p]:.2f}x |" for p in names]
     both = "all in one encode_multi"
-    rows.append(f"| all {len(names)} in one `encode_multi` | | {speed[both]:.0f} | {relative[both]:.2f}x |")
-    against = ", ".join(f"{q} {scores[q] - scores['last-avg']:+.2f}" for q in names if q in new)
-    baseline = "; ".join(f"{k}: {v:.0f} sentences / s" for k, v in speed.items() if k.startswith("last-avg plain path"))
-    if baseline:
-        baseline = f"The plain path, this code against the baseline, timed in alternating subprocesses: {baseline}."
-    return f"""## Poolings (issue #14)
-
-`bench/poolings.py`: {result["setting"]}. New poolings in bold, each with its paper's defaults, nothing tuned. Speed: \
-each pooling alone encoding {speed_rows} test sentences, the median of {result["rounds"]} interleaved rounds \
-({result["machine"]}; a shared machine: read the ratios to last-avg, measured in the same rounds).
-
-| pooling | Spearman x 100 | sentences / s | speed vs last-avg |
-|---|---:|---:|---:|
-{chr(10).join(rows)}
-
-Against `last-avg`, the mean pooling this model was trained with: {against}. No new pooling beats the model's own on \
-raw cosine: all-MiniLM-L6-v2 was fine-tuned (contrastively) for mean pooling, so re-weighting its tokens (sif, idf, \
-ditto) can only move away from what was trained, and its mask-token state was never trained to summarise a sentence \
-(prompt; the template's own vector dominates it, which denoising removes). The papers measured these poolings on \
-BERT-base without fine-tuning, where the average is weak; this table does not test that setting.
-
-{baseline}"""
+    body = [[f"**{p}**" if p in new else p, f2(scores[p]), f"{speed[p]:.0f}", f"{relative[p]:.2f}x"] for p in names]
+    body.append([f"all {len(names)} in one `encode_multi`", "", f"{speed[both]:.0f}", f"{relative[both]:.2f}x"])
+    plain = "; ".join(f"{k}: {v:.0f} sentences / s" for k, v in speed.items() if k.startswith("last-avg plain path"))
+    return "\n".join([
+        "## Poolings (issue #14)",
+        "",
+        f"`bench/poolings.py`: {result['setting']}. New poolings in bold, each with its paper's defaults. Speed: each "
+        f"pooling alone on {speed_rows} test sentences, median of {result['rounds']} interleaved rounds ({result['machine']}).",
+        "",
+        *table(["pooling", "Spearman x 100", "sentences / s", "speed vs last-avg"], body, "r"),
+        *(["", f"The plain path against the baseline, alternating subprocesses: {plain}."] if plain else []),
+    ])  # fmt: skip
 
 
 # --------------------------------------------------------------------------- search (BENCHMARKS.md)
@@ -1072,48 +1017,40 @@ def search(data: dict, threshold: float, max_length: int) -> str:
     """Whitened, smaller vectors on a faiss index against raw-384 flat (BENCHMARKS.md)."""
     rows, m = data["rows"], data["meta"]
     ref = next((r for r in rows if r["setting"] == "raw-384" and r["kind"] == "flat"), None)
-    n_corpus, n_queries = m["n_corpus"], m["n_queries"]
-
-    def vs(r, mode):
-        return "-" if r.get(f"speedup_{mode}") is None else f"{r[f'speedup_{mode}']:.2f}x"
-
-    def size(r):
-        return f"{r['bytes'] / ref['bytes']:.2f}x" if ref else "-"
-
-    table = "\n".join(
-        f"| {r['setting']} | {r['kind']} | {r['dims']} | {r['recall@1']:.2f} | {r['recall@10']:.2f} | {r['mrr@10']:.2f} | "
-        f"{r['qps_batch']:.0f} | {vs(r, 'batch')} | {r['qps_single']:.0f} | {vs(r, 'single')} | {r['bytes'] / 2**20:.1f} | "
-        f"{size(r)} | {r['build_s']:.1f} |"
+    head = [
+        "setting",
+        "index",
+        "dims",
+        "R@1",
+        "R@10",
+        "MRR@10",
+        "QPS batch",
+        "vs ref",
+        "QPS single",
+        "vs ref",
+        "index MB",
+        "vs ref",
+        "build s",
+    ]
+    body = [
+        [r["setting"], r["kind"], r["dims"], *(f2(r[k]) for k in ("recall@1", "recall@10", "mrr@10")), f"{r['qps_batch']:.0f}",
+         f2(r.get("speedup_batch")) + "x", f"{r['qps_single']:.0f}", f2(r.get("speedup_single")) + "x", f"{r['bytes'] / 2**20:.1f}",
+         f"{r['bytes'] / ref['bytes']:.2f}x" if ref else "-", f"{r['build_s']:.1f}"]
         for r in rows
-    )
-    per_task = ", ".join(f"{k} {v}" for k, v in m["per_task"].items())
-    read = f"read from the vector cache in {m['encode_s']:.1f} s" if m["cached"] else f"encoded in {m['encode_s']:.1f} s"
-    return f"""## Search: whitened, smaller vectors on a faiss index
-
-Generated by `bench/search.py` on {m["date"]}; machine: {m["machine"]}; faiss threads: {m["faiss_threads"]} for batches, \
-1 for single queries. The machine was shared with other engineers' jobs, so throughput is noisy: {m["repeats"]} \
-interleaved sweeps time every index once each, QPS is the median over sweeps and `vs ref` the median over sweeps of the \
-speed-up against raw-384 flat timed in the same sweep.
-
-Task (no labelling needed): corpus = the {n_corpus} unique sentences of {", ".join(m["task_names"])}; queries = \
-sentence1 of every pair with gold score >= {threshold} ({n_queries} distinct queries, {m["n_pairs"]} (query, relevant) \
-pairs; pairs per task before de-duplication: {per_task}); the relevant document is the pair's sentence2. Each query is \
-itself in the corpus: it is searched with k + 1 and its own id dropped from its hits. recall@k = share of pairs whose \
-sentence2 is in the query's top k; MRR@10 = mean 1/rank of sentence2 (0 beyond 10). Scores x 100.
-
-Vectors: all-MiniLM-L6-v2 (default model), its own pooling last-avg, max_length {max_length}. Encoding is shared by \
-every row: {n_corpus} sentences {read}; the encoder runs at {m["enc_rate"]:.0f} sentences/s here (512-sentence sample, \
-encoded afresh) -- for single queries encoding, not search, dominates the latency. Transforms are fitted on the corpus \
-(Ledoit-Wolf shrinkage, as `isotropy index build` does): `whitened-K` = BERT-whitening to K dims, `soft0.5-K` = power \
-0.5, `pca-K` = power 0 (rotation + truncation, no scaling). hnsw: M 32, efConstruction 200, efSearch 64. QPS = queries \
-per second of search only (batch: all {n_queries} queries in one call; single: {m["n_single"]} sampled queries one call \
-each). Bytes = the serialised faiss index.
-
-| setting | index | dims | R@1 | R@10 | MRR@10 | QPS batch | vs ref | QPS single | vs ref | index MB | vs ref | build s |
-|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
-{table}
-
-{search_verdict(rows, ref)}"""
+    ]  # fmt: skip
+    return "\n".join([
+        "## Search: whitened, smaller vectors on a faiss index",
+        "",
+        f"Corpus: the {m['n_corpus']} unique sentences of {', '.join(m['task_names'])}; queries: sentence1 of every pair "
+        f"with gold >= {threshold} ({m['n_queries']} queries, {m['n_pairs']} pairs), the relevant document its sentence2. "
+        f"Default model, last-avg, max_length {max_length}, encoding {m['enc_rate']:.0f} sentences/s here. Median of "
+        f"{m['repeats']} interleaved sweeps on {m['machine']} ({m['date']}); faiss threads {m['faiss_threads']} for "
+        f"batches, 1 for single queries ({m['n_single']} queries). Regenerate: `.venv/bin/python bench/search.py`.",
+        "",
+        *table(head, body, ["---", "---", *["---:"] * 11]),
+        "",
+        search_verdict(rows, ref),
+    ])  # fmt: skip
 
 
 def search_verdict(rows, ref) -> str:
@@ -1122,33 +1059,9 @@ def search_verdict(rows, ref) -> str:
         return "Target not evaluated (the run lacks the full-dimension or the raw-384 flat rows)."
     best = max(full, key=lambda r: r["recall@10"])
     small = [r for r in rows if r["dims"] <= 128]
-    ok = [
-        r for r in small if r["recall@10"] >= best["recall@10"] - 1.0 and r["speedup_batch"] >= 2.5 and r["speedup_single"] >= 2.5
-    ]
-    head = (
-        f"**Target** (a setting at <= 128 dims with recall@10 within 1 point of the best full-dimension "
-        f"setting, {best['setting']} {best['kind']} at {best['recall@10']:.2f}, and >= 2.5x raw-384 flat "
-        f"search throughput, batch and single): "
-    )
-    if ok:
-        pick = max(ok, key=lambda r: (r["recall@10"], r["qps_single"]))
-        return head + (
-            f"**met** by {', '.join(r['setting'] + ' ' + r['kind'] for r in ok)}; best of them "
-            f"{pick['setting']} {pick['kind']}: recall@10 {pick['recall@10']:.2f}, "
-            f"{pick['speedup_batch']:.1f}x batch / {pick['speedup_single']:.1f}x "
-            f"single throughput, {pick['bytes'] / ref['bytes']:.2f}x the index bytes."
-        )
-    best_small = max(small, key=lambda r: r["recall@10"]) if small else None
-    tail = (
-        ""
-        if best_small is None
-        else (
-            f" The best setting at <= 128 dims is {best_small['setting']} {best_small['kind']} with recall@10 "
-            f"{best_small['recall@10']:.2f} ({best_small['recall@10'] - best['recall@10']:+.2f} points), "
-            f"{best_small['speedup_batch']:.1f}x batch throughput."
-        )
-    )
-    return head + "**not met** on this data." + tail
+    ok = [r for r in small if r["recall@10"] >= best["recall@10"] - 1.0 and min(r["speedup_batch"], r["speedup_single"]) >= 2.5]
+    what = f"<= 128 dims, recall@10 within 1 point of {best['setting']} {best['kind']} ({best['recall@10']:.2f}), >= 2.5x raw-384 flat's throughput"
+    return target(what, bool(ok), ", ".join(f"{r['setting']} {r['kind']}" for r in ok) or "no setting")
 
 
 # --------------------------------------------------------------------------- serve (BENCHMARKS.md)
@@ -1157,27 +1070,22 @@ def search_verdict(rows, ref) -> str:
 def serve(r: dict) -> str:
     """``isotropy serve`` against the one-shot ``isotropy search`` (BENCHMARKS.md)."""
     (load0, load1), (wall, wall_max), (loading, loading_max) = r["load"], r["wall"], r["loading"]
-    (lat, lat90), (took, took90) = r["latency_ms"], r["took_ms"]
-    shared = ": the 2 cores were shared with other jobs, so every figure is inflated." if max(load0, load1) > 2.5 else "."
-    return f"""## Serving searches (`isotropy serve`)
-
-Regenerate: `.venv/bin/python bench/serve.py` (`--render` rewrites this from bench/results/serve.json).
-
-Machine: {r["machine"]}; load average {load0:.1f} before, {load1:.1f} after{shared}
-
-An index of a generated {r["lines"]}-line corpus, default model, `isotropy index build`'s default \
-(soft whitening to 128 dims, flat).
-
-| | median | 90th percentile |
-|---|---:|---:|
-| `isotropy search INDEX QUERY`, whole command (s, {r["repeats"]} runs) | {wall:.2f} | {wall_max:.2f} (max) |
-| of which loading the index and model (s, as `search` reports it) | {loading:.2f} | {loading_max:.2f} (max) |
-| `isotropy serve`: start to `/health` answering (s, once) | {r["ready_s"]:.2f} | |
-| `GET /search?q=...&k=10`, as the client sees it (ms, {r["requests"]} requests) | {lat:.1f} | {lat90:.1f} |
-| of which the search itself (ms, the server's `took_ms`) | {took:.1f} | {took90:.1f} |
-
-A search against the running server takes {lat:.0f} ms; the one-shot command pays {wall:.1f} s each time, almost all \
-of it starting Python and loading the model."""
+    body = [
+        [f"`isotropy search INDEX QUERY`, whole command (s, {r['repeats']} runs)", f2(wall), f"{wall_max:.2f} (max)"],
+        ["of which loading the index and model (s, as `search` reports it)", f2(loading), f"{loading_max:.2f} (max)"],
+        ["`isotropy serve`: start to `/health` answering (s, once)", f2(r["ready_s"]), ""],
+        [f"`GET /search?q=...&k=10`, as the client sees it (ms, {r['requests']} requests)", *(f2(x, 1) for x in r["latency_ms"])],
+        ["of which the search itself (ms, the server's `took_ms`)", *(f2(x, 1) for x in r["took_ms"])],
+    ]
+    return "\n".join([
+        "## Serving searches (`isotropy serve`)",
+        "",
+        f"An index of a generated {r['lines']}-line corpus, default model, `isotropy index build`'s default (soft "
+        f"whitening to 128 dims, flat), on {r['machine']} (load {load0:.1f} -> {load1:.1f}). Regenerate: "
+        "`.venv/bin/python bench/serve.py`.",
+        "",
+        *table(["", "median", "90th percentile"], body, "r"),
+    ])  # fmt: skip
 
 
 # --------------------------------------------------------------------------- onnx (BENCHMARKS.md)
@@ -1185,49 +1093,27 @@ of it starting Python and loading the model."""
 
 def onnx(r: dict) -> str:
     """The ONNX export against the PyTorch backend and sentence-transformers (BENCHMARKS.md)."""
-    rows = "\n".join(
-        f"| {x['pipeline']} | {x['wall_s']:.2f} | {x['per_s']:.0f} | {x['ratio']:.2f}x | {x['cpu_s']:.2f} | "
-        f"{x['cpu_ratio']:.2f}x | {x['spearman']:.2f} | {x['change']:+.2f} | "
-        + ("-" if x["cosine"] is None else f"{x['cosine'][0]:.4f} / {x['cosine'][1]:.4f}")
-        + " |"
+    head = ["pipeline", "median wall time (s)", "sentences/s", "speed vs PyTorch", "CPU time (s)", "CPU vs PyTorch",
+            "STS-B Spearman x100", "change vs PyTorch", "cosine to PyTorch (mean / min)"]  # fmt: skip
+    body = [
+        [x["pipeline"], f2(x["wall_s"]), f"{x['per_s']:.0f}", f"{x['ratio']:.2f}x", f2(x["cpu_s"]), f"{x['cpu_ratio']:.2f}x",
+         f2(x["spearman"]), f2(x["change"], sign=True), "-" if x["cosine"] is None else f"{x['cosine'][0]:.4f} / {x['cosine'][1]:.4f}"]
         for x in r["rows"]
-    )
+    ]  # fmt: skip
     speed, loss = next(x["ratio"] for x in r["rows"] if x["pipeline"] == "ONNX int8"), r["loss"]
-    met = speed >= 1.5 and loss <= 0.3
-    noisy = (
-        ""
-        if met
-        else " On this shared 2-core machine timings move with other users' load; the ratios come from interleaved rounds "
-        "of the same run, so they are comparable, but rerun before drawing conclusions."
-    )
-    return f"""## onnx
-
-ONNX export (`isotropy export onnx`, `Encoder(backend="onnx")`) against the PyTorch backend and against \
-sentence-transformers, measured in one run by `bench/onnx_speed.py` (rerun it to regenerate this section; `--render` \
-rewrites it from bench/results/onnx.json).
-
-Workload: the {r["n"]:,} sentences of the STS-B test pairs, default model (all-MiniLM-L6-v2), last-avg pooling, \
-max_length 64, batch 64, CPU. Each time is the median of {r["repeats"]} rounds of encoding all sentences; within a round \
-the sentences go in chunks of {r["chunk"]} and every pipeline encodes each chunk in turn (rotating who starts), so the \
-background load of this shared machine falls on all of them alike. CPU time is this process's (all threads). Speed \
-ratios are PyTorch's time over the pipeline's within each round, median over rounds (times: median over rounds). \
-Whitening: Ledoit-Wolf shrinkage, fitted on all STS-B sentences (train+dev+test, the papers' "target" setting). \
-sentence-transformers runs the same folder with its Normalize module removed (same vectors as PyTorch).
-
-| pipeline | median wall time (s) | sentences/s | speed vs PyTorch | CPU time (s) | CPU vs PyTorch | \
-STS-B Spearman x100 | change vs PyTorch | cosine to PyTorch (mean / min) |
-|---|---:|---:|---:|---:|---:|---:|---:|---|
-{rows}
-
-Target (int8 at least 1.5x faster than PyTorch, at most 0.3 Spearman points lost): **{"met" if met else "missed"}** -- \
-int8 is {speed:.2f}x PyTorch's throughput and {"loses" if loss > 0 else "gains"} {abs(loss):.2f} points.{noisy}
-
-int8 with whitening in the graph changes Spearman by {r["whitening_change"]:+.2f} points against PyTorch + whitening: \
-whitening rescales every principal direction to unit variance, so the int8 rounding noise of the encoder is magnified \
-along the low-variance directions; prefer the float32 graph when whitening matters more than speed, or measure on your \
-own task.
-
-Machine: {r["machine"]}."""
+    return "\n".join([
+        "## onnx",
+        "",
+        f"The {r['n']:,} sentences of the STS-B test pairs, default model, last-avg, max_length 64, batch 64; median of "
+        f"{r['repeats']} rounds, the pipelines taking turns on chunks of {r['chunk']}, on {r['machine']}. Regenerate: "
+        "`.venv/bin/python bench/onnx_speed.py`.",
+        "",
+        *table(head, body, [*["---"], *["---:"] * 7, "---"]),
+        "",
+        target("int8 >= 1.5x PyTorch's throughput, <= 0.3 Spearman points lost", speed >= 1.5 and loss <= 0.3, f"{speed:.2f}x, {-loss:+.2f} points"),
+        "",
+        f"int8 with whitening in the graph, against PyTorch + whitening: {r['whitening_change']:+.2f} Spearman points.",
+    ])  # fmt: skip
 
 
 # --------------------------------------------------------------------------- flow (BENCHMARKS.md)
@@ -1237,279 +1123,181 @@ def _runs(times: list[float]) -> str:
     return ", ".join(f"{t:.2f}" for t in times)
 
 
-def flow(r: dict) -> str:  # long: one template, as it reads in the docs
-    t_fit, t_w, rate = r["fit_s"], r["whitening_s"], r["rate"]
+def flow(r: dict) -> str:
+    t_fit, t_w, rate, q = r["fit_s"], r["whitening_s"], r["rate"], r["quality"]
     source = (
-        "synthetic random vectors of the same shape (NOT the recorded configuration)"
+        "SYNTHETIC random vectors (not the recorded configuration)"
         if r["synthetic"]
-        else "all 17,256 STS-B sentence vectors (train+dev+test, both sides), default model, `cls` pooling, max_length 64"
+        else "all STS-B sentence vectors, default model, `cls`, max_length 64"
     )
-    rows = [
-        (
-            "`Flow().fit` (l2_d3_w32, additive, 1 epoch, batch 32)",
-            f"{t_fit:.2f} s",
-            _runs(r["fit_runs"]),
-            f"{t_fit / t_w:.0f}x" if t_w else "-",
-        ),
-        ("`Flow.transform`", f"{r['transform_s']:.3f} s = {rate:,.0f} vectors/s", _runs(r["transform_runs"]), "-"),
-        ("`Flow.inverse_transform(transform(X))`", f"{r['inverse_s']:.3f} s", "-", "-"),
-    ]
+    body = [
+        ["`Flow().fit` (l2_d3_w32, additive, 1 epoch, batch 32)", f"{t_fit:.2f} s", _runs(r["fit_runs"]), f"{t_fit / t_w:.0f}x" if t_w else "-"],
+        ["`Flow.transform`", f"{r['transform_s']:.3f} s = {rate:,.0f} vectors/s", _runs(r["transform_runs"]), "-"],
+        ["`Flow.inverse_transform(transform(X))`", f"{r['inverse_s']:.3f} s", "-", "-"],
+    ]  # fmt: skip
     if t_w is not None:
-        rows.append(("`Whitening().fit` (reference)", f"{t_w:.3f} s", _runs(r["whitening_runs"]), "1x"))
-    threads_md = ""
+        body.append(["`Whitening().fit` (reference)", f"{t_w:.3f} s", _runs(r["whitening_runs"]), "1x"])
+    fit_what, fit_got = (
+        f"fit in at most {r['fit_target_s']:.0f} s",
+        f"{t_fit:.1f} s, {r['steps']} steps; repeated fits bit-identical: {r['same']}",
+    )
+    out = [
+        "## flow",
+        "",
+        f"BERT-flow on {source}: {r['n']} x {r['d']} float32, on {r['machine']} (load {r['load'][0]:.1f} -> "
+        f"{r['load'][1]:.1f}). Regenerate: `.venv/bin/python bench/flow.py`.",
+        "",
+        *table(["what", "median", "all runs (s)", "vs whitening fit"], body),
+        "",
+        "- " + target(fit_what, t_fit <= r["fit_target_s"], fit_got),
+        "- " + target(f"transform at least {r['transform_target']:,.0f} vectors/s", rate >= r["transform_target"], f"{rate:,.0f} vectors/s"),
+        f"- Round trip `inverse_transform(transform(X))`: max abs error {r['err']:.2e} (float32).",
+    ]  # fmt: skip
     if r["threads"]:
-        threads_md = f"\n\n  | threads | fit, first {r['compare_steps']} steps | transform |\n  |---|---|---|\n" + "\n".join(
-            f"  | {k} | {v[0]:.2f} s | {v[1]:,.0f} vectors/s |" for k, v in r["threads"].items()
-        )
-    quality = ""
-    q = r["quality"]
+        body = [[k, f"{v[0]:.2f} s", f"{v[1]:,.0f} vectors/s"] for k, v in r["threads"].items()]
+        out += ["", *table(["threads", f"fit, first {r['compare_steps']} steps", "transform"], body)]
     if q:
-        quality = (
-            f"\n\nSTS-B test Spearman x100 (cls, fitted on train+dev+test): raw {q['raw']:.2f}, flow {q['flow']:.2f} "
-            f"({q['flow'] - q['raw']:+.2f})"
-        )
-        if "whitening" in q:
-            quality += f", whitening {q['whitening']:.2f} ({q['whitening'] - q['raw']:+.2f})"
-        quality += ". (The slow test `tests/test_flow.py::test_flow_beats_raw_cls_on_stsb` asserts flow >= raw + 3.)"
-    ok_fit = "meets" if t_fit <= r["fit_target_s"] else "MISSES"
-    ok_tr = "meets" if rate >= r["transform_target"] else "MISSES"
-    table = "\n".join(f"| {a} | {b} | {c} | {e} |" for a, b, c, e in rows)
-    return f"""## flow
-
-BERT-flow on {source}: {r["n"]} x {r["d"]} float32.
-Machine: {r["machine"]}. Load average (1 min) {r["load"][0]:.1f} before, {r["load"][1]:.1f} after: the
-machine is shared with other engineers' jobs, so timings are noisy; figures are medians of the repeats listed.
-
-| what | median | all runs (s) | vs whitening fit |
-|---|---|---|---|
-{table}
-
-- Fit target (at most {r["fit_target_s"]:.0f} s on the 2-core CI machine): **{ok_fit}** it ({t_fit:.1f} s, {r["steps"]} Adam steps of {r["batch_size"]} rows; repeated fits bit-identical: {r["same"]}).
-- Transform target (at least {r["transform_target"]:,.0f} vectors/s): **{ok_tr}** it ({rate:,.0f} vectors/s).
-- Round trip `inverse_transform(transform(X))`: max abs error {r["err"]:.2e} (float32).
-- `fit` runs on one intra-op thread (`isotropy.transforms.flow.THREADS = 1`, torch's setting restored afterwards).
-  This is the robust choice, not always the fastest: on an idle machine torch's threads can train a
-  32 x 384 batch somewhat faster (table below), but with more runnable threads than cores OpenMP's
-  synchronisation made training 12x slower (30 steps: 1.2 s on 1 thread, 14.9 s on 2, measured while
-  other jobs ran). On a dedicated machine set `isotropy.transforms.flow.THREADS = None`. `transform` keeps torch's
-  setting (`isotropy.transforms.flow.TRANSFORM_THREADS = None`): its large chunks gain from threads.
-  Load average (1 min) before and after this run is given above; the comparison:{threads_md}{quality}
-
-Rerun: `.venv/bin/python bench/flow.py` (a few minutes here); `--render` rewrites this from bench/results/flow.json.
-"""
+        cells = [f"raw {q['raw']:.2f}", f"flow {q['flow']:.2f} ({q['flow'] - q['raw']:+.2f})"]
+        cells += [f"whitening {q['whitening']:.2f} ({q['whitening'] - q['raw']:+.2f})"] if "whitening" in q else []
+        out += ["", "STS-B test Spearman x100 (cls, fitted on train+dev+test): " + ", ".join(cells) + "."]
+    return "\n".join(out) + "\n"
 
 
 # --------------------------------------------------------------------------- whitening (BENCHMARKS.md)
 
 
-def whitening(r: dict) -> str:  # long: one template, as it reads in the docs
-    ratio, th = r["ratio"], r["threads"]
-    verdict = f"**Target (within 1.5x of `X.T @ X`) {'met' if ratio <= 1.5 else 'missed'}: {ratio:.2f}x.**"
-    command = f"`.venv/bin/python bench/whitening.py{f' --threads {th}' if th else ''}`" + (
-        f" (BLAS limited to {th} thread(s): on this shared, oversubscribed machine multi-threaded OpenBLAS was slower, not faster)"
-        if th
-        else ""
-    )
-    return f"""## whitening
-
-`bench/whitening.py` -- fit BERT-whitening on {r["rows"]:,} x {r["d"]} float32 rows streamed from {r["shards"]} `.npy`
-shards on disk (page-cached: the script writes them just before), against one `X.T @ X` on the
-same rows held in memory as float32, measured in the same run (median of {r["repeats"]} interleaved repeats; the fp32 row: one run).
-Command: {command}; `--render` rewrites this section from bench/results/whitening.json.
-Load average when it finished: {r["load"]:.1f} (the 2 cores are shared with other jobs, so
-absolute times are noisy; the ratios are what to read).
-
-Machine: {r["machine"]}; BLAS: {r["blas"]}.
-
-| what | time (s) | vs `X.T @ X` |
-|---|---:|---:|
-| reference: `X.T @ X`, float32, in memory (numpy -> `ssyrk`) | {r["ref_s"]:.2f} | 1.00x |
-| `isotropy fit whitening` path (`isotropy.files.fit_file`), streamed from disk, float64, eigh included | {r["fit_s"]:.2f} | {ratio:.2f}x |
-| of which: eigendecomposition + kernel (768 x 768) | {r["eigh_s"]:.2f} | {r["eigh_ratio"]:.2f}x |
-| `Moments().update(X)` on the in-memory array (no file reading), float64 | {r["mem_s"]:.2f} | {r["mem_ratio"]:.2f}x |
-| rejected: float32 GEMM on centred blocks, summed in float64 | {r["fp32_s"]:.2f} | {r["fp32_ratio"]:.2f}x |
-| for scale: `X.T @ X` on a {r["slice_rows"]:,}-row slice, float64 vs float32 | {r["t64"]:.2f} vs {r["t32"]:.2f} | {r["t64_ratio"]:.2f}x |
-
-{verdict} The statistics are accumulated in float64: each block of
-{r["block"]:,} rows (`BLOCK_BYTES` = {r["block_mib"]} MiB of float64) is centred on its chunk's mean and added
-into the scatter matrix with one BLAS `dsyrk` (half a GEMM, in place), then chunks are
-Chan-merged. float64 BLAS runs at half the SIMD width of float32 (the same `X.T @ X` costs
-{r["t64_ratio"]:.2f}x in float64 here), so the float64 fit cannot come near the float32 reference;
-the remaining gap is the O(n d) passes per block (centring, column sums, the two small
-Ledoit-Wolf moments) and reading the shards. The float32-GEMM alternative runs at
-{r["fp32_ratio"]:.2f}x of the reference, but its scatter matrix is off by {r["err_fp32"]:.1e} (relative,
-max-entry) from the float64 one, far outside the required 1e-9, so it is not used. For
-comparison, the float64 path agrees with a one-shot float64 `numpy.cov` on a
-{r["slice_rows"]:,}-row slice to {r["err_ours"]:.1e}.
-
-Peak extra memory of the streamed fit (tracemalloc, Python heap incl. numpy buffers; the
-memory-mapped input is page cache, not heap): **{r["mem_small_mib"]:.1f} MiB at {r["rows_small"]:,} rows,
-{r["mem_full_mib"]:.1f} MiB at {r["rows"]:,} rows** -- independent of N (chunk buffers + a few d x d
-float64 matrices).
-"""
+def whitening(r: dict) -> str:
+    th = r["threads"]
+    body = [
+        ["reference: `X.T @ X`, float32, in memory (numpy -> `ssyrk`)", f2(r["ref_s"]), "1.00x"],
+        ["`isotropy fit whitening` path (`isotropy.files.fit_file`), streamed from disk, float64, eigh included", f2(r["fit_s"]), f"{r['ratio']:.2f}x"],
+        ["of which: eigendecomposition + kernel (768 x 768)", f2(r["eigh_s"]), f"{r['eigh_ratio']:.2f}x"],
+        ["`Moments().update(X)` on the in-memory array (no file reading), float64", f2(r["mem_s"]), f"{r['mem_ratio']:.2f}x"],
+        ["rejected: float32 GEMM on centred blocks, summed in float64", f2(r["fp32_s"]), f"{r['fp32_ratio']:.2f}x"],
+        [f"for scale: `X.T @ X` on a {r['slice_rows']:,}-row slice, float64 vs float32", f"{r['t64']:.2f} vs {r['t32']:.2f}", f"{r['t64_ratio']:.2f}x"],
+    ]  # fmt: skip
+    return "\n".join([
+        "## whitening",
+        "",
+        f"BERT-whitening fitted on {r['rows']:,} x {r['d']} float32 rows streamed from {r['shards']} `.npy` shards "
+        f"(page-cached) against one `X.T @ X` on the same rows in memory; median of {r['repeats']} interleaved repeats "
+        f"(the fp32 row: one run) on {r['machine']}, BLAS {r['blas']} (load {r['load']:.1f} at the end). Regenerate: "
+        f"`.venv/bin/python bench/whitening.py{f' --threads {th}' if th else ''}`.",
+        "",
+        *table(["what", "time (s)", "vs `X.T @ X`"], body, "r"),
+        "",
+        "- " + target("within 1.5x of `X.T @ X`", r["ratio"] <= 1.5, f"{r['ratio']:.2f}x"),
+        f"- The float32-GEMM alternative's scatter matrix is off by {r['err_fp32']:.1e} (relative, max entry; 1e-9 "
+        f"required); the float64 path agrees with a one-shot float64 `numpy.cov` to {r['err_ours']:.1e}.",
+        f"- Peak extra memory of the streamed fit (tracemalloc): {r['mem_small_mib']:.1f} MiB at {r['rows_small']:,} rows, "
+        f"{r['mem_full_mib']:.1f} MiB at {r['rows']:,} rows.",
+        "",
+    ])  # fmt: skip
 
 
 # --------------------------------------------------------------------------- distributed (BENCHMARKS.md)
 
 
-def distributed(r: dict) -> str:  # long: one template, as it reads in the docs
-    n, n_all, t_single, t_warm = r["n"], r["n_all"], r["single_s"], r["warm_s"]
-    t_cold, t_first, t_start = r["cold_s"], r["first_s"], r["start_s"]
+def distributed(r: dict) -> str:
+    n, t_single, d = r["n"], r["single_s"], r["d"]
     core_hours, gpu_hours = r["core_hours"], 1e9 / r["gpu_rate"] / 3600
-    rows = []
-    for cores in (64, 512, 4096):
-        rows.append(f"| {cores} CPU cores | {core_hours / cores:,.1f} h | ${core_hours * r['price_core']:,.0f} |")
-    for gpus in (8, 64):
-        rows.append(
-            f"| {gpus} GPUs (assumed {r['gpu_rate']:,.0f} sentences/s each) | {gpu_hours / gpus:,.1f} h | ${gpu_hours * r['price_gpu']:,.0f} |"
-        )
-    d = r["d"]
-    subset = ""
-    if n < n_all:
-        minutes = n_all / (n / t_single) / 60
-        subset = (
-            f". Why a subset: at the one-process rate measured here ({n / t_single:.0f} sentences/s) all "
-            f"{r['n_all']:,} would take about {minutes:.0f} min per run, four runs; `--sentences 0` runs them all"
-        )
-    if t_warm <= t_single:
-        verdict = (
-            f"gains only what {r['workers']} single-threaded processes win over one process with {r['threads']} intra-op threads"
-        )
-        why = (
-            "On a busy machine that gain is mostly an artefact: torch's intra-op threads wait for each other "
-            "whenever one of them is descheduled, single-threaded workers never wait; on an idle machine expect a warm ratio near 1."
-        )
-    else:
-        verdict = f"is slower than one process with {r['threads']} intra-op threads on the same cores"
-        why = (
-            "Not measured separately, but the likely causes: each worker length-sorts only its own shard "
-            "(more padding per batch), and each task pays the scheduler's overhead, while one process keeps "
-            "both cores on one stream of batches sorted over the whole corpus."
-        )
-    return f"""## Distributed fit (`bench/distributed_fit.py`)
-
-{r["n"]:,} unique sentences ({", ".join(r["tasks"])}{f": the first {r['n']:,} of its {r['n_all']:,}" if n < n_all else ""}) in {r["shards"]} shards,
-embedded all-MiniLM-L6-v2 (mean pooling, max_length {r["max_length"]}, {d} dims), whitening fit.
-Machine: {r["machine"]}. **This machine has 2 cores and was shared with other jobs during the run**
-(load average {r["load"][0]:.1f} before, {r["load"][1]:.1f} after, on 2 cores): absolute times are
-several times slower than on an idle machine, and all ratios carry that noise. One run each (no repeats:
-a run is minutes here){subset}.
-
-| run | wall time | vs one process |
-|---|---|---|
-| one process (`Encoder.encode` + `Whitening.fit`, torch on {r["threads"]} threads; model load and warm-up {r["load_s"]:.1f} s not included) | {t_single:.1f} s | 1.00 |
-| `fit_whitening` without address: starts a {r["workers"]}-worker local cluster, loads the model in each worker, fits, stops | {t_cold:.1f} s | {t_cold / t_single:.2f} |
-| the same on a cluster already up (start-up {t_start:.1f} s not included), first call (workers load the model) | {t_first:.1f} s | {t_first / t_single:.2f} |
-| the same, warm (model cached in each worker process) | {t_warm:.1f} s | {t_warm / t_single:.2f} |
-
-One machine has no more compute to give a cluster: the cold call also pays process start-up and a
-model load in every worker (cold minus warm here: {t_cold - t_warm:+.1f} s; a one-run difference, so
-within this machine's noise when it is near zero), and the warm cluster
-{verdict} ({t_warm / t_single:.2f}x the one-process time). {why}
-The point is the next machine: the shards are independent and the
-merge is exact, so throughput grows with workers, and start-up is paid once per job, not per shard.
-
-Statistics: the cold and warm cluster fits agree to {r["same_runs"]:.1e} relative (the merge tree
-is fixed, so reruns are bit-identical). Against the one-process fit the mean differs by
-{r["vs_single_mean"]:.1e} and the covariance by {r["vs_single_cov"]:.1e} relative (max |difference| / max |value|):
-not the merge, which is exact to 1e-9 and better (tests/test_distributed.py), but the vectors
-themselves, which float32 forward passes compute with another rounding when the batches
-(per-shard length sorting) and torch's thread count (1 per worker, {r["threads"]} here) differ.
-With one thread and `batch_size=1` they are bit-identical and so are the statistics (tested).
-
-### Paper estimate: 1 billion sentences
-
-Measured steady-state throughput here: {r["per_core"]:,.1f} sentences per core-second in the cluster
-({r["per_core_single"]:,.1f} per core-second for the one-process run). Assumptions, not measurements:
-CPU at ${r["price_core"]:.2f} per core-hour (on-demand general-purpose VMs), the per-core rate above
-holds on the cluster's cores (it was measured on a shared, busy machine, so an idle core is likely
-faster: the estimate is pessimistic), reading shards and merging are negligible (one merge moves
-{d}x{d} float64 = {d * d * 8 / 2**20:.1f} MiB; a billion sentences at ~100 bytes is ~100 GB of text).
-**GPU speed is an assumption**: {r["gpu_rate"]:,.0f} sentences/s per T4/L4-class GPU for
-MiniLM-L6 at max_length {r["max_length"]} in fp16 (not measured: no GPU here), at ${r["price_gpu"]:.2f} per GPU-hour.
-
-| workers | wall time | cost |
-|---|---|---|
-{chr(10).join(rows)}
-
-Total CPU work: {core_hours:,.0f} core-hours; GPU: {gpu_hours:,.0f} GPU-hours (assumed rate).
-"""
+    runs = [
+        (f"one process (`Encoder.encode` + `Whitening.fit`, torch on {r['threads']} threads; model load {r['load_s']:.1f} s apart)", t_single),
+        (f"`fit_whitening` without address: starts a {r['workers']}-worker local cluster, loads the model in each worker, fits, stops", r["cold_s"]),
+        (f"the same on a cluster already up (start-up {r['start_s']:.1f} s apart), first call (workers load the model)", r["first_s"]),
+        ("the same, warm (model cached in each worker process)", r["warm_s"]),
+    ]  # fmt: skip
+    subset = f": the first {n:,} of its {r['n_all']:,}" if n < r["n_all"] else ""
+    cost = [[f"{c} CPU cores", f"{core_hours / c:,.1f} h", f"${core_hours * r['price_core']:,.0f}"] for c in (64, 512, 4096)]
+    cost += [
+        [
+            f"{g} GPUs (assumed {r['gpu_rate']:,.0f} sentences/s each)",
+            f"{gpu_hours / g:,.1f} h",
+            f"${gpu_hours * r['price_gpu']:,.0f}",
+        ]
+        for g in (8, 64)
+    ]
+    return "\n".join([
+        "## Distributed fit (`bench/distributed_fit.py`)",
+        "",
+        f"{n:,} unique sentences ({', '.join(r['tasks'])}{subset}) "
+        f"in {r['shards']} shards, all-MiniLM-L6-v2 (mean pooling, max_length {r['max_length']}, {d} dims), whitening fit; one "
+        f"run each on {r['machine']} (load {r['load'][0]:.1f} -> {r['load'][1]:.1f}).",
+        "",
+        *table(["run", "wall time", "vs one process"], [[what, f"{t:.1f} s", f"{t / t_single:.2f}"] for what, t in runs]),
+        "",
+        f"- Cold and warm cluster fits agree to {r['same_runs']:.1e} relative; against the one-process fit the mean differs by "
+        f"{r['vs_single_mean']:.1e} and the covariance by {r['vs_single_cov']:.1e} (max |difference| / max |value|).",
+        f"- Throughput: {r['per_core']:,.1f} sentences per core-second in the cluster, {r['per_core_single']:,.1f} in one process.",
+        "",
+        "### Paper estimate: 1 billion sentences",
+        "",
+        f"Assumed: ${r['price_core']:.2f} per core-hour at the cluster's measured per-core rate; {r['gpu_rate']:,.0f} "
+        f"sentences/s per T4/L4-class GPU (not measured) at ${r['price_gpu']:.2f} per GPU-hour; reading and merging "
+        f"negligible (one merge moves {d * d * 8 / 2**20:.1f} MiB).",
+        "",
+        *table(["workers", "wall time", "cost"], cost),
+        "",
+        f"Total CPU work: {core_hours:,.0f} core-hours; GPU: {gpu_hours:,.0f} GPU-hours (assumed rate).",
+        "",
+    ])  # fmt: skip
 
 
 # --------------------------------------------------------------------------- analysis (BENCHMARKS.md)
 
 
-def _table(t: dict) -> str:
-    """A table as isotropy's report writes it (first column left, the others right)."""
-    lines = ["| " + " | ".join(t["header"]) + " |", "|" + "---|" + "---:|" * (len(t["header"]) - 1)]
-    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in t["rows"]])
-
-
-def _analysis_time(t: dict) -> str:
+def _analysis_time(t: dict) -> list[str]:
     """``isotropy analyze`` against ``isotropy encode`` on a generated corpus."""
-    (load0, load1), t_ana, c_ana, target = t["load"], t["analyze_s"], t["analyze_cpu_s"], t["target_s"]
-    loaded = max(load0, load1) > 2.5
-    verdict = (
-        "met"
-        if t_ana <= target
-        else "met on CPU time, not on wall time (the machine was shared)"
-        if c_ana <= target
-        else "missed"
-    )
-    if loaded and t_ana > target:
-        verdict += (
-            f" on this run, with the machine loaded (load average {max(load0, load1):.1f} on 2 cores): wall time here is "
-            "mostly waiting for a core; the CPU time is the better guide, though contention inflates it too"
-        )
+    body = [
+        ["`isotropy encode` (reference: load + encode)", f"{t['encode_s']:.1f}", f"{t['encode_cpu_s']:.1f}", "1.00"],
+        ["`isotropy analyze` (everything, word level and figures included)", f"{t['analyze_s']:.1f}", f"{t['analyze_cpu_s']:.1f}", f2(t["ratio"])],
+    ]  # fmt: skip
     inside = ", ".join(f"{k.removesuffix('_s')} {v:.1f}" for k, v in t["inside"].items())
-    return f"""`isotropy analyze` on the default model and a generated {t["lines"]}-line corpus (median of {t["repeats"]}; \
-load average {load0:.1f} before, {load1:.1f} after{": the 2 cores were shared with other jobs)." if loaded else ")."}
-
-| command | wall s | CPU s (user+sys) | wall vs encode |
-|---|---:|---:|---:|
-| `isotropy encode` (reference: load + encode) | {t["encode_s"]:.1f} | {t["encode_cpu_s"]:.1f} | 1.00 |
-| `isotropy analyze` (everything, word level and figures included) | {t_ana:.1f} | {c_ana:.1f} | {t["ratio"]:.2f} |
-
-Inside the last analyze run (wall s): {inside}.
-
-Target (at most {target} s on 2 cores): {verdict}. Encoding dominates; the statistics are d x d eigenproblems computed \
-once per representation and a sampled exact kNN (at most {t["max_queries"]} queries per rank bucket)."""
+    return [
+        f"`isotropy analyze` on the default model and a generated {t['lines']}-line corpus (median of {t['repeats']}; "
+        f"load {t['load'][0]:.1f} -> {t['load'][1]:.1f}).",
+        "",
+        *table(["command", "wall s", "CPU s (user+sys)", "wall vs encode"], body, "r"),
+        "",
+        f"Inside the last analyze run (wall s): {inside}.",
+        "",
+        target(f"at most {t['target_s']} s on 2 cores", t["analyze_s"] <= t["target_s"], f"{t['analyze_s']:.1f} s wall, {t['analyze_cpu_s']:.1f} s CPU"),
+    ]  # fmt: skip
 
 
-def _analysis_stsb(s: dict) -> str:
+def _analysis_stsb(s: dict) -> list[str]:
     """The anisotropy tables on STS-B: one per pooling, then the word level (all tokens, then those seen only)."""
-    poolings = "".join(f"**Pooling `{pooling}`**\n\n{_table(t)}\n\n" for pooling, t in s["poolings"].items())
     w, drop, cos = s["word"], s["drop"], s["word"]["average_cosine"]
-    return f"""STS-B, all {s["sentences"]} unique sentences (train+dev+test), default model, max_length 64; whitening fitted \
-on the same sentences (shrinkage 0, the papers' setting). 20,000 random pairs, seed 0.
-
-{poolings}**Word level** ({w["model"]}, {w["ranked_tokens"]} tokens ranked, {w["seen_tokens"]} seen in STS-B, \
-{w["corpus_tokens"]} token occurrences; unseen tokens last in random order; kNN over at most {w["max_queries"]} queries \
-per bucket):
-
-{_table(w)}
-
-Random token pairs: average cosine {cos["mean"]:.3f} (std {cos["std"]:.3f}), I(W) {w["partition_isotropy"]:.3f}, \
-IsoScore {w["isoscore"]:.3f}. For comparison, the BERT-flow paper reports for BERT-base (ranks by pre-training \
-frequency) mean l2 norms 0.95, 1.04, 1.22, 1.45 over the same four buckets.
-
-The same with `unseen="drop"` (only the {drop["ranked_tokens"]} tokens seen in STS-B are ranked; kNN among them):
-
-{_table(drop)}"""
+    out = [
+        f"STS-B, all {s['sentences']} unique sentences, default model, max_length 64; whitening (shrinkage 0) fitted on them.",
+        "",
+    ]
+    for pooling, t in s["poolings"].items():
+        out += [f"**Pooling `{pooling}`**", "", *table(t["header"], t["rows"], "r"), ""]
+    out += [
+        f"**Word level** ({w['model']}, {w['ranked_tokens']} tokens ranked, {w['seen_tokens']} seen in STS-B, "
+        f"{w['corpus_tokens']} token occurrences; kNN over at most {w['max_queries']} queries per bucket):",
+        "",
+        *table(w["header"], w["rows"], "r"),
+        "",
+        f"Random token pairs: average cosine {cos['mean']:.3f} (std {cos['std']:.3f}), I(W) {w['partition_isotropy']:.3f}, "
+        f"IsoScore {w['isoscore']:.3f}.",
+        "",
+        f'The same with `unseen="drop"` (only the {drop["ranked_tokens"]} tokens seen in STS-B):',
+        "",
+        *table(drop["header"], drop["rows"], "r"),
+    ]
+    return out
 
 
 def analysis(r: dict) -> str:
     """``isotropy analyze``: its time and the anisotropy figures on STS-B (BENCHMARKS.md)."""
-    parts = [f"Machine: {r['machine']}", ""]
+    parts = ["## Analysis (`isotropy analyze`)", "", f"On {r['machine']}. Regenerate: `.venv/bin/python bench/analysis.py`.", ""]
     if "timing" in r:
-        parts += ["### Time", "", _analysis_time(r["timing"]), ""]
+        parts += ["### Time", "", *_analysis_time(r["timing"]), ""]
     if "stsb" in r:
-        parts += ["### Anisotropy on STS-B", "", _analysis_stsb(r["stsb"]), ""]
-    return f"""## Analysis (`isotropy analyze`)
-
-Regenerate: `.venv/bin/python bench/analysis.py` (`--render` rewrites this from bench/results/analysis.json).
-
-{chr(10).join(parts)}"""
+        parts += ["### Anisotropy on STS-B", "", *_analysis_stsb(r["stsb"]), ""]
+    return "\n".join(parts)
 
 
 # --------------------------------------------------------------------------- calibrate (ECOSYSTEM.md)
@@ -1517,31 +1305,28 @@ Regenerate: `.venv/bin/python bench/analysis.py` (`--render` rewrites this from 
 
 def calibrate(res: dict) -> str:
     """Parity of the calibrated folder and one ``run_calibration`` (ECOSYSTEM.md)."""
-    r, parity = res["run"], "\n".join(res["parity_rows"])
-    return f"""## Measured (bench/calibrate.py)
-
-Parity: every affine method fitted on the {res["train"]:,} STS-B train sentences (all-MiniLM-L6-v2, max_length 64); the \
-folder loaded by plain `SentenceTransformer(path)` in a `python -I` process where isotropy is not importable, against \
-`Encoder` + the float64 transform on the {res["test"]:,} STS-B test sentences.
-
-| pooling | method | calibration module | max abs difference | largest entry |
-|---|---|---|---:|---:|
-{parity}
-
-`run_calibration` on {r["train"]:,} STS-B train sentences (last-avg, max_length 64, whitening with Ledoit-Wolf shrinkage, \
-`--onnx --quantize int8 --eval STSBenchmark`): {r["total_s"]:.0f} s in all, of which encoding the corpus \
-{r["encode_s"]:.0f} s and fitting {r["fit_s"]:.2f} s; the rest is `--eval` (encoding 2,758 test sentences), the two ONNX \
-exports with their int8 graphs and writing the folder. Peak RSS of the process {r["peak_mib"]:.0f} MiB (the model and \
-torch included).
-
-| STS-B test (1,379 pairs), Spearman x 100 | |
-|---|---:|
-| base model (isotropy eval) | {r["base"]:.2f} |
-| calibrated (isotropy eval: Encoder + transform) | {r["calibrated"]:.2f} |
-| calibrated folder through MTEB's STS evaluator ({r["mteb_s"]:.0f} s) | {r["mteb"]:.2f} |
-| calibrated folder, int8 graph for sentence-transformers' ONNX backend | {r["int8"]:.2f} |
-
-MTEB minus isotropy eval: {r["mteb_minus_eval"]:+.4f}. This whitening is fitted on the train split only; \
-all-MiniLM-L6-v2 is already trained for similarity, so whitening lowers its STS-B score (docs/RESULTS.md).
-
-Machine: {res["machine"]}."""
+    r = res["run"]
+    parity = [line.strip("|").split(" | ") for line in res["parity_rows"]]
+    scores = [
+        ["base model (isotropy eval)", f2(r["base"])],
+        ["calibrated (isotropy eval: Encoder + transform)", f2(r["calibrated"])],
+        [f"calibrated folder through MTEB's STS evaluator ({r['mteb_s']:.0f} s)", f2(r["mteb"])],
+        ["calibrated folder, int8 graph for sentence-transformers' ONNX backend", f2(r["int8"])],
+    ]
+    return "\n".join([
+        "## Measured (bench/calibrate.py)",
+        "",
+        f"Parity: every affine method fitted on the {res['train']:,} STS-B train sentences (all-MiniLM-L6-v2, max_length "
+        f"64), the folder loaded by plain `SentenceTransformer(path)` where isotropy is not importable, against `Encoder` + "
+        f"the float64 transform on the {res['test']:,} STS-B test sentences.",
+        "",
+        *table(["pooling", "method", "calibration module", "max abs difference", "largest entry"], [[c.strip() for c in p] for p in parity], ["---"] * 3 + ["---:"] * 2),
+        "",
+        f"`run_calibration` on {r['train']:,} STS-B train sentences (last-avg, whitening with Ledoit-Wolf shrinkage, "
+        f"`--onnx --quantize int8 --eval STSBenchmark`): {r['total_s']:.0f} s in all, encoding {r['encode_s']:.0f} s, "
+        f"fitting {r['fit_s']:.2f} s; peak RSS {r['peak_mib']:.0f} MiB.",
+        "",
+        *table(["STS-B test (1,379 pairs), Spearman x 100", ""], scores, "r"),
+        "",
+        f"MTEB minus isotropy eval: {r['mteb_minus_eval']:+.4f}. On {res['machine']}.",
+    ])  # fmt: skip
