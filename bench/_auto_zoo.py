@@ -243,11 +243,10 @@ def run_zoo(data_dir: str, tasks_names: list[str], draws: int = DRAWS, checkpoin
     the cells of an earlier run (same candidates, same code of the signals): their signals are taken, not recomputed
     (``--few-only``); the truths are recomputed (cheap) and checked against the stored ones."""
     from _auto_data import Corpus, dev_pool
-    from _auto_few import decisions as few_decisions
-    from _auto_few import packed
 
     from isotropy.evaluation import load_tasks
     from isotropy.evaluation.fitting import plan_others
+    from isotropy.selection.dev import dev_decide
     from isotropy.selection.select import Selector
     from isotropy.selection.signals import corpus_signals, incumbent_of
 
@@ -268,7 +267,7 @@ def run_zoo(data_dir: str, tasks_names: list[str], draws: int = DRAWS, checkpoin
             a, b = c.rows([p.s1 for p in ev]), c.rows([p.s2 for p in ev])
             gold = np.array([p.score for p in ev])
             pool = devs[i][1]
-            few, variants = [], {}
+            few = []
             for k in range(draws if len(pool) >= DEV_PAIRS else 0):
                 pick = np.random.default_rng([k, i]).choice(len(pool), size=DEV_PAIRS, replace=False)
                 L = np.stack([corpora[pool[q][0]].vectors[pooling][pool[q][1]] for q in pick]).astype(np.float64)
@@ -276,12 +275,10 @@ def run_zoo(data_dir: str, tasks_names: list[str], draws: int = DRAWS, checkpoin
                 dev = (L, R, np.array([pool[q][3] for q in pick]))
                 if k == 0:  # the product's own path once per cell: the bench's shortcut below must agree with it
                     first = sel.few_label(dev, incumbent=incumbent, why=why).choice
-                product, by = few_decisions(sel, dev, incumbent)
+                product = dev_decide(*sel.dev_scores(dev), incumbent)[0]
                 if k == 0 and product != first:
                     raise SystemExit(f"{model}/{pooling} {c.task.name}: dev_decide gave {product}, few_label {first}")
                 few.append(product)
-                for n, choice in by.items():
-                    variants.setdefault(n, []).append(choice)
             key = f"{label(model, pooling)}|{c.task.name}"
             truth = truths(sel, c.vectors[pooling].astype(np.float64), a, b, gold)
             old = (reuse or {}).get(key)
@@ -296,7 +293,6 @@ def run_zoo(data_dir: str, tasks_names: list[str], draws: int = DRAWS, checkpoin
                 "incumbent": incumbent,
                 "kind": "static" if is_static(model) else "transformer",
                 "few_label": few,
-                "few_variants": {n: packed(v) for n, v in variants.items()},
                 "dev_source": devs[i][0],
                 "fit_rows": int(len(X)),
             }
@@ -311,20 +307,12 @@ def run_zoo(data_dir: str, tasks_names: list[str], draws: int = DRAWS, checkpoin
 
 def decide(zoo: dict, rule: dict) -> dict:
     """``zoo`` with each cell's label-free choice by the product's rule (``decide_by_signals``), each vector signal
-    deciding alone with its STS-B-train threshold (``rule["thresholds"]``, act = the static branch's), and its
-    few-label choices by the library's ``DEV_RULE`` (the run scored every variant of bench/_auto_few.py with the
-    library's ``dev_decide``, the product's among them)."""
-    from _auto_few import name as rule_name
-    from _auto_few import unpacked
-
-    from isotropy.selection.dev import DEV_RULE
+    deciding alone with its STS-B-train threshold (``rule["thresholds"]``, act = the static branch's); the few-label
+    choices are the run's (the library's ``dev_decide`` under ``DEV_RULE``)."""
     from isotropy.selection.signals import SIGNAL_RULE, decide_by_signals, signal_alone
 
     act = SIGNAL_RULE["act"]["static"]
-    product = rule_name(DEV_RULE)
     for c in zoo["cells"].values():
-        if product in c.get("few_variants", {}):  # the library's dev_decide under DEV_RULE, as scored in the run
-            c["few_label"] = unpacked(c["few_variants"][product])
         d = decide_by_signals(c["signals"], kind=c["kind"])
         c.update(label_free=d["choice"], fired=d["fired"], reason=d["reason"])
         c["alone"] = {s: act if signal_alone(c["signals"], s, rule) else "raw" for s in rule["thresholds"]}

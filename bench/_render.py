@@ -444,8 +444,6 @@ def pooling_table(zoo: dict) -> list[str]:
 
 def auto_zoo(zoo: dict) -> str:
     """The model zoo: label-free and few-label auto held out task by task, against their targets (AUTO.md)."""
-    from _auto_few import name
-
     from isotropy.selection.dev import DEV_RULE
 
     rule, meta = zoo["rule"], zoo["meta"]
@@ -455,7 +453,7 @@ def auto_zoo(zoo: dict) -> str:
         "",
         f"Label-free `auto`: **{rule['act']['static']}** on a static table, **{rule['act']['transformer']}** on a "
         f"transformer (the product's `SIGNAL_RULE` {'is' if _same_rule(rule) else 'is NOT'} the rule read off 'Zoo "
-        f"tuning'); few-label `auto`: `DEV_RULE` `{name(DEV_RULE)}`, {meta.get('draws', 20)} draws of 100 dev pairs per "
+        f"tuning'); few-label `auto`: `DEV_RULE` `{DEV_RULE['test']}@{DEV_RULE['level']:g}`, {meta.get('draws', 20)} draws of 100 dev pairs per "
         f"cell. {entries} zoo entries x {len(meta['tasks'])} tasks, leave one task out, fitted on `others`; Spearman x 100."
         + (" PARTIAL RUN." if meta.get("partial") else ""),
         "",

@@ -34,7 +34,6 @@ OUT = ROOT / "bench" / "results" / "auto.json"
 
 def measure(args, data: dict) -> None:
     """The passes asked for, each saved into ``data`` (and the JSON) as soon as it ends."""
-    from _auto_few import check_library
     from _auto_zoo import run_zoo, tune_zoo
 
     from isotropy.storage.artifacts import write_json  # sorted keys: the stored JSON's layout
@@ -46,8 +45,6 @@ def measure(args, data: dict) -> None:
     if args.tune_zoo:
         data["zoo_tune"] = tune_zoo(args.data)
         save()
-    if "few_tune" in data:
-        check_library(data["few_tune"])  # before the held-out run: the product must hold the tuned rule
     if args.zoo:
 
         def checkpoint(partial: dict) -> None:
