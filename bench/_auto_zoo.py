@@ -11,10 +11,8 @@ the shared ``VectorCache``):
   normalises them to unit length; every cosine is the same);
 * ``minilm`` -- the embedded default transformer, max_length 64; poolings ``last-avg``, ``cls``, ``first-last-avg``.
 
-``tune_zoo``: every zoo entry fitted on the STS-B TRAIN split's sentences and scored on its train
-pairs (no test label of any task): the signals of :mod:`isotropy.selection.signals` and every
-candidate's gain over raw; the signal rule (:data:`isotropy.selection.signals.SIGNAL_RULE`) is read off
-this table by ``tuned_rule``. ``run_zoo``: leave one task out over the 7 STS tasks, calibrations fitted
+The rule (:data:`isotropy.selection.signals.SIGNAL_RULE`, and ``POOLING_RULE``) was read off the same zoo on the
+STS-B TRAIN split (``tune_zoo`` and ``tuned_rule`` here at commit b31d6d7; docs/AUTO.md, 'Zoo tuning'). ``run_zoo``: leave one task out over the 7 STS tasks, calibrations fitted
 on ``others``; per cell raw, every fixed method, the oracle, label-free auto (the signal rule, and
 each vector signal deciding alone with its STS-B-train threshold) and few-label auto (draws of 100 pairs).
 """
@@ -68,13 +66,6 @@ def encoder(model: str):
     return Encoder(source, pooling=LIBRARY_POOLING.get(ZOO[model][0], ZOO[model][0]))
 
 
-def library_pooling(kind: str, pooling: str) -> str | None:
-    """The product's name (``POOLING_RULE``) of a zoo pooling of ``kind``: None for a transformer's own pooling."""
-    if pooling == POOLING_CHOICES[kind][0]:
-        return "last-avg" if kind == "static" else None
-    return LIBRARY_POOLING.get(pooling, pooling)
-
-
 def is_static(model: str) -> bool:
     return encoder(model).backend == "static"
 
@@ -109,132 +100,6 @@ def candidates(X: np.ndarray):
 def truths(sel, V: np.ndarray, a, b, gold) -> dict[str, float]:
     calibrated = ((n, V if t is None else t.transform(V)) for n, t in sel.transforms.items())
     return {n: pair_spearman(Y[a], Y[b], gold) for n, Y in calibrated}
-
-
-def tune_zoo(data_dir: str) -> dict:
-    """Signals and per-candidate truth on the STS-B train split, for every zoo entry."""
-    from pathlib import Path
-
-    from isotropy.evaluation import load_stsb
-    from isotropy.evaluation.fitting import pair_sides
-    from isotropy.selection.select import Selector
-    from isotropy.selection.signals import corpus_signals
-
-    t0 = time.perf_counter()
-    task = load_stsb(Path(data_dir) / "sts" / "STSBenchmark")
-    train = task.splits["train"]
-    uniq = task.sentences(["train"])
-    at = {s: i for i, s in enumerate(uniq)}
-    rows = np.array([at[s] for s in pair_sides(train)])
-    a, b = np.array([at[p.s1] for p in train]), np.array([at[p.s2] for p in train])
-    gold = np.array([p.score for p in train])
-    out = {}
-    for model, pooling in entries():
-        V = zoo_vectors(model, pooling, uniq).astype(np.float64)
-        X = V[rows]
-        sel = Selector(X, candidates(X), seed=0, source="STS-B train")
-        out[label(model, pooling)] = {
-            "signals": corpus_signals(X, 0),
-            "truth": truths(sel, V, a, b, gold),
-            "dim": X.shape[1],
-            "kind": "static" if is_static(model) else "transformer",
-        }
-        print(f"tuned {model}/{pooling}", flush=True)
-    return {"entries": out, "wall_s": time.perf_counter() - t0}
-
-
-def _thresholds(ent: dict) -> tuple[dict, dict]:
-    """Each vector signal's best threshold alone: the midpoint between two entries and the direction that best tell
-    "full whitening gains >= 0.5 over raw" from "it does not" (most entries right, then the widest gap relative
-    to the signal's spread). ``({signal: (op, t)}, {signal: (entries right, gap)})``."""
-    from isotropy.selection.signals import SIGNAL_NAMES
-
-    helps = {e: r["truth"]["whitening"] - r["truth"]["raw"] >= 0.5 for e, r in ent.items()}  # the method a user would pick
-    thresholds, quality = {}, {}
-    for name in SIGNAL_NAMES:
-        vals = sorted((r["signals"][name], e) for e, r in ent.items() if np.isfinite(r["signals"][name]))
-        spread = (vals[-1][0] - vals[0][0]) or 1.0
-        best = None
-        for q in range(1, len(vals)):
-            t = (vals[q - 1][0] + vals[q][0]) / 2
-            gap = (vals[q][0] - vals[q - 1][0]) / spread
-            for op in (">", "<"):
-                right = sum((v > t if op == ">" else v < t) == helps[e] for v, e in vals)
-                if best is None or (right, gap) > best[0]:
-                    best = ((right, gap), (op, round(float(t), 4)))
-        thresholds[name], quality[name] = best[1], best[0]
-    return thresholds, quality
-
-
-def tuned_rule(tune: dict) -> dict:
-    """The label-free rule read off the STS-B train table (no test label): per encoder kind, the calibrations that
-    gained >= MARGIN on EVERY entry of that kind, and among them the best mean gain; none: raw. Vectors of an
-    unknown encoder: raw. Each vector signal's own best threshold (:func:`_thresholds`) is recorded as evidence."""
-    from isotropy.selection.signals import SIGNAL_RULE
-
-    ent = tune["entries"]
-    margin = SIGNAL_RULE["margin"]
-    act, expected, worst = {"unknown": "raw"}, {"unknown": SIGNAL_RULE["expected"]["unknown"]}, {}
-    for kind in ("static", "transformer"):
-        rows = [r for r in ent.values() if r["kind"] == kind]
-        shared = set.intersection(*(set(r["truth"]) for r in rows)) - {"raw"}  # abtt-D / whitening-K names depend on d
-        gains = {n: [r["truth"][n] - r["truth"]["raw"] for r in rows] for n in sorted(shared)}
-        safe = {n: g for n, g in gains.items() if min(g) >= margin}
-        best_worst = max(gains, key=lambda n: min(gains[n]))
-        worst[kind] = (best_worst, round(min(gains[best_worst]), 2))
-        if safe:
-            a = max(safe, key=lambda n: np.mean(safe[n]))
-            g = safe[a]
-            act[kind] = a
-            expected[kind] = (
-                f"{a}: {np.mean(g):+.1f} Spearman points on average on the STS-B train split of the {len(g)} {kind} zoo "
-                f"entries ({min(g):+.1f} to {max(g):+.1f})"
-            )
-        else:
-            act[kind] = "raw"
-            expected[kind] = (
-                f"unchanged similarities (raw kept); no calibration gained >= {margin:g} on every {kind} zoo model of "
-                f"the STS-B train split (best worst case: {best_worst}, {min(gains[best_worst]):+.2f})"
-            )
-    thresholds, quality = _thresholds(ent)
-    return {
-        "pooling": tuned_pooling(tune, act, margin),
-        "act": act,
-        "margin": margin,
-        "tuned_on": "STS-B train split",
-        "thresholds": thresholds,
-        "expected": expected,
-        "quality": {k: list(v) for k, v in quality.items()},
-        "best_worst_case": worst,
-    }
-
-
-def tuned_pooling(tune: dict, act: dict, margin: float) -> dict:
-    """The pooling rule read off the STS-B train table (no test label), the calibration rule's way: per kind, the
-    default pooling (``POOLING_CHOICES``' first) is kept unless another one, each under the kind's label-free
-    calibration (``act``), scores >= ``margin`` higher on EVERY zoo model of that kind that has both; among those
-    that do, the best mean gain. ``{"choice": {kind: pooling}, "gains": {kind: {pooling: {model: gain}}}, ...}``."""
-    ent = tune["entries"]
-    out: dict = {"choice": {}, "gains": {}, "expected": {}, "margin": margin, "tuned_on": "STS-B train split"}
-    for kind, (own, *alts) in POOLING_CHOICES.items():
-        cal = act[kind]
-        models = list(dict.fromkeys(e.split("/")[0] for e, r in ent.items() if r["kind"] == kind))
-        score = {m: {p: ent[f"{m}/{p}"]["truth"][cal] for p in (own, *alts) if f"{m}/{p}" in ent} for m in models}
-        gains = {q: {m: round(sc[q] - sc[own], 2) for m, sc in score.items() if q in sc and own in sc} for q in alts}
-        safe = {q: g for q, g in gains.items() if g and min(g.values()) >= margin}
-        pick = max(safe, key=lambda q: np.mean(list(safe[q].values()))) if safe else own
-        out["choice"][kind], out["gains"][kind] = pick, gains
-        if pick == own:
-            out["expected"][kind] = f"{own} kept: " + "; ".join(
-                f"{q} {', '.join(f'{m} {v:+.2f}' for m, v in g.items())}" for q, g in gains.items()
-            )
-        else:
-            g = list(safe[pick].values())
-            out["expected"][kind] = (
-                f"{pick} with {cal}: {np.mean(g):+.1f} Spearman points on average over {own} with {cal} on the STS-B "
-                f"train split of the {len(g)} {kind} zoo models ({min(g):+.1f} to {max(g):+.1f})"
-            )
-    return out
 
 
 def run_zoo(data_dir: str, tasks_names: list[str], draws: int = DRAWS, checkpoint=None, reuse: dict | None = None) -> dict:
@@ -305,16 +170,19 @@ def run_zoo(data_dir: str, tasks_names: list[str], draws: int = DRAWS, checkpoin
     return {"cells": cells, "meta": meta}
 
 
-def decide(zoo: dict, rule: dict) -> dict:
-    """``zoo`` with each cell's label-free choice by the product's rule (``decide_by_signals``), each vector signal
-    deciding alone with its STS-B-train threshold (``rule["thresholds"]``, act = the static branch's); the few-label
-    choices are the run's (the library's ``dev_decide`` under ``DEV_RULE``)."""
-    from isotropy.selection.signals import SIGNAL_RULE, decide_by_signals, signal_alone
+def decide(zoo: dict) -> dict:
+    """``zoo`` with each cell's label-free choice by the product's rule (``decide_by_signals``) and each vector signal
+    deciding alone with the rule's threshold (act = the static branch's); the few-label choices are the run's (the
+    library's ``dev_decide`` under ``DEV_RULE``). ``zoo["rule"]``: the library's ``SIGNAL_RULE``, and its
+    ``POOLING_RULE`` in the zoo's pooling names."""
+    from isotropy.selection.signals import POOLING_RULE, SIGNAL_RULE, decide_by_signals, signal_alone
 
     act = SIGNAL_RULE["act"]["static"]
     for c in zoo["cells"].values():
         d = decide_by_signals(c["signals"], kind=c["kind"])
         c.update(label_free=d["choice"], fired=d["fired"], reason=d["reason"])
-        c["alone"] = {s: act if signal_alone(c["signals"], s, rule) else "raw" for s in rule["thresholds"]}
-    zoo["rule"] = {k: v for k, v in rule.items() if k != "expected"}
+        c["alone"] = {s: act if signal_alone(c["signals"], s) else "raw" for s in SIGNAL_RULE["thresholds"]}
+    zoo_name = {v: k for k, v in LIBRARY_POOLING.items()}
+    pooling = {k: zoo_name.get(p, p) if p else POOLING_CHOICES[k][0] for k, p in POOLING_RULE["pooling"].items()}
+    zoo["rule"] = {"act": SIGNAL_RULE["act"], "thresholds": SIGNAL_RULE["thresholds"], "pooling": {"choice": pooling}}
     return zoo

@@ -411,19 +411,6 @@ def signal_table(zoo: dict, rule: dict) -> list[str]:
     return table(["deciding", "cells losing > 0.5", "big gains kept >= 50%", "mean gain over raw"], body, "r")
 
 
-def _same_rule(rule: dict) -> bool:
-    """Whether the product's SIGNAL_RULE (and POOLING_RULE) is the rule read off the tuning table."""
-    from _auto_zoo import library_pooling  # noqa: I001
-
-    from isotropy.selection.signals import POOLING_RULE, SIGNAL_RULE
-
-    lib = {k: list(v) for k, v in SIGNAL_RULE["thresholds"].items()}
-    same = SIGNAL_RULE["act"] == rule["act"] and lib == {k: list(v) for k, v in rule["thresholds"].items()}
-    if "pooling" in rule:
-        same = same and POOLING_RULE["pooling"] == {k: library_pooling(k, p) for k, p in rule["pooling"]["choice"].items()}
-    return same
-
-
 def pooling_table(zoo: dict) -> list[str]:
     """Per zoo model, leave one task out: every pooling raw and under its kind's label-free calibration, and auto
     (the pooling rule's pooling + the label-free calibration), with the average over the tasks."""
@@ -452,8 +439,7 @@ def auto_zoo(zoo: dict) -> str:
         "## Model zoo: label-free `auto` by the encoder's kind (issue #24)",
         "",
         f"Label-free `auto`: **{rule['act']['static']}** on a static table, **{rule['act']['transformer']}** on a "
-        f"transformer (the product's `SIGNAL_RULE` {'is' if _same_rule(rule) else 'is NOT'} the rule read off 'Zoo "
-        f"tuning'); few-label `auto`: `DEV_RULE` `{DEV_RULE['test']}@{DEV_RULE['level']:g}`, {meta.get('draws', 20)} draws of 100 dev pairs per "
+        f"transformer (`SIGNAL_RULE`); few-label `auto`: `DEV_RULE` `{DEV_RULE['test']}@{DEV_RULE['level']:g}`, {meta.get('draws', 20)} draws of 100 dev pairs per "
         f"cell. {entries} zoo entries x {len(meta['tasks'])} tasks, leave one task out, fitted on `others`; Spearman x 100."
         + (" PARTIAL RUN." if meta.get("partial") else ""),
         "",
@@ -463,7 +449,7 @@ def auto_zoo(zoo: dict) -> str:
         "",
         *signal_table(zoo, rule),
         "",
-        "### Pooling: the rule read off the STS-B train split, held out task by task",
+        "### Pooling: the rule (`POOLING_RULE`) held out task by task",
         "",
         *pooling_table(zoo),
         "",
@@ -473,69 +459,12 @@ def auto_zoo(zoo: dict) -> str:
     ])  # fmt: skip
 
 
-def auto_zoo_tuning(tune: dict) -> str:
-    """The zoo on the STS-B train split: every entry's signals and gains, and the rules read off them (AUTO.md)."""
-    from _auto_zoo import tuned_rule
-
-    from isotropy.selection.signals import SIGNAL_NAMES
-
-    ent, rule = tune["entries"], tuned_rule(tune)
-    shown = ("whitening", "whitening-shrunk", "soft-0.5", "spectemp")
-    body = []
-    for e, r in ent.items():
-        tr = r["truth"]
-        best = max(tr, key=tr.get)
-        g = {m: f2(tr[m] - tr["raw"], sign=True) if m in tr else "-" for m in (*shown, best)}
-        body.append(
-            [
-                e,
-                r.get("kind", "-"),
-                *(f"{r['signals'][s]:.3f}" for s in SIGNAL_NAMES),
-                *(g[m] for m in shown),
-                f"{best} ({g[best]})",
-            ]
-        )
-    helps = {e: r["truth"]["whitening"] - r["truth"]["raw"] >= 0.5 for e, r in ent.items()}
-    signals = []
-    for n, (op, t) in rule["thresholds"].items():
-        v = {e: r["signals"][n] for e, r in ent.items()}
-        wrong = [e for e in ent if (bool(np.isfinite(v[e])) and (v[e] > t if op == ">" else v[e] < t)) != helps[e]]
-        signals.append([f"`{n}`", f"{op} {t:g}", f"{rule['quality'][n][0]}/{len(ent)}", ", ".join(wrong)])
-    rules = [
-        f"- {k}: **{rule['act'][k]}** (best worst case {rule['best_worst_case'][k][0]}, "
-        f"{f2(rule['best_worst_case'][k][1], sign=True)}); pooling **{rule['pooling']['choice'][k]}**."
-        for k in ("static", "transformer")
-    ]
-    head = ["entry", "kind", *SIGNAL_NAMES, *shown, "best (gain)"]
-    return "\n".join([
-        "## Zoo tuning (STS-B train split only)",
-        "",
-        "Every zoo entry fitted on the STS-B train split's sentences; gains: Spearman x 100 over raw on its 5749 train pairs.",
-        "",
-        *table(head, body, "r"),
-        "",
-        "Each signal alone (the best threshold on this table for telling 'full whitening gains >= 0.5' from 'it does not'):",
-        "",
-        *table(["signal", "threshold", "entries right", "wrong on"], signals, ["---", "---", "---:", "---"]),
-        "",
-        f"The rules read off this table (margin {rule['margin']:g}; pooling margin {rule['pooling']['margin']:g}):",
-        "",
-        *rules,
-        "",
-        f"Run time {tune['wall_s'] / 60:.1f} min.",
-    ])  # fmt: skip
-
-
 def auto_sections(data: dict) -> list[tuple[str, str]]:
-    """docs/AUTO.md's model-zoo sections, ``(name, markdown)``, from bench/results/auto.json (the zoo's decisions are
-    recomputed from its cells by the tuned rule first, as the measuring run does)."""
-    from _auto_zoo import decide, tuned_rule
+    """docs/AUTO.md's model-zoo section, ``(name, markdown)``, from bench/results/auto.json (the zoo's decisions are
+    recomputed from its cells by the library's rule first, as the measuring run does)."""
+    from _auto_zoo import decide
 
-    parts = [("auto-zoo-tuning", auto_zoo_tuning(data["zoo_tune"]))] if "zoo_tune" in data else []
-    if "zoo" in data:
-        decide(data["zoo"], tuned_rule(data["zoo_tune"]))
-        parts.insert(0, ("auto-zoo", auto_zoo(data["zoo"])))
-    return parts
+    return [("auto-zoo", auto_zoo(decide(data["zoo"])))] if "zoo" in data else []
 
 
 def _means(e: dict, rows: np.ndarray) -> dict[str, float]:

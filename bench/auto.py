@@ -1,17 +1,17 @@
-"""Regenerate docs/AUTO.md's model-zoo sections: does ``--method auto`` choose well on tasks it never saw?
+"""Regenerate docs/AUTO.md's model-zoo section: does ``--method auto`` choose well on tasks it never saw?
 
-    .venv/bin/python bench/auto.py --tune-zoo --zoo             # the zoo: the rule read off STS-B train, then held out
-    .venv/bin/python bench/auto.py --tune-zoo --zoo --few-only  # the same, reusing the stored cells' signals
-    .venv/bin/python bench/auto.py --render                     # rewrite the sections from bench/results/auto.json
+    .venv/bin/python bench/auto.py --zoo             # the library's rule held out task by task
+    .venv/bin/python bench/auto.py --zoo --few-only  # the same, reusing the stored cells' signals
+    .venv/bin/python bench/auto.py --render          # rewrite the section from bench/results/auto.json
 
 The zoo (bench/_auto_zoo.py): GloVe 6B 50d (mean, SIF), the default model distilled to 384 and 256 dims (mean) and
 the default transformer (last-avg, cls, first-last-avg). Leave one task out over the 7 STS tasks, calibrations
 fitted on ``others`` (the six other tasks' sentences minus any the test task holds): per cell raw, every candidate,
-the oracle, label-free auto (the signal rule) and few-label auto (draws of 100 dev pairs). The tuning passes read
-only the STS-B train split. The criteria run of issue #16 (each candidate-scoring criterion deciding alone, now only
-reported with ``--evidence``) was rendered by this script at commit 440b70e; its figures are quoted in docs/AUTO.md's
-'What we tried'; so are the few-label rule's tuning (``--tune-few``) and the pooling choice (``--zoo-pool``),
-measured at commit b31d6d7 (their results stay in bench/results/auto.json: ``few_tune``, ``zoo_pool``).
+the oracle, label-free auto (the library's signal rule) and few-label auto (draws of 100 dev pairs). The passes
+that chose the rules are quoted in docs/AUTO.md's 'What we tried' with their commits: the criteria run of issue #16
+(440b70e); the zoo's tuning on the STS-B train split (``--tune-zoo``), the few-label rule's (``--tune-few``) and
+the pooling choice (``--zoo-pool``) (b31d6d7). Their results stay in bench/results/auto.json (``zoo_tune``,
+``few_tune``, ``zoo_pool``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ OUT = ROOT / "bench" / "results" / "auto.json"
 
 def measure(args, data: dict) -> None:
     """The passes asked for, each saved into ``data`` (and the JSON) as soon as it ends."""
-    from _auto_zoo import run_zoo, tune_zoo
+    from _auto_zoo import run_zoo
 
     from isotropy.storage.artifacts import write_json  # sorted keys: the stored JSON's layout
 
@@ -42,9 +42,6 @@ def measure(args, data: dict) -> None:
         if not args.no_write:
             write_json(OUT, data)
 
-    if args.tune_zoo:
-        data["zoo_tune"] = tune_zoo(args.data)
-        save()
     if args.zoo:
 
         def checkpoint(partial: dict) -> None:
@@ -62,7 +59,6 @@ def main() -> None:
     ap.add_argument("--tasks", nargs="*", default=TASKS)
     ap.add_argument("--zoo", action="store_true", help="the signal rule held out task by task")
     ap.add_argument("--draws", type=int, default=DRAWS, help="few-label draws per zoo cell (20)")
-    ap.add_argument("--tune-zoo", action="store_true", help="the zoo's signals and gains on the STS-B train split")
     ap.add_argument("--few-only", action="store_true", help="with --zoo: reuse the stored cells' signals")
     ap.add_argument("--no-write", action="store_true", help="print instead of writing docs/AUTO.md and the JSON")
     ap.add_argument("--render", "--render-only", action="store_true", help="rewrite the sections from the JSON")

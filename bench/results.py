@@ -31,19 +31,7 @@ import _render  # noqa: E402
 
 from _report import DATA, DOCS, ROOT, Section, machine  # noqa: E402
 
-METHODS = [
-    "raw",
-    "center",
-    "abtt",
-    "common-component",
-    "whitening",
-    "whitening-256",
-    "whitening-128",
-    "soft-0.25",
-    "soft-0.5",
-    "soft-0.75",
-    "flow",
-]
+METHODS = "raw center abtt common-component whitening whitening-256 whitening-128 soft-0.25 soft-0.5 soft-0.75 flow".split()
 FIT_SETTINGS = ["target", "others"]
 TASKS = _render.TASKS
 

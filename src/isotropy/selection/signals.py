@@ -205,7 +205,7 @@ def corpus_signals(X: Any, seed: int = 0, moments: Moments | None = None) -> dic
 ENCODER_KINDS = ("static", "transformer", "unknown")
 
 # The label-free rule (docs/AUTO.md, "Zoo tuning"), read off the STS-B TRAIN split of the model zoo by
-# bench/_auto_zoo.py:tuned_rule (no test label of any task), which docs/AUTO.md checks this constant against.
+# bench/_auto_zoo.py:tuned_rule at commit b31d6d7 (no test label of any task; bench/auto.py holds it out task by task).
 # No signal of the vectors told "whitening gains >= 0.5" from "it does not" on all 9 zoo entries: mean_cosine and
 # spectemp_power alone put 8 right but would act on a transformer pooling where whitening loses 2;
 # heldout_gain > 0.457 puts 7 right and acts nowhere whitening loses, but misses the 256-d table (+2.9) and
@@ -290,7 +290,7 @@ def rule_for(task: str | None = None) -> dict[str, Any]:
 
 
 # The pooling rule (docs/AUTO.md, "Zoo tuning"), read off the same STS-B TRAIN table by
-# bench/_auto_zoo.py:tuned_pooling, the calibration rule's way: per kind, the default pooling is kept unless
+# bench/_auto_zoo.py:tuned_pooling at commit b31d6d7, the calibration rule's way: per kind, the default pooling is kept unless
 # another, each under the kind's calibration above, scored >= ``margin`` higher on EVERY zoo model of that kind.
 # Static tables: mean vs SIF (whitening-shrunk on both): SIF gained 2.28 on GloVe but lost 0.10 and 0.12 on the
 # two distilled tables (their token rows are already frequency-weighted), so mean is kept. Transformers: the
