@@ -585,11 +585,6 @@ def _sspeed_run(name: str, n: int, r: dict, quiet_load: float) -> list[str]:
         lines.append(target(">= 50x the teacher", rate["ours"] / rate["teacher"] >= 50, f"{rate['ours'] / rate['teacher']:.0f}x"))
     out = ["", f"### {name}, {n:,} sentences, median of {r['rounds']} round(s), {tag} (load {b1:.1f} -> {a1:.1f})", ""]
     out += table(head, body) + [""] + [f"- {line}" for line in lines]
-    if r["breakdown"]:
-        out += [
-            "",
-            "The tokenizer path's time (one thread): " + ", ".join(f"{k} {v:.3f} s" for k, v in r["breakdown"].items()) + ".",
-        ]
     return out
 
 
@@ -894,10 +889,6 @@ def scale(results: dict) -> str:
         lines.append("")
     if sizes:  # the 1B estimate from the largest size measured
         lines += _estimate(results[sizes[-1]]) + [""]
-    if "minilm_rate" in results:
-        m = results["minilm_rate"]
-        lines += [f"1M MiniLM vectors: not run (the default transformer encoded {m['per_s']:,.0f} windows a second here: "
-                  f"{1e6 / m['per_s'] / 3600:,.1f} hours for 1M).", ""]  # fmt: skip
     if "cranfield" in results:
         body = [
             [r["calibration"], r["bytes"], *(f2(r[k], 3) for k in ("ndcg@10", "exact_ndcg@10", "recall@10_vs_exact"))]
@@ -925,7 +916,6 @@ def poolings(result: dict, names: list[str], new: set[str], speed_rows: int) -> 
     both = "all in one encode_multi"
     body = [[f"**{p}**" if p in new else p, f2(scores[p]), f"{speed[p]:.0f}", f"{relative[p]:.2f}x"] for p in names]
     body.append([f"all {len(names)} in one `encode_multi`", "", f"{speed[both]:.0f}", f"{relative[both]:.2f}x"])
-    plain = "; ".join(f"{k}: {v:.0f} sentences / s" for k, v in speed.items() if k.startswith("last-avg plain path"))
     return "\n".join([
         "## Poolings (issue #14)",
         "",
@@ -933,7 +923,6 @@ def poolings(result: dict, names: list[str], new: set[str], speed_rows: int) -> 
         f"pooling alone on {speed_rows} test sentences, median of {result['rounds']} interleaved rounds ({result['machine']}).",
         "",
         *table(["pooling", "Spearman x 100", "sentences / s", "speed vs last-avg"], body, "r"),
-        *(["", f"The plain path against the baseline, alternating subprocesses: {plain}."] if plain else []),
     ])  # fmt: skip
 
 
@@ -1080,9 +1069,6 @@ def flow(r: dict) -> str:
         "- " + target(f"transform at least {r['transform_target']:,.0f} vectors/s", rate >= r["transform_target"], f"{rate:,.0f} vectors/s"),
         f"- Round trip `inverse_transform(transform(X))`: max abs error {r['err']:.2e} (float32).",
     ]  # fmt: skip
-    if r["threads"]:
-        body = [[k, f"{v[0]:.2f} s", f"{v[1]:,.0f} vectors/s"] for k, v in r["threads"].items()]
-        out += ["", *table(["threads", f"fit, first {r['compare_steps']} steps", "transform"], body)]
     if q:
         cells = [f"raw {q['raw']:.2f}", f"flow {q['flow']:.2f} ({q['flow'] - q['raw']:+.2f})"]
         cells += [f"whitening {q['whitening']:.2f} ({q['whitening'] - q['raw']:+.2f})"] if "whitening" in q else []
@@ -1100,7 +1086,6 @@ def whitening(r: dict) -> str:
         ["`isotropy fit whitening` path (`isotropy.files.fit_file`), streamed from disk, float64, eigh included", f2(r["fit_s"]), f"{r['ratio']:.2f}x"],
         ["of which: eigendecomposition + kernel (768 x 768)", f2(r["eigh_s"]), f"{r['eigh_ratio']:.2f}x"],
         ["`Moments().update(X)` on the in-memory array (no file reading), float64", f2(r["mem_s"]), f"{r['mem_ratio']:.2f}x"],
-        ["rejected: float32 GEMM on centred blocks, summed in float64", f2(r["fp32_s"]), f"{r['fp32_ratio']:.2f}x"],
         [f"for scale: `X.T @ X` on a {r['slice_rows']:,}-row slice, float64 vs float32", f"{r['t64']:.2f} vs {r['t32']:.2f}", f"{r['t64_ratio']:.2f}x"],
     ]  # fmt: skip
     return "\n".join([
@@ -1114,8 +1099,7 @@ def whitening(r: dict) -> str:
         *table(["what", "time (s)", "vs `X.T @ X`"], body, "r"),
         "",
         "- " + target("within 1.5x of `X.T @ X`", r["ratio"] <= 1.5, f"{r['ratio']:.2f}x"),
-        f"- The float32-GEMM alternative's scatter matrix is off by {r['err_fp32']:.1e} (relative, max entry; 1e-9 "
-        f"required); the float64 path agrees with a one-shot float64 `numpy.cov` to {r['err_ours']:.1e}.",
+        f"- The float64 path agrees with a one-shot float64 `numpy.cov` to {r['err_ours']:.1e} (relative, max entry).",
         f"- Peak extra memory of the streamed fit (tracemalloc): {r['mem_small_mib']:.1f} MiB at {r['rows_small']:,} rows, "
         f"{r['mem_full_mib']:.1f} MiB at {r['rows']:,} rows.",
         "",

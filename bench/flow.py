@@ -26,12 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _render  # noqa: E402
 
 from _report import DATA, ROOT, Section, machine, median_time, pair_spearman  # noqa: E402
-from isotropy.transforms import flow as flow_mod  # noqa: E402
 from isotropy.transforms.flow import Flow  # noqa: E402
 from isotropy.transforms.whitening import Whitening  # noqa: E402
 
 FIT_TARGET_S = 60.0
-COMPARE_STEPS = 30
 TRANSFORM_TARGET = 10_000.0
 SECTION = Section("BENCHMARKS.md", "flow", _render.flow, ROOT / "bench" / "results" / "flow.json")
 
@@ -68,7 +66,6 @@ def main() -> None:
     ap = SECTION.parser(__doc__)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--synthetic", action="store_true", help="random vectors of the same shape instead of STS-B")
-    ap.add_argument("--no-threads-comparison", action="store_true", help="skip the comparison with torch's default threads")
     args = ap.parse_args()
     if SECTION.rendered(args):
         return
@@ -103,25 +100,6 @@ def main() -> None:
         white = Whitening().fit(X)
     print(f"whitening fit: median {t_w:.3f} s", file=sys.stderr)
 
-    # Thread settings: one intra-op thread against torch's own thread count, for fit and transform,
-    # on the first COMPARE_STEPS training steps and one full transform (bounded cost when slow).
-    cmp = None
-    if not args.no_threads_comparison:
-        import torch
-
-        sub = X[: COMPARE_STEPS * 32]
-        res = {}
-        for label, threads in (("1 thread", 1), (f"torch's {torch.get_num_threads()} threads", None)):
-            saved = flow_mod.THREADS, flow_mod.TRANSFORM_THREADS
-            flow_mod.THREADS = flow_mod.TRANSFORM_THREADS = threads
-            try:
-                t_sub, _ = median_time(lambda: Flow().fit(sub, show_progress=False), 1)
-                t_trn, _ = median_time(lambda: flow.transform(X), 1)
-            finally:
-                flow_mod.THREADS, flow_mod.TRANSFORM_THREADS = saved
-            res[label] = (t_sub, n / t_trn)
-            print(f"{label}: fit {COMPARE_STEPS} steps {t_sub:.2f} s, transform {n / t_trn:,.0f} vectors/s", file=sys.stderr)
-        cmp = res
     load_after = os.getloadavg()
 
     quality = None
@@ -132,8 +110,8 @@ def main() -> None:
     r = {"synthetic": args.synthetic, "n": n, "d": d, "machine": machine(), "load": [load_before[0], load_after[0]]}
     r.update(fit_s=t_fit, fit_runs=fit_times, transform_s=t_tr, transform_runs=tr_times, rate=rate, inverse_s=t_inv)
     r.update(whitening_s=t_w, whitening_runs=w_times, err=err, same=same)
-    r.update(steps=flow.n_iter_, batch_size=flow.batch_size, threads=cmp, quality=quality)
-    r.update(fit_target_s=FIT_TARGET_S, transform_target=TRANSFORM_TARGET, compare_steps=COMPARE_STEPS)
+    r.update(steps=flow.n_iter_, batch_size=flow.batch_size, quality=quality)
+    r.update(fit_target_s=FIT_TARGET_S, transform_target=TRANSFORM_TARGET)
     SECTION.publish(r, args)
 
 

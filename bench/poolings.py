@@ -10,20 +10,15 @@ Ditto authors chose for bert-base-uncased, not for this model).
 
 Speed: sentences per second encoding the first 1,000 test sentences (batch 64, the torch
 backend on this machine's CPU; the median of interleaved rounds), each pooling alone, and all of them in one
-``encode_multi`` call (one pass per input: plain, prompt template, eager attention). With
-``--baseline SRC`` (a ``src`` folder of another checkout, e.g. ``git archive HEAD src | tar
--x -C /tmp/head``) the plain ``last-avg`` path of this code and of that one are timed in
-alternating subprocesses (``--rounds`` each), so that a busy machine slows both alike.
+``encode_multi`` call (one pass per input: plain, prompt template, eager attention).
 
-    .venv/bin/python bench/poolings.py [--baseline /tmp/head/src]
+    .venv/bin/python bench/poolings.py
 """
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
@@ -44,39 +39,11 @@ SECTION = Section(
     lambda result: _render.poolings(result, POOLINGS, NEW, SPEED_ROWS),
     ROOT / "bench" / "results" / "poolings.json",
 )
-SPEED_SNIPPET = """
-import json, sys, time, statistics
-sys.path.insert(0, {src!r})
-import isotropy
-assert isotropy.__file__.startswith({src!r}), isotropy.__file__
-from isotropy.encoders import Encoder
-sents = json.load(sys.stdin)
-enc = Encoder(max_length={ml})
-enc.encode(sents[:64])
-times = []
-for _ in range(3):
-    t = time.perf_counter(); enc.encode(sents, show_progress=False); times.append(time.perf_counter() - t)
-print(len(sents) / statistics.median(times))
-"""
-
-
-def plain_speeds(sents: list[str], sources: dict[str, Path], rounds: int) -> dict[str, float]:
-    """Plain last-avg sentences / s of each source tree, timed in alternating subprocesses (median of rounds)."""
-    got: dict[str, list[float]] = {name: [] for name in sources}
-    for _ in range(rounds):
-        for name, src in sources.items():
-            code = SPEED_SNIPPET.format(src=str(src.resolve()), ml=MAX_LENGTH)
-            out = subprocess.run(
-                [sys.executable, "-c", code], input=json.dumps(sents), capture_output=True, text=True, check=True
-            )
-            got[name].append(float(out.stdout.strip().splitlines()[-1]))
-    return {f"last-avg plain path, {name}": round(statistics.median(v), 1) for name, v in got.items()}
 
 
 def main() -> None:
     parser = SECTION.parser(__doc__)
-    parser.add_argument("--baseline", help="src folder of another checkout: measure its plain last-avg speed too")
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (poolings; each code with --baseline)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
     args = parser.parse_args()
     if SECTION.rendered(args):
         return
@@ -107,8 +74,6 @@ def main() -> None:
             times[key].append(t)
     speed = {k: round(len(sample) / statistics.median(v), 1) for k, v in times.items()}
     relative = {k: round(v / speed["last-avg"], 2) for k, v in speed.items()}
-    if args.baseline:
-        speed.update(plain_speeds(sample, {"this code": ROOT / "src", "baseline": Path(args.baseline)}, args.rounds))
     result = {
         "setting": f"default model, max_length {MAX_LENGTH}, raw cosine, STS-B test ({n} pairs); "
         f"token frequencies counted on all {len(every)} STS-B sentences",

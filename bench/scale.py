@@ -321,26 +321,7 @@ def cranfield() -> list[dict]:
     return out
 
 
-def minilm_rate(n: int = 1000) -> dict:
-    """The default transformer's (all-MiniLM-L6-v2) encode rate on ``n`` windows of the corpus, in this process
-    (torch's own threads), measured before deciding how many vectors to encode with it."""
-    from _scale_data import windows, words
-
-    from isotropy.encoders import Encoder
-
-    enc = Encoder()
-    texts = windows(words(), n, seed=1)
-    enc.encode(texts[:64], show_progress=False)  # warm-up: the model loaded
-    before = load()
-    t = time.perf_counter()
-    enc.encode(texts, show_progress=False)
-    rate = n / (time.perf_counter() - t)
-    out = {"model": enc.model_name, "sentences": n, "per_s": rate, "load_before": before, "load_after": load()}
-    print(json.dumps(out), flush=True)
-    return out
-
-
-def save(rows: int, grid: list[dict] | None = None, dask=None, cran=None, minilm=None) -> None:
+def save(rows: int, grid: list[dict] | None = None, dask=None, cran=None) -> None:
     """Merge new figures into the results file, read just before writing (runs of other sizes may have written
     meanwhile): grid rows replace those of the same calibration and budget."""
     results = load_json(OUT) if OUT.exists() else {}
@@ -352,14 +333,12 @@ def save(rows: int, grid: list[dict] | None = None, dask=None, cran=None, minilm
             res["dask"] = dask
     if cran:
         results["cranfield"] = cran
-    if minilm is not None:
-        results["minilm_rate"] = minilm
     write_json(OUT, portable(results), indent=2)
 
 
 def _ingest(log: Path, rows: int) -> None:
     """The JSON lines an interrupted run printed (grid rows, the Dask timing, Cranfield rows), into the results file."""
-    grid, found = {}, {"dask": None, "cran": [], "minilm": None}
+    grid, found = {}, {"dask": None, "cran": []}
     for line in log.read_text(encoding="utf-8").splitlines():
         r = json.loads(line) if line.startswith("{") else {}
         if "budget" in r:
@@ -368,8 +347,6 @@ def _ingest(log: Path, rows: int) -> None:
             found["dask"] = r
         elif "exact_ndcg@10" in r:
             found["cran"].append(r)
-        elif "per_s" in r:
-            found["minilm"] = r
     save(rows, list(grid.values()), **found)
 
 
@@ -381,7 +358,6 @@ def main() -> None:
     ap.add_argument("--dask", action="store_true", help="also time the Dask build against one process")
     ap.add_argument("--cranfield", action="store_true", help="also score Cranfield nDCG@10 through the index")
     ap.add_argument("--tune", action="store_true", help="choose nprobe per row on the tuning queries (else 32)")
-    ap.add_argument("--minilm-rate", action="store_true", help="only measure the default transformer's encode rate")
     ap.add_argument("--render", action="store_true", help="only rewrite the BENCHMARKS section from the results file")
     ap.add_argument(
         "--from-log", type=Path, help="take the rows this script printed in an interrupted run (its stdout) into the results"
@@ -389,8 +365,6 @@ def main() -> None:
     args = ap.parse_args()
     if args.from_log:
         _ingest(args.from_log, args.rows)
-    elif args.minilm_rate:
-        save(args.rows, minilm=minilm_rate())
     elif not args.render:
         X, Q, info = vectors(args.rows)
         budgets = [int(b) for b in args.budgets.split(",") if b]

@@ -22,8 +22,7 @@ a round (load from other users hits all alike), median of ``--repeats`` rounds, 
 * gather bound -- the pooling alone, from ids tokenised beforehand: the faster of our sparse product (threads over
   chunks, as ours) and a numpy gather + ``np.add.reduceat``; what no tokenisation could beat on this machine.
 
-Also measured: where the tokenizer path spends its time (the Rust tokenizer alone; ids into arrays; the product),
-ours on the first round (its word cache empty), and the peak memory of one encode (``tracemalloc``: Python and
+Also measured: ours on the first round (its word cache empty), and the peak memory of one encode (``tracemalloc``: Python and
 numpy allocations; not the Rust tokenizer's or torch's). The load average is recorded before and after each model;
 where it passed ``--quiet-load`` (default 2.5 on this 2-core machine) the figures are printed as taken UNDER LOAD
 and are not results.
@@ -155,30 +154,6 @@ def gather_bounds(ours, sentences: list[str]) -> dict:
     return {"bound: sparse": sparse, "bound: reduceat": reduceat}
 
 
-def breakdown(ours, sentences: list[str]) -> dict[str, float]:
-    """Where the tokenizer path spends its time: the Rust tokenizer's call, its ids into arrays, the product."""
-    table, limit = ours.model, ours.max_length
-    chunks = [sentences[s : s + CHUNK] for s in range(0, len(sentences), CHUNK)]
-    tok = table.tokenizer
-    tok.enable_truncation(int(limit))
-    t0 = time.perf_counter()
-    encoded = [tok.encode_batch_fast(c, add_special_tokens=False) for c in chunks]
-    t1 = time.perf_counter()
-    _ = [[e.ids for e in enc] for enc in encoded]
-    t2 = time.perf_counter()
-    arrays = [table.token_array(c, limit) for c in chunks]
-    t3 = time.perf_counter()
-    for flat, lengths, _, _ in arrays:
-        table.pool_array(flat, lengths)
-    t4 = time.perf_counter()
-    return {
-        "Rust tokenizer (encode_batch_fast)": t1 - t0,
-        "reading .ids off the encodings": t2 - t1,
-        "tokenizer + ids into numpy (token_array)": t3 - t2,
-        "sparse product (pool_array)": t4 - t3,
-    }
-
-
 def min_cosine(a, b) -> float:
     import numpy as np
 
@@ -214,7 +189,7 @@ def run_model(name: str, folder: Path, sizes: list[int], repeats: dict, base: li
         cold_s = time.perf_counter() - t0
         del cold
         timed = {**pipes, **gather_bounds(ours, sentences)}
-        if n != sizes[0]:  # the path before #33 is timed at the first size only (its profile is there)
+        if n != sizes[0]:  # the path before #33 is timed at the first size only
             del timed["tokenizer"]
         if caps["teacher"] and n == sizes[0] and name.startswith("GloVe"):
             timed["teacher"] = teacher()
@@ -227,7 +202,6 @@ def run_model(name: str, folder: Path, sizes: list[int], repeats: dict, base: li
                 fn(inputs[k])
                 times[k].append(time.perf_counter() - t0)
                 print(f"{name} {n:,} round {r + 1} {k}: {times[k][-1]:.2f} s", file=sys.stderr)
-        parts = breakdown(ours, sentences) if n == sizes[0] else None
         peaks = {k: peak(fn, inputs[k]) for k, fn in timed.items() if not k.startswith("bound")}
         out["sizes"][n] = {
             "median": {k: statistics.median(v) for k, v in times.items()},
@@ -236,7 +210,6 @@ def run_model(name: str, folder: Path, sizes: list[int], repeats: dict, base: li
             "cold": cold_s,
             "agree": agree,
             "peaks": peaks,
-            "breakdown": parts,
             "load": (load_before, os.getloadavg()),
         }
     return out

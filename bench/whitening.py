@@ -4,8 +4,7 @@ Compares the wall time of ``isotropy.files.fit_file("whitening", ...)`` (float64
 statistics, streamed, including the eigendecomposition) with one in-memory
 float32 ``X.T @ X`` on the same data, measured in the same run, and reports the
 peak extra (Python-heap, tracemalloc) memory of the fit at two row counts.
-Also measures the rejected alternative (float32 GEMM on centred blocks) for speed
-and precision. Writes the ``whitening`` section of docs/BENCHMARKS.md.
+Writes the ``whitening`` section of docs/BENCHMARKS.md.
 
     .venv/bin/python bench/whitening.py            # 1,000,000 rows (3 GB of shards, deleted after)
     .venv/bin/python bench/whitening.py --rows 200000 --no-write
@@ -29,7 +28,7 @@ import _render  # noqa: E402
 
 from _report import ROOT, Section, machine, median_time  # noqa: E402
 from isotropy.files import fit_file  # noqa: E402
-from isotropy.transforms.moments import BLOCK_BYTES, Moments  # noqa: E402
+from isotropy.transforms.moments import Moments  # noqa: E402
 
 
 def fit_whitening_file(vectors, show_progress=None):
@@ -144,23 +143,6 @@ def main() -> None:
         w._solve(w.moments_)
         t_eigh = time.perf_counter() - t0
 
-        block = BLOCK_BYTES // (8 * D)
-        ours = w.moments_.scatter
-
-        def fp32_variant() -> np.ndarray:
-            ref = X.mean(axis=0, dtype=np.float64)
-            S = np.zeros((D, D))
-            s = np.zeros(D)
-            for st in range(0, N, block):
-                b = (X[st : st + block] - ref).astype(np.float32)
-                S += (b.T @ b).astype(np.float64)
-                s += b.sum(0, dtype=np.float64)
-            return S - np.outer(s, s) / N
-
-        t0 = time.perf_counter()
-        S32 = fp32_variant()
-        t_fp32 = time.perf_counter() - t0
-        err_fp32 = float(np.abs(S32 - ours).max() / np.abs(ours).max())
         # Our float64 streamed result against a float64 one-shot numpy.cov of a 100,000-row slice
         # (the full one-shot float64 reference would need 6 GB more).
         sl = X[:100_000]
@@ -182,10 +164,10 @@ def main() -> None:
             sorted({f"{i['internal_api']} {i.get('version')} ({i['num_threads']} threads)" for i in threadpool_info()})
         )
         r = {"rows": N, "d": D, "shards": SHARDS, "repeats": args.repeats, "threads": args.threads}
-        r.update(load=os.getloadavg()[0], machine=machine(), blas=blas, block=block, block_mib=BLOCK_BYTES // 2**20)
-        r.update(ref_s=t_ref, fit_s=t_fit, eigh_s=t_eigh, mem_s=t_mem, fp32_s=t_fp32, slice_rows=len_sl, t64=t64, t32=t32)
-        r.update(ratio=ratio, eigh_ratio=t_eigh / t_ref, mem_ratio=t_mem / t_ref, fp32_ratio=t_fp32 / t_ref, t64_ratio=t64 / t32)
-        r.update(err_fp32=err_fp32, err_ours=err_ours, mem_small_mib=mem_small / 2**20, mem_full_mib=mem_full / 2**20)
+        r.update(load=os.getloadavg()[0], machine=machine(), blas=blas)
+        r.update(ref_s=t_ref, fit_s=t_fit, eigh_s=t_eigh, mem_s=t_mem, slice_rows=len_sl, t64=t64, t32=t32)
+        r.update(ratio=ratio, eigh_ratio=t_eigh / t_ref, mem_ratio=t_mem / t_ref, t64_ratio=t64 / t32)
+        r.update(err_ours=err_ours, mem_small_mib=mem_small / 2**20, mem_full_mib=mem_full / 2**20)
         r["rows_small"] = n_one
         SECTION.publish(r, args)
     finally:
