@@ -733,6 +733,8 @@ def memory_section(mem: dict | None) -> list[str]:
                 f"{a['lines']:,} -> {z['lines']:,} lines: {grew:+.0f} MiB",
             ),
         ]
+    frame = next((r["progress_frame"] for r in reversed(runs) if r.get("progress_frame")), None)
+    md += ["", f"The progress bar's last frame (on a pseudo-terminal): `{frame}`."] if frame else []
     return md
 
 

@@ -71,48 +71,20 @@ def run_one(path: Path, out: Path, precision: str, threads: int, progress: bool)
     }
 
 
-READ_ONLY = """
-import resource, sys
-from isotropy.storage.text import read_sentences
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-lines = read_sentences(sys.argv[1])
-print(len(lines), base / 1024, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-"""
-
-
-def read_only(path: Path, n: int, work: Path) -> dict:
-    """Peak RSS of a process that only reads the first ``n`` lines the way ``isotropy encode`` does (all at once):
-    the part of encode's memory that grows with the number of lines (the encoding itself goes in chunks)."""
-    part = work / f"read-{n}.txt"
-    with open(path, encoding="utf-8") as src, open(part, "w", encoding="utf-8") as dst:
-        for i, line in enumerate(src):
-            if i >= n:
-                break
-            dst.write(line)
-    out = subprocess.run([sys.executable, "-c", READ_ONLY, str(part)], capture_output=True, text=True, check=True)
-    count, before, after = out.stdout.split()
-    part.unlink()
-    return {"lines": int(count), "rss_after_import_mib": float(before), "peak_rss_mib": float(after)}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lines", default="100000,1000000")
     ap.add_argument("--precision", default="bf16")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--progress", action="store_true", help="run with --progress and keep the bar's last frame")
-    ap.add_argument("--read-only", default="", help="also: peak RSS of only reading N lines (e.g. 100000,1000000)")
-    ap.add_argument("--skip-encode", action="store_true", help="only the --read-only measurement")
     ap.add_argument("--work", type=Path, default=Path("/tmp/isotropy-bench-encode/memory"))
     args = ap.parse_args()
     ns = sorted(int(x) for x in args.lines.split(","))
-    reads = sorted(int(x) for x in args.read_only.split(",") if x)
     args.work.mkdir(parents=True, exist_ok=True)
-    full = make_file(args.work / f"sts-{max(ns + reads)}.txt", max(ns + reads))
-    read_runs = [read_only(full, n, args.work) for n in reads]
+    full = make_file(args.work / f"sts-{max(ns)}.txt", max(ns))
     runs = []
-    for n in [] if args.skip_encode else ns:
-        path = full if n == max(ns + reads) else args.work / f"sts-{n}.txt"
+    for n in ns:
+        path = full if n == max(ns) else args.work / f"sts-{n}.txt"
         if path != full:
             with open(full, encoding="utf-8") as src, open(path, "w", encoding="utf-8") as dst:
                 for i, line in enumerate(src):
@@ -125,12 +97,7 @@ def main() -> None:
         print(json.dumps(rec), flush=True)
         (args.work / "out.npy").unlink(missing_ok=True)
     out = HERE / "results" / "encode_memory.json"
-    result = json.loads(out.read_text(encoding="utf-8")) if args.skip_encode and out.exists() else {}
-    result.update({"precision": args.precision, "threads": args.threads})
-    if not args.skip_encode:
-        result["runs"] = runs
-    if read_runs:
-        result["read_only"] = read_runs
+    result = {"precision": args.precision, "threads": args.threads, "runs": runs}
     out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {out}", file=sys.stderr)
 

@@ -121,26 +121,10 @@ def run(args) -> dict:
         "poolings_skipped": skipped,
         "pooling_stats": stats_note,
         "flow_on": [s for s in args.fit_on if s in args.flow_on and "flow" in args.methods],
-        "flow_others_estimate_s": _flow_estimate(runs, tasks, poolings),
         "pooling_choice": "given" if args.poolings else "stock" if args.stock else "registry",
     }
     print(f"full run: {total / 60:.1f} min")
-    if meta["flow_others_estimate_s"]:
-        print(f"flow on 'others' (not run) would add about {meta['flow_others_estimate_s'] / 60:.0f} min")
     return {"meta": meta, "runs": runs}
-
-
-def _flow_estimate(runs: dict, tasks, poolings: list[str]) -> float | None:
-    """Seconds a flow on the ``others`` corpus would take, from the flow fits on ``target`` (time per fitting row)."""
-    if "target" not in runs or "others" in [s for s in runs if any(r["method"] == "flow" for r in runs[s]["rows"])]:
-        return None
-    flow = [r for r in runs["target"]["rows"] if r["method"] == "flow"]
-    if not flow:
-        return None
-    target_rows = sum(2 * sum(t.counts().values()) for t in tasks)
-    per_row = sum(r["fit_seconds"] for r in flow) / (target_rows * len(flow))
-    others_rows = (len(tasks) - 1) * target_rows  # each pair side is in the corpus of every other task
-    return per_row * others_rows * len(poolings)
 
 
 # --------------------------------------------------------------------------- the section
