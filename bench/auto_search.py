@@ -1,23 +1,16 @@
 """`--for search`: label-free auto's rule for search, read off a tuning half of Cranfield's queries, measured on the rest.
 
-Cranfield 1400 (../shared/data/retrieval/cranfield): 1400 documents, 225 queries with graded qrels. The queries are
-split once by the library's :data:`isotropy.selection.signals.SEARCH_SPLIT` (:func:`~isotropy.selection.signals.
-search_split`: a seeded permutation, its first half tunes, the other half is held out); no reported figure of auto
-reads a tuning query (bench/retrieval.py's few-label draws use the held-out half only).
-
-For each zoo entry (the static tables: GloVe 6B 50d with mean and SIF pooling, the default model distilled to 384
-and 256 dims; the transformer: the default model with its own pooling and cls), every candidate of auto's default
-set is fitted on the documents (label-free) and scored by the nDCG@10 of an exact search of each query. The rule
-is read off the tuning queries the way the similarity rule is read off the STS-B train split
-(:func:`tuned_search_rule`): a kind acts only with the calibration of best mean gain among those that gained >=
-``margin`` nDCG@10 points on EVERY zoo entry of that kind, else keeps raw. The library's
-:data:`~isotropy.selection.signals.SEARCH_RULE` must equal it (this script fails otherwise); the held-out table
-then scores the library's rule, the similarity rule and the best calibration in hindsight on the held-out queries.
+Cranfield 1400 (../shared/data/retrieval/cranfield): the queries are split once by the library's ``SEARCH_SPLIT``
+(a seeded permutation: the first half tunes, the other is held out; no reported figure of auto reads a tuning query).
+For each zoo entry (GloVe 6B 50d mean and SIF, the default model distilled to 384 and 256 dims, the default model with
+its own pooling and cls), every candidate of auto's default set is fitted on the documents (no label) and scored by
+the nDCG@10 of an exact search of each query. ``tuned_search_rule`` (bench/_render.py) reads the rule off the tuning
+queries (a kind acts only with the calibration of best mean gain among those that gained >= ``margin`` on every zoo
+entry of the kind); the library's ``SEARCH_RULE`` must equal it (the render fails otherwise).
 
     nice -n 5 .venv/bin/python bench/auto_search.py [--render-only]
 
-Vectors come through the vector cache (the same entries bench/retrieval.py reads). Raw numbers to
-bench/results/auto_search.json, the tables to docs/AUTO.md (section ``auto-search``).
+Raw numbers to bench/results/auto_search.json, the tables to docs/AUTO.md (section ``auto-search``).
 """
 
 from __future__ import annotations

@@ -4,17 +4,11 @@
     .venv/bin/python bench/results.py --stock         # only the stock poolings (cls, pooler, last-avg, ...)
     .venv/bin/python bench/results.py --tasks STS-16 STS-13 --poolings cls --no-write   # a smoke run
 
-Two fit settings (``--fit-on``): ``target`` (every pair of the task, all splits: the papers'
-setting) and ``others`` (the sentences of the six other tasks, never the test task's; those
-the test task also holds are removed and counted). Each is scored in the ``all`` and ``wmean``
-aggregation settings (the second is derived from the first's per-subset figures, nothing is
-refitted). The poolings are whatever ``isotropy.encoders.poolings`` registers (``--stock``:
-only the ones of ``poolings/standard.py``); a pooling the default model cannot run is listed
-with its reason. The flow runs on ``target`` only by default (``--flow-on``): measured at about
-0.4 ms per fitting row, fitting it on the ~55k ``others`` rows of each (pooling, task) would
-alone take longer than the 20-minute budget; the script prints its estimate. Encoded
-vectors are cached under .cache/vectors of the repository, so a rerun only refits. The prose
-of the section is derived from the numbers (bench/_render.py), never written by hand.
+Two fit settings (``--fit-on``): ``target`` and ``others`` (docs/RESULTS.md says what each is), each scored in the
+``all`` and ``wmean`` aggregations (the second derived from the first's per-subset figures, nothing refitted). The
+poolings are whatever ``isotropy.encoders.poolings`` registers (``--stock``: ``poolings/standard.py``'s); a pooling the
+default model cannot run is recorded with its reason. The flow runs on ``target`` only by default (``--flow-on``: on
+``others`` it would take longer than the run's 20-minute budget). Encoded vectors are cached under .cache/vectors.
 """
 
 from __future__ import annotations

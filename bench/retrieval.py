@@ -1,41 +1,23 @@
-"""Retrieval benchmark: where does calibration help search, and which compression costs least?
+"""Retrieval benchmark: where does calibration help search? Cranfield 1400 (../shared/data/retrieval/cranfield,
+ISOTROPY_DATA overrides the data root): 1400 abstracts, 225 queries, graded qrels (code c -> gain 5 - c).
 
-Cranfield 1400 (../shared/data/retrieval/cranfield, override the data root with ISOTROPY_DATA):
-1400 aeronautics abstracts (title + abstract), 225 queries, graded qrels (code c -> gain 5 - c).
+Models (``--model``, repeatable; default: all four): ``default`` (all-MiniLM-L6-v2, last-avg and cls),
+``glove-6b-50d`` (mean and SIF), ``distilled-384`` and ``distilled-256`` (bench/static.py's ``distilled_folder``);
+any other value is a model id or folder with its own pooling.
 
-Models (``--model``, repeatable; default: all four): ``default``, the embedded all-MiniLM-L6-v2 with
-last-avg and cls; ``glove-6b-50d`` with mean (last-avg) and SIF pooling; ``distilled-384`` and
-``distilled-256``, the default model distilled into a static table by ``isotropy distill`` (model2vec;
-256: with PCA), made by bench/static.py's ``distilled_folder`` (kept under
-``$ISOTROPY_CACHE/bench-distill`` and reused; the first build takes minutes). Any other value is a
-model id or folder with its own pooling.
-
-1. Fixed calibrations. For each model and pooling, every fixed calibration of the STS harness (raw,
-   center, abtt, common-component, whitening, soft-0.25/0.5/0.75) and whitening-K / pca-K (PCA
-   without scaling) for every K below the dimension in KS, each fitted on the documents
-   (``fit_on="target"``: label-free, nothing tuned on the qrels), searched exactly and with int8
-   (``sq8``) and sign-bit (``binary``) codes; raw, whitening-128 and pca-128 also with the index kinds
-   (flat, hnsw, ivf at the defaults of ``isotropy index build``). Metrics from trec_eval; query time
-   is the median search time of one query (encoding excluded), on a shared machine: read it as an
-   order of magnitude.
-2. Few-label auto (``--dev-queries 50``, ``--draws 5``). For each model and pooling, seeded draws
-   split the held-out half of the queries (the library's ``signals.search_split``: the other half tuned
-   label-free auto's search rule, bench/auto_search.py, and is never scored here) into N dev queries and
-   the other held-out ones. ``Selector.few_label`` (what
-   ``isotropy calibrate --method auto --dev FOLDER`` runs) chooses among auto's default candidates,
-   fitted on the documents, by the dev queries' nDCG@10 under its do-no-harm rule: the incumbent is
-   label-free auto's choice for the encoder's kind, by the rule for search (``signals.incumbent_of(...,
-   task="search")``, what ``--dev FOLDER`` uses with ``--for search``), kept unless another candidate (raw included) beats it in 90%
-   of 1000 bootstrap resamples of the dev queries. The choice is scored on the other queries only,
-   beside raw, label-free auto, full whitening and the candidate that is best on those same queries
-   in hindsight (an upper bound: no rule can know it without their labels). ``--dev-only`` reruns
-   this part alone (the vectors come back from the vector cache) and keeps the stored tables.
+1. Fixed calibrations, each fitted on the documents (``fit_on="target"``, no label): every fixed method of the STS
+   harness and whitening-K / pca-K for K in KS, searched exactly and with sq8 / binary codes; raw, whitening-128 and
+   pca-128 also with the index kinds of ``isotropy index build``. Metrics from trec_eval.
+2. Few-label auto (``--dev-queries 50``, ``--draws 5``): seeded draws of dev queries from the held-out half of the
+   queries (``signals.search_split``); ``Selector.few_label`` (``calibrate --method auto --dev FOLDER --for search``)
+   chooses, scored on the other held-out queries (docs/RESULTS.md says how the table is read). ``--dev-only`` reruns
+   this part alone and keeps the stored tables.
 
     .venv/bin/python bench/retrieval.py [--model KEY_OR_MODEL ...] [--pooling P ...] [--dev-queries 50] [--draws 5]
                                         [--dev-only]
 
-Raw numbers go to bench/results/retrieval.json, the tables and the paragraphs to docs/RESULTS.md
-(section ``retrieval``); a run for some models replaces their entries and keeps the others.
+Raw numbers go to bench/results/retrieval.json, the tables to docs/RESULTS.md (section ``retrieval``); a run for
+some models replaces their entries and keeps the others.
 """
 
 from __future__ import annotations

@@ -1,29 +1,11 @@
 """Retrieval benchmark: does whitening to k dimensions keep recall while shrinking and speeding up search?
 
-A retrieval task nobody has to label, built from the STS data in ../shared/data
-(override with ISOTROPY_DATA):
-
-* corpus: every unique sentence of the seven tasks (STS-B, SICK-R, STS-12..16, all
-  splits), in order of first appearance;
-* queries: sentence1 of every pair with gold similarity >= 4.0 (STS 0-5 and SICK
-  1-5 scales alike); the relevant document is that pair's sentence2. Pairs whose
-  two sentences are identical are dropped (the relevant document would be the query
-  itself), and a (sentence1, sentence2) pair listed twice counts once. A query with
-  several relevant documents is searched once and each of its pairs is scored;
-* the query sentence is itself in the corpus: each query is searched with k + 1
-  and its own id is dropped from its hits (if it is not among them, the last hit
-  is dropped), so every query ranks exactly k other sentences;
-* recall@k: the fraction of (query, relevant) pairs whose relevant sentence is
-  among the query's top k; MRR@10: the mean over pairs of 1 / rank of the relevant
-  sentence (0 beyond rank 10).
-
-Vectors: the default model (all-MiniLM-L6-v2) with its own pooling (last-avg),
-max_length 64, encoded once (cached on disk by ``isotropy.evaluation.encode_cached``)
-and shared by every setting. Each transform is fitted on the corpus, as
-``isotropy index build`` does. Timings are search only (the library's
-``Index.search_vectors`` on already embedded queries): batch = all queries in one
-call, single = a fixed sample of queries one call each; both the median of 3
-repeats, and reported as ratios to raw-384 flat measured in the same run.
+A task nobody has to label, from the STS data in ../shared/data (override with ISOTROPY_DATA): the corpus is every
+unique sentence of the seven tasks; the queries are sentence1 of every pair with gold >= 4.0 (identical pairs and
+repeated pairs dropped), the relevant document its sentence2; each query is searched with k + 1 and its own id
+dropped (docs/BENCHMARKS.md, 'Search', says how the table is read). Vectors: the default model, last-avg, max_length
+64, encoded once (``encode_cached``); each transform fitted on the corpus as ``isotropy index build`` does. Timings are
+search only (``Index.search_vectors``), in interleaved sweeps, as ratios to raw-384 flat of the same sweep.
 
     .venv/bin/python bench/search.py [--single 500] [--kinds flat,hnsw]
 """
@@ -53,19 +35,9 @@ SECTION = Section(
 )
 K = 10
 # (name, n_components, power): None = raw vectors
-SETTINGS = [
-    ("raw-384", None, None),
-    ("whitened-384", 384, 1.0),
-    ("whitened-256", 256, 1.0),
-    ("whitened-128", 128, 1.0),
-    ("whitened-64", 64, 1.0),
-    ("soft0.5-384", 384, 0.5),
-    ("soft0.5-256", 256, 0.5),
-    ("soft0.5-128", 128, 0.5),
-    ("soft0.5-64", 64, 0.5),
-    ("pca-128", 128, 0.0),
-    ("pca-64", 64, 0.0),
-]
+SETTINGS = [("raw-384", None, None)] + [  # (name, dims, whitening power)
+    (f"{name}-{k}", k, power) for name, power, ks in (("whitened", 1.0, (384, 256, 128, 64)), ("soft0.5", 0.5, (384, 256, 128, 64)), ("pca", 0.0, (128, 64))) for k in ks
+]  # fmt: skip
 
 
 def build_task(data: Path):

@@ -3,26 +3,14 @@
     .venv/bin/python bench/static.py              # everything: the sts-static section of docs/RESULTS.md + bench/results/static.json
     .venv/bin/python bench/static.py --glove-only --no-write   # the GloVe models only (no transformer), a smoke run
 
-Spearman x 100 of cosine over all evaluation pairs of a task pooled (STS-12..16: every pair of the
-year; STS-B, SICK-R: test), and the 7-task average. Models, all through ``isotropy.Encoder``:
-GloVe 6B 50d (``glove-6b-50d``) mean and SIF (``sif``: a = 1e-3, p from Zipf's law over the
-table's frequency rank), and the default model distilled by ``isotropy distill`` (model2vec) at 384
-and at 256 dimensions (kept under ``$ISOTROPY_CACHE/bench-distill`` and reused; made when missing).
-
-* Sentence-level calibrations: every fixed method of bench/results.py but the flow (not affine, so it
-  cannot be folded into a static table), through ``isotropy.evaluation.evaluate``, fitted on
-  ``others`` (the six other tasks' sentences, minus those the test task holds) and on ``target``
-  (the task's own sentences, every split).
-* Token-level calibrations (``isotropy calibrate --method ...``, :mod:`isotropy.calibration.token_fit`):
-  whitening fitted on the rows the model averages: ``token-whitening`` (uniform) and
-  ``zipfian-whitening-rank`` (Zipf's law over the row order) read only the table; ``zipfian-whitening``
-  weights the rows by token counts on ``others`` or on ``target``. Applied to the pooled vectors, which
-  is what the folded table computes (tests/test_static_tokencal_cli.py checks the equality).
-* The corpus-fitted teacher map (``TeacherMap``): least squares from the static vectors to the
-  teacher's L2-normalised mean-pooled vectors of the ``others`` sentences.
-
-No label of any task is read to fit or choose anything; every setting (a, the Zipf offset 2.7, the
-method list) was fixed before the run.
+Spearman x 100 of cosine over all evaluation pairs of a task pooled, and the 7-task average. Models, all through
+``isotropy.Encoder``: GloVe 6B 50d mean and SIF (a = 1e-3, p from Zipf's law over the frequency rank), and the default
+model distilled by ``isotropy distill`` at 384 and 256 dimensions (kept under ``$ISOTROPY_CACHE/bench-distill``).
+Calibrations (docs/RESULTS.md says which and how the table is read): the fixed sentence-level methods of
+bench/results.py but the flow, fitted on ``others`` and ``target``; the token-level ones of ``isotropy calibrate``
+(:mod:`isotropy.calibration.token_fit`), applied to the pooled vectors, which is what the folded table computes
+(tests/test_static_tokencal_cli.py checks it); and the corpus-fitted ``TeacherMap``. No label is read to fit or
+choose anything; every setting was fixed before the run.
 """
 
 from __future__ import annotations
