@@ -1,8 +1,8 @@
 """The held-out tasks' vectors and dev pools, shared by bench/auto.py and the zoo (bench/_auto_zoo.py).
 
-One module per concern, without an import circle: the data here, the zoo's runs in bench/_auto_zoo.py, the tables in bench/_render.py, the command line in
-bench/auto.py (which imports all of them; none imports it back). The product's rule is read from the library
-(``isotropy.selection.signals``), never re-derived here.
+One module per concern, without an import circle: the data here, the zoo's runs in bench/_auto_zoo.py, the tables in
+bench/_render.py, the command line in bench/auto.py (which imports all of them; none imports it back). The product's
+rule is read from the library (``isotropy.selection.signals``), never re-derived here.
 """
 
 from __future__ import annotations

@@ -1,20 +1,21 @@
 """The model zoo of bench/auto.py (issue #24): label-free signals and the signal rule, held out task by task.
 
-The zoo is encoded by the library itself, as a user runs it (``isotropy.encoders.Encoder``, vectors in
-the shared ``VectorCache``):
+The zoo is encoded by the library itself, as a user runs it (``isotropy.encoders.Encoder``, vectors in the shared
+``VectorCache``):
 
-* ``glove-6b-50d`` -- ``Encoder("glove-6b-50d")``: pooling ``mean`` (the static backend's ``last-avg``) and
-  ``sif`` (weights ``a / (a + p)``, ``p`` Zipf's law on GloVe's frequency rank);
-* ``m2v-384``, ``m2v-256`` -- the embedded default model distilled to a static table by ``model2vec.distill``
-  (PCA to 384 or 256 dims), distilled once and kept under ``$ISOTROPY_CACHE/zoo/``, then ``Encoder(folder)``;
-  pooling ``mean`` (the mean of the token rows: the vectors model2vec's ``encode`` returns before it
-  normalises them to unit length; every cosine is the same);
+* ``glove-6b-50d`` -- ``Encoder("glove-6b-50d")``: pooling ``mean`` (the static backend's ``last-avg``) and ``sif``
+  (weights ``a / (a + p)``, ``p`` Zipf's law on GloVe's frequency rank);
+* ``m2v-384``, ``m2v-256`` -- the embedded default model distilled to a static table by ``model2vec.distill`` (PCA to
+  384 or 256 dims), distilled once and kept under ``$ISOTROPY_CACHE/zoo/``, then ``Encoder(folder)``; pooling ``mean``
+  (the mean of the token rows: the vectors model2vec's ``encode`` returns before it normalises them to unit length;
+  every cosine is the same);
 * ``minilm`` -- the embedded default transformer, max_length 64; poolings ``last-avg``, ``cls``, ``first-last-avg``.
 
-The rule (:data:`isotropy.selection.signals.SIGNAL_RULE`, and ``POOLING_RULE``) was read off the same zoo on the
-STS-B TRAIN split (``tune_zoo`` and ``tuned_rule`` here at commit b31d6d7; docs/AUTO.md, 'Zoo tuning'). ``run_zoo``: leave one task out over the 7 STS tasks, calibrations fitted
-on ``others``; per cell raw, every fixed method, the oracle, label-free auto (the signal rule, and
-each vector signal deciding alone with its STS-B-train threshold) and few-label auto (draws of 100 pairs).
+The rule (:data:`isotropy.selection.signals.SIGNAL_RULE`, and ``POOLING_RULE``) was read off the same zoo on the STS-B
+TRAIN split (``tune_zoo`` and ``tuned_rule`` here at commit b31d6d7; docs/AUTO.md, 'Zoo tuning'). ``run_zoo``: leave
+one task out over the 7 STS tasks, calibrations fitted on ``others``; per cell raw, every fixed method, the oracle,
+label-free auto (the signal rule, and each vector signal deciding alone with its STS-B-train threshold) and few-label
+auto (draws of 100 pairs).
 """
 
 from __future__ import annotations

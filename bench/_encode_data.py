@@ -1,8 +1,8 @@
 """Workloads of bench/encode.py and bench/encode_peers.py: STS-B test sentences and ~200-token passages.
 
-Both scripts (ours in the project venv, the peers' in a separate venv without isotropy's
-dependencies) must see exactly the same text, so this module reads the STS-B csv with the
-standard library only and builds the long passages from token counts passed in.
+Both scripts (ours in the project venv, the peers' in a separate venv without isotropy's dependencies) must see
+exactly the same text, so this module reads the STS-B csv with the standard library only and builds the long passages
+from token counts passed in.
 """
 
 from __future__ import annotations

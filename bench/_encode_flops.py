@@ -1,20 +1,19 @@
 """The limit for bench/encode.py: the encoder's FLOPs from its real tokens, and GEMM peaks on its own shapes.
 
-FLOPs (one multiply-add = 2) of one BERT layer on a sequence of L real tokens, hidden H,
-feed-forward I: the Q, K, V and output projections 4 x 2LH^2, the feed-forward 2 x 2LHI, and
-attention's QK^T and AV 2 x 2L^2H (all heads together). Padding is excluded: each sequence
-counts its own length. Embeddings, layer norms, softmax and GELU are not counted (they are
-not matrix products; they are what a backend spends beyond the GEMMs).
+FLOPs (one multiply-add = 2) of one BERT layer on a sequence of L real tokens, hidden H, feed-forward I: the Q, K, V
+and output projections 4 x 2LH^2, the feed-forward 2 x 2LHI, and attention's QK^T and AV 2 x 2L^2H (all heads
+together). Padding is excluded: each sequence counts its own length. Embeddings, layer norms, softmax and GELU are not
+counted (they are not matrix products; they are what a backend spends beyond the GEMMs).
 
-Peaks: the best throughput of one matrix product of the encoder's shapes (K x N = 384 x 384,
-384 x 1536, 1536 x 384) at M = the tokens of a typical batch, through
+Peaks: the best throughput of one matrix product of the encoder's shapes (K x N = 384 x 384, 384 x 1536, 1536 x 384)
+at M = the tokens of a typical batch, through
 * torch fp32 / torch bf16 ``matmul`` (the fp32 and bf16 paths);
 * onnxruntime ``MatMulInteger`` (u8 x s8 -> s32; the raw int8 GEMM, MLAS's AMX/VNNI kernel) and
-  ``com.microsoft.DynamicQuantizeMatMul`` (f32 in, quantised per call, s8 weights, f32 out: what
-  ``quantize_dynamic`` graphs run), as one-node graphs built here with onnx.helper.
-Written by hand because no library measures a peak at given shapes; the approach follows
-earlier measurements (not kept in the repository). The per-model peak weighs the three shapes by their FLOP
-shares (4 x H^2 : H x I : I x H = 1 : 1 : 1 for MiniLM): time-weighted, i.e. a harmonic mean.
+  ``com.microsoft.DynamicQuantizeMatMul`` (f32 in, quantised per call, s8 weights, f32 out: what ``quantize_dynamic``
+  graphs run), as one-node graphs built here with onnx.helper.
+Written by hand because no library measures a peak at given shapes; the approach follows earlier measurements (not
+kept in the repository). The per-model peak weighs the three shapes by their FLOP shares (4 x H^2 : H x I : I x H = 1
+: 1 : 1 for MiniLM): time-weighted, i.e. a harmonic mean.
 """
 
 from __future__ import annotations

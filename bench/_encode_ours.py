@@ -1,8 +1,7 @@
 """bench/encode.py's backends in the project process: isotropy's encoders and sentence-transformers torch.
 
-Every backend is a callable ``encode(texts, max_length)``; ``_encode_data.time_rounds`` runs them
-interleaved (every round runs every workload on every backend in turn) and keeps wall and
-process CPU time.
+Every backend is a callable ``encode(texts, max_length)``; ``_encode_data.time_rounds`` runs them interleaved (every
+round runs every workload on every backend in turn) and keeps wall and process CPU time.
 """
 
 from __future__ import annotations

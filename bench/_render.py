@@ -1,9 +1,9 @@
 """Every docs section's markdown, from the saved results (bench/results/*.json): the one rendering module.
 
-A bench script measures and saves; its ``--render`` mode reads the JSON and calls the function here named after
-its section, so a section is rewritten without running a model, and re-rendering leaves the docs unchanged. A
-section is its tables (one writer, ``table``; one number format, ``f2``), one ``target`` line where it has a target,
-and the command that makes it; what the tables mean is written by hand outside the generated markers.
+A bench script measures and saves; its ``--render`` mode reads the JSON and calls the function here named after its
+section, so a section is rewritten without running a model, and re-rendering leaves the docs unchanged. A section is
+its tables (one writer, ``table``; one number format, ``f2``), one ``target`` line where it has a target, and the
+command that makes it; what the tables mean is written by hand outside the generated markers.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Helpers shared by the benchmark scripts: each script owns one section of a docs file.
 
-A section lives between ``<!-- BEGIN name -->`` and ``<!-- END name -->`` so that
-several scripts can regenerate their own part of docs/BENCHMARKS.md (or
-RESULTS.md) without touching the others'.
+A section lives between ``<!-- BEGIN name -->`` and ``<!-- END name -->`` so that several scripts can regenerate their
+own part of docs/BENCHMARKS.md (or RESULTS.md) without touching the others'.
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
 """Vectors at scale without a hub, for bench/scale.py: sliding windows over real text, encoded with GloVe.
 
-The words of ``corpus/wiki-sentences.txt`` and of Cranfield's documents (``.T`` and ``.W``
-fields of ``retrieval/cranfield/cran.all.1400``) in ../shared/data, in file order, make one
-stream of about half a million words. Window ``i`` starts at a seeded random word and runs
-for 5 to 30 words, so the texts are real English with real anisotropy (overlapping windows are
-near neighbours of each other, as paraphrases and duplicates are in a real corpus). The queries
-are 1,000 more windows drawn with another seed (held out: never indexed). Encoded with the
-embedded static GloVe 6B 50d (``glove-6b-50d``, mean of word vectors), float32, cached under
-``.cache/scale/`` (gitignored).
+The words of ``corpus/wiki-sentences.txt`` and of Cranfield's documents (``.T`` and ``.W`` fields of
+``retrieval/cranfield/cran.all.1400``) in ../shared/data, in file order, make one stream of about half a million
+words. Window ``i`` starts at a seeded random word and runs for 5 to 30 words, so the texts are real English with real
+anisotropy (overlapping windows are near neighbours of each other, as paraphrases and duplicates are in a real
+corpus). The queries are 1,000 more windows drawn with another seed (held out: never indexed). Encoded with the
+embedded static GloVe 6B 50d (``glove-6b-50d``, mean of word vectors), float32, cached under ``.cache/scale/``
+(gitignored).
 """
 
 from __future__ import annotations

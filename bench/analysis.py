@@ -1,18 +1,14 @@
 """Benchmark: ``isotropy analyze`` end to end, and the anisotropy numbers it reports on STS-B.
 
-1. **Time.** The command on the embedded default model and a generated 1,000-line
-   corpus, run as a subprocess (imports, model load, encoding, statistics, kNN over
-   the 30,522-token vocabulary, five figures, report folder; the ``--recommend``
-   comparison of auto's candidates is on request and not included): wall and CPU time
-   (user + system of the child). Reference measured in the same run:
-   ``isotropy encode`` of the same corpus -- loading the model and encoding, the floor
-   no analysis can go below. Target (issue #25): at most 15 s on 2 cores.
-2. **Numbers.** STS-B (train+dev+test, unique sentences), default model, ``cls`` and
-   ``last-avg`` pooling, max_length 64: the sentence-level table, raw against
-   whitening fitted on the same sentences (the papers' "target" setting), and the
-   word-level table (BERT-flow paper, Table 1 layout) with STS-B as the corpus.
-   The vectors come from the test suite's cache (``.cache/test-vectors``; encoded on
-   the first run).
+1. **Time.** The command on the embedded default model and a generated 1,000-line corpus, run as a subprocess
+   (imports, model load, encoding, statistics, kNN over the 30,522-token vocabulary, five figures, report folder; the
+   ``--recommend`` comparison of auto's candidates is on request and not included): wall and CPU time (user + system
+   of the child). Reference measured in the same run: ``isotropy encode`` of the same corpus -- loading the model and
+   encoding, the floor no analysis can go below. Target (issue #25): at most 15 s on 2 cores.
+2. **Numbers.** STS-B (train+dev+test, unique sentences), default model, ``cls`` and ``last-avg`` pooling, max_length
+   64: the sentence-level table, raw against whitening fitted on the same sentences (the papers' "target" setting),
+   and the word-level table (BERT-flow paper, Table 1 layout) with STS-B as the corpus. The vectors come from the test
+   suite's cache (``.cache/test-vectors``; encoded on the first run).
 
 Writes the ``analysis`` section of docs/BENCHMARKS.md.
 

@@ -4,14 +4,13 @@
     .venv/bin/python bench/auto.py --zoo --few-only  # the same, reusing the stored cells' signals
     .venv/bin/python bench/auto.py --render          # rewrite the section from bench/results/auto.json
 
-The zoo (bench/_auto_zoo.py): GloVe 6B 50d (mean, SIF), the default model distilled to 384 and 256 dims (mean) and
-the default transformer (last-avg, cls, first-last-avg). Leave one task out over the 7 STS tasks, calibrations
-fitted on ``others`` (the six other tasks' sentences minus any the test task holds): per cell raw, every candidate,
-the oracle, label-free auto (the library's signal rule) and few-label auto (draws of 100 dev pairs). The passes
-that chose the rules are quoted in docs/AUTO.md's 'What we tried' with their commits: the criteria run of issue #16
-(440b70e); the zoo's tuning on the STS-B train split (``--tune-zoo``), the few-label rule's (``--tune-few``) and
-the pooling choice (``--zoo-pool``) (b31d6d7). Their results stay in bench/results/auto.json (``zoo_tune``,
-``few_tune``, ``zoo_pool``).
+The zoo (bench/_auto_zoo.py): GloVe 6B 50d (mean, SIF), the default model distilled to 384 and 256 dims (mean) and the
+default transformer (last-avg, cls, first-last-avg). Leave one task out over the 7 STS tasks, calibrations fitted on
+``others`` (the six other tasks' sentences minus any the test task holds): per cell raw, every candidate, the oracle,
+label-free auto (the library's signal rule) and few-label auto (draws of 100 dev pairs). The passes that chose the
+rules are quoted in docs/AUTO.md's 'What we tried' with their commits: the criteria run of issue #16 (440b70e); the
+zoo's tuning on the STS-B train split (``--tune-zoo``), the few-label rule's (``--tune-few``) and the pooling choice
+(``--zoo-pool``) (b31d6d7). Their results stay in bench/results/auto.json (``zoo_tune``, ``few_tune``, ``zoo_pool``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """`--for search`: label-free auto's rule for search, read off a tuning half of Cranfield's queries, measured on the rest.
 
-Cranfield 1400 (../shared/data/retrieval/cranfield): the queries are split once by the library's ``SEARCH_SPLIT``
-(a seeded permutation: the first half tunes, the other is held out; no reported figure of auto reads a tuning query).
-For each zoo entry (GloVe 6B 50d mean and SIF, the default model distilled to 384 and 256 dims, the default model with
-its own pooling and cls), every candidate of auto's default set is fitted on the documents (no label) and scored by
-the nDCG@10 of an exact search of each query. ``tuned_search_rule`` (bench/_render.py) reads the rule off the tuning
+Cranfield 1400 (../shared/data/retrieval/cranfield): the queries are split once by the library's ``SEARCH_SPLIT`` (a
+seeded permutation: the first half tunes, the other is held out; no reported figure of auto reads a tuning query). For
+each zoo entry (GloVe 6B 50d mean and SIF, the default model distilled to 384 and 256 dims, the default model with its
+own pooling and cls), every candidate of auto's default set is fitted on the documents (no label) and scored by the
+nDCG@10 of an exact search of each query. ``tuned_search_rule`` (bench/_render.py) reads the rule off the tuning
 queries (a kind acts only with the calibration of best mean gain among those that gained >= ``margin`` on every zoo
 entry of the kind); the library's ``SEARCH_RULE`` must equal it (the render fails otherwise).
 

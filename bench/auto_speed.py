@@ -1,12 +1,12 @@
 """How long `isotropy calibrate --method auto` takes against `isotropy encode` of the same corpus (issue #34).
 
-The corpus: every distinct sentence of STS-B (train, dev and test, both sides of each pair: 15,487 lines). The
-two commands run as a user runs them (the project's CLI in a new process each, default model, default options, a
-fresh empty vector cache each), alternately, ``--rounds`` times; the ratio is auto's wall time over encode's in
-the same round. Label-free auto on a transformer decides by the encoder's kind before reading the corpus, so it
-encodes a seeded sample of at most 1,000 sentences for the signals it reports and writes the base model as it is.
-The folder it writes is then checked: ``SentenceTransformer(folder)`` against ``SentenceTransformer(base model)``
-on 200 of the sentences and one longer than the model's window (the largest absolute difference, and the norms).
+The corpus: every distinct sentence of STS-B (train, dev and test, both sides of each pair: 15,487 lines). The two
+commands run as a user runs them (the project's CLI in a new process each, default model, default options, a fresh
+empty vector cache each), alternately, ``--rounds`` times; the ratio is auto's wall time over encode's in the same
+round. Label-free auto on a transformer decides by the encoder's kind before reading the corpus, so it encodes a
+seeded sample of at most 1,000 sentences for the signals it reports and writes the base model as it is. The folder it
+writes is then checked: ``SentenceTransformer(folder)`` against ``SentenceTransformer(base model)`` on 200 of the
+sentences and one longer than the model's window (the largest absolute difference, and the norms).
 
     nice -n 5 .venv/bin/python bench/auto_speed.py [--rounds 1]
 

@@ -4,17 +4,15 @@
     .venv/bin/python bench/calibrate.py --no-write   # print only
     .venv/bin/python bench/calibrate.py --limit 2000 --no-write   # a smoke run
 
-1. Parity. Default model (all-MiniLM-L6-v2), max_length 64, poolings cls and last-avg; every
-   affine method of the registry fitted on the STS-B train sentences; each written as a stock
-   folder and loaded by plain ``SentenceTransformer(path)`` in a fresh ``python -I`` process
-   where isotropy is not importable; max |difference| to ``Encoder`` + the float64 transform on
-   the 2,758 STS-B test sentences, beside the largest entry. For comparison, the same whitening
-   through isotropy's own float64 module (``stock=False``, ``trust_remote_code``).
-2. One ``isotropy calibrate`` run (Python API) on the STS-B train sentences, last-avg,
-   Ledoit-Wolf whitening, ``--onnx --quantize int8 --eval STSBenchmark``: wall time of each
-   phase, STS-B test Spearman x 100 of the base and the calibrated model (isotropy's harness),
-   of MTEB's STS evaluator on the folder (a task defined from ../shared/data, no hub), and of
-   the folder's int8 graph for sentence-transformers' ONNX backend run as that backend runs it.
+1. Parity. Default model (all-MiniLM-L6-v2), max_length 64, poolings cls and last-avg; every affine method of the
+   registry fitted on the STS-B train sentences; each written as a stock folder and loaded by plain
+   ``SentenceTransformer(path)`` in a fresh ``python -I`` process where isotropy is not importable; max |difference|
+   to ``Encoder`` + the float64 transform on the 2,758 STS-B test sentences, beside the largest entry. For comparison,
+   the same whitening through isotropy's own float64 module (``stock=False``, ``trust_remote_code``).
+2. One ``isotropy calibrate`` run (Python API) on the STS-B train sentences, last-avg, Ledoit-Wolf whitening, ``--onnx
+   --quantize int8 --eval STSBenchmark``: wall time of each phase, STS-B test Spearman x 100 of the base and the
+   calibrated model (isotropy's harness), of MTEB's STS evaluator on the folder (a task defined from ../shared/data,
+   no hub), and of the folder's int8 graph for sentence-transformers' ONNX backend run as that backend runs it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Generate docs/CLI.md from the ``isotropy`` command line itself (``python bench/cli_doc.py``).
 
-The page is the app's own description, walked through click's command tree: one table of short
-flags (each letter with its one meaning and the commands that take it), the deprecated spellings,
-then every command's options with their choices and defaults. tests/test_cli_language.py checks
-that regenerating gives the committed file and that no short flag has two meanings.
+The page is the app's own description, walked through click's command tree: one table of short flags (each letter with
+its one meaning and the commands that take it), the deprecated spellings, then every command's options with their
+choices and defaults. tests/test_cli_language.py checks that regenerating gives the committed file and that no short
+flag has two meanings.
 """
 
 from __future__ import annotations

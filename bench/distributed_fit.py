@@ -1,19 +1,17 @@
 """Benchmark: whitening fit on sentence shards, local Dask cluster vs one process.
 
-The unique sentences of STS-B (``--tasks all``: of the 7 STS tasks) are split into
-8 shards. The same fit (embedded all-MiniLM-L6-v2, its mean pooling, max_length 64)
-runs three ways, measured in the same run:
+The unique sentences of STS-B (``--tasks all``: of the 7 STS tasks) are split into 8 shards. The same fit (embedded
+all-MiniLM-L6-v2, its mean pooling, max_length 64) runs three ways, measured in the same run:
 
 * one process: ``Encoder.encode`` of every sentence + ``Whitening.fit`` (torch on all cores);
-* ``isotropy.distributed.fit_whitening`` without an address, as the CLI runs it: a
-  local cluster (one single-threaded worker process per core) is started, every
-  worker loads the model, the shards are encoded and merged, the cluster stops;
-* the same call on a cluster that is already up with the model loaded (the steady
-  state of a long job: what per-core throughput means).
+* ``isotropy.distributed.fit_whitening`` without an address, as the CLI runs it: a local cluster (one single-threaded
+  worker process per core) is started, every worker loads the model, the shards are encoded and merged, the cluster
+  stops;
+* the same call on a cluster that is already up with the model loaded (the steady state of a long job: what per-core
+  throughput means).
 
-It reports the wall-time ratios, how far the statistics are from the one-process
-ones, the per-core throughput, and a paper estimate for 1 billion sentences.
-Writes the ``distributed`` section of docs/BENCHMARKS.md.
+It reports the wall-time ratios, how far the statistics are from the one-process ones, the per-core throughput, and a
+paper estimate for 1 billion sentences. Writes the ``distributed`` section of docs/BENCHMARKS.md.
 
     .venv/bin/python bench/distributed_fit.py                   # first 2,400 STS-B sentences
     .venv/bin/python bench/distributed_fit.py --sentences 0     # all of STS-B's unique sentences

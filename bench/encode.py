@@ -1,18 +1,17 @@
 """Encoding throughput against sentence-transformers' CPU backends, and against what the cores can do.
 
-One process, interleaved rounds (every round runs every workload on every backend in turn),
-medians of >= 3, the same texts and max_length for everyone, the embedded default model
-(all-MiniLM-L6-v2), batch size 64, 1 thread by default (torch.set_num_threads, onnxruntime
-intra_op_num_threads, OpenVINO INFERENCE_NUM_THREADS; TOKENIZERS_PARALLELISM=false).
+One process, interleaved rounds (every round runs every workload on every backend in turn), medians of >= 3, the same
+texts and max_length for everyone, the embedded default model (all-MiniLM-L6-v2), batch size 64, 1 thread by default
+(torch.set_num_threads, onnxruntime intra_op_num_threads, OpenVINO INFERENCE_NUM_THREADS;
+TOKENIZERS_PARALLELISM=false).
 
-Workloads: ``short`` = the 2,758 sentences of STS-B test; ``long`` = passages of about 200
-tokens made by joining consecutive STS-B test sentences; each at max_length 64 and 256.
-Ours: torch fp32 / bf16 (``Encoder(precision=...)``), isotropy's ONNX export fp32 / int8, with
-fixed batches and token-budget batches. Peers: sentence-transformers torch here, and (with
-``--peers-python``) its onnx / openvino backends in a separate venv (bench/encode_peers.py,
-bench/peers/requirements-st5.txt). Every backend is reported as a ratio to sentence-transformers
-torch measured in the same process as it. The limit: fp32 / bf16 / int8 GEMM peaks on the
-encoder's own shapes and FLOPs from the real tokens (bench/_encode_flops.py).
+Workloads: ``short`` = the 2,758 sentences of STS-B test; ``long`` = passages of about 200 tokens made by joining
+consecutive STS-B test sentences; each at max_length 64 and 256. Ours: torch fp32 / bf16 (``Encoder(precision=...)``),
+isotropy's ONNX export fp32 / int8, with fixed batches and token-budget batches. Peers: sentence-transformers torch
+here, and (with ``--peers-python``) its onnx / openvino backends in a separate venv (bench/encode_peers.py,
+bench/peers/requirements-st5.txt). Every backend is reported as a ratio to sentence-transformers torch measured in the
+same process as it. The limit: fp32 / bf16 / int8 GEMM peaks on the encoder's own shapes and FLOPs from the real
+tokens (bench/_encode_flops.py).
 
     .venv/bin/python bench/encode.py [--peers-python PEERS/bin/python] [--rounds 3] [--threads 1] [--quick]
 

@@ -1,10 +1,10 @@
 """Peak memory and throughput of ``isotropy encode`` on a large file (issue 17's memory check).
 
-Writes a file of N lines (the STS-B sentences, train+dev+test, repeated) under /tmp -- never in
-the repository -- and runs ``isotropy encode FILE -o OUT.npy`` on its first n lines for each n
-given, as a child process; peak RSS is the child's ``ru_maxrss`` (getrusage of children, exact,
-no sampling), throughput = lines / wall seconds (model load included). With ``--progress`` the
-progress bar runs too, and its last frame (sentences/s and time left) is kept from stderr.
+Writes a file of N lines (the STS-B sentences, train+dev+test, repeated) under /tmp -- never in the repository -- and
+runs ``isotropy encode FILE -o OUT.npy`` on its first n lines for each n given, as a child process; peak RSS is the
+child's ``ru_maxrss`` (getrusage of children, exact, no sampling), throughput = lines / wall seconds (model load
+included). With ``--progress`` the progress bar runs too, and its last frame (sentences/s and time left) is kept from
+stderr.
 
     .venv/bin/python bench/encode_memory.py [--lines 100000,1000000] [--precision bf16] [--threads 1]
 

@@ -1,20 +1,18 @@
 """sentence-transformers' CPU backends, timed on bench/encode.py's workloads; run in a separate venv.
 
-sentence-transformers' ``backend="onnx"`` cannot be installed beside sentence-transformers >= 6
-(the project's pin: optimum-onnx needs transformers < 4.58), and ``backend="openvino"`` pulls
-an unpinned torchvision that breaks the project venv; so the peers run here, in a venv made
-from bench/peers/requirements-st5.txt (see that file), and write JSON that bench/encode.py
-reads. sentence-transformers' own torch backend is timed in the same process as the common
+sentence-transformers' ``backend="onnx"`` cannot be installed beside sentence-transformers >= 6 (the project's pin:
+optimum-onnx needs transformers < 4.58), and ``backend="openvino"`` pulls an unpinned torchvision that breaks the
+project venv; so the peers run here, in a venv made from bench/peers/requirements-st5.txt (see that file), and write
+JSON that bench/encode.py reads. sentence-transformers' own torch backend is timed in the same process as the common
 reference: every backend is reported as a ratio to it.
 
     PEERS/bin/python bench/encode_peers.py --model MODEL_DIR --out peers.json [--threads 1] [--rounds 3] [--quick]
 
-Backends: ST torch; ST onnx fp32 and its ``export_dynamic_quantized_onnx_model`` int8
-(``avx512_vnni``); ST openvino fp32 (``INFERENCE_PRECISION_HINT=f32``), its default (bf16
-where the CPU has AMX/avx512_bf16) and ``export_static_quantized_openvino_model`` int8
-calibrated on STS-B *train* sentences from a local csv. Exports go to ``--work`` (reused).
-Accuracy: STS-B test Spearman x 100 of cls and mean pooling, computed from each backend's
-token embeddings with scipy.
+Backends: ST torch; ST onnx fp32 and its ``export_dynamic_quantized_onnx_model`` int8 (``avx512_vnni``); ST openvino
+fp32 (``INFERENCE_PRECISION_HINT=f32``), its default (bf16 where the CPU has AMX/avx512_bf16) and
+``export_static_quantized_openvino_model`` int8 calibrated on STS-B *train* sentences from a local csv. Exports go to
+``--work`` (reused). Accuracy: STS-B test Spearman x 100 of cls and mean pooling, computed from each backend's token
+embeddings with scipy.
 """
 
 from __future__ import annotations

@@ -1,14 +1,12 @@
 """Benchmark: BERT-flow (default l2_d3_w32, one epoch) on all 17,256 STS-B sentence vectors.
 
-Measures, in one run on the same vectors: the wall time of ``Flow().fit`` (target:
-at most 60 s on the 2-core CI machine), ``transform`` throughput (target: at least
-10,000 vectors/s), ``isotropy.Whitening().fit`` as the reference, and for context the
-STS-B test Spearman of raw / flow / whitening. The vectors are the default model's
-``cls`` pooling at max_length 64 (train+dev+test, both sides, in file order: the
-papers' "target" setting), read from the project's verified vector cache
-(``.cache/vectors``) or encoded once into it. ``--synthetic`` uses random vectors of
-the same shape instead (for machines without the model or the data; not recorded
-unless asked). Writes the ``flow`` section of docs/BENCHMARKS.md.
+Measures, in one run on the same vectors: the wall time of ``Flow().fit`` (target: at most 60 s on the 2-core CI
+machine), ``transform`` throughput (target: at least 10,000 vectors/s), ``isotropy.Whitening().fit`` as the reference,
+and for context the STS-B test Spearman of raw / flow / whitening. The vectors are the default model's ``cls`` pooling
+at max_length 64 (train+dev+test, both sides, in file order: the papers' "target" setting), read from the project's
+verified vector cache (``.cache/vectors``) or encoded once into it. ``--synthetic`` uses random vectors of the same
+shape instead (for machines without the model or the data; not recorded unless asked). Writes the ``flow`` section of
+docs/BENCHMARKS.md.
 
     .venv/bin/python bench/flow.py               # real vectors, 3 repeats, writes the section
     .venv/bin/python bench/flow.py --no-write    # print it instead

@@ -4,19 +4,17 @@
     .venv/bin/python bench/onnx_speed.py --no-write   # print only
     .venv/bin/python bench/onnx_speed.py --repeats 1 --limit 300 --no-write   # a smoke run
 
-Workload: the 2,758 sentences of the STS-B test pairs (1,379 pairs, both sides),
-default model (all-MiniLM-L6-v2), last-avg pooling, max_length 64, batch 64, CPU.
-Pipelines timed, each encoding all sentences (median of ``--repeats`` rounds;
-within a round the pipelines take turns chunk by chunk, so that load from other
-users of the machine hits all of them alike):
+Workload: the 2,758 sentences of the STS-B test pairs (1,379 pairs, both sides), default model (all-MiniLM-L6-v2),
+last-avg pooling, max_length 64, batch 64, CPU. Pipelines timed, each encoding all sentences (median of ``--repeats``
+rounds; within a round the pipelines take turns chunk by chunk, so that load from other users of the machine hits all
+of them alike):
 
 * torch      -- isotropy.Encoder (the reference of every ratio)
 * st         -- sentence-transformers' own model of the same folder, Normalize removed
 * onnx-fp32  -- Encoder(backend="onnx") on the float32 export
 * onnx-int8  -- the same on the int8 export
-* and, with whitening fitted on all STS-B sentences (train+dev+test, as in the
-  papers' "target" setting): torch + Whitening.transform vs the ONNX graphs with
-  the whitening inside.
+* and, with whitening fitted on all STS-B sentences (train+dev+test, as in the papers' "target" setting): torch +
+  Whitening.transform vs the ONNX graphs with the whitening inside.
 
 Spearman x 100 of the cosine of each pipeline's vectors against the gold scores.
 """

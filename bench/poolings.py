@@ -1,16 +1,14 @@
 """The poolings of issue #14 on STS-B test, and what they cost to encode.
 
-Setting: the default model (all-MiniLM-L6-v2), max_length 64 (the papers'), raw vectors,
-cosine similarity, Spearman x 100 on the 1,379 STS-B test pairs. The token frequencies
-of ``sif`` and ``idf`` are counted on every STS-B sentence (train + dev + test, both
-sides: the ``target`` fit of the whitening papers; no label is read). Nothing here is
-tuned: every pooling runs with its paper's defaults (``sif`` a = 1e-3; ``prompt`` the
-template ``This sentence : "[X]" means [MASK] .``; ``ditto`` layer 0, head 9, which the
-Ditto authors chose for bert-base-uncased, not for this model).
+Setting: the default model (all-MiniLM-L6-v2), max_length 64 (the papers'), raw vectors, cosine similarity, Spearman x
+100 on the 1,379 STS-B test pairs. The token frequencies of ``sif`` and ``idf`` are counted on every STS-B sentence
+(train + dev + test, both sides: the ``target`` fit of the whitening papers; no label is read). Nothing here is tuned:
+every pooling runs with its paper's defaults (``sif`` a = 1e-3; ``prompt`` the template ``This sentence : "[X]" means
+[MASK] .``; ``ditto`` layer 0, head 9, which the Ditto authors chose for bert-base-uncased, not for this model).
 
-Speed: sentences per second encoding the first 1,000 test sentences (batch 64, the torch
-backend on this machine's CPU; the median of interleaved rounds), each pooling alone, and all of them in one
-``encode_multi`` call (one pass per input: plain, prompt template, eager attention).
+Speed: sentences per second encoding the first 1,000 test sentences (batch 64, the torch backend on this machine's
+CPU; the median of interleaved rounds), each pooling alone, and all of them in one ``encode_multi`` call (one pass per
+input: plain, prompt template, eager attention).
 
     .venv/bin/python bench/poolings.py
 """

@@ -1,7 +1,7 @@
 """Re-render every docs section from the saved results, running no model: ``python bench/render.py [SECTION ...]``.
 
-Each section is rewritten by its own script's render mode (listed here, one line each). After a render the docs
-are unchanged unless the saved results changed: ``git diff --exit-code docs`` checks it.
+Each section is rewritten by its own script's render mode (listed here, one line each). After a render the docs are
+unchanged unless the saved results changed: ``git diff --exit-code docs`` checks it.
 """
 
 from __future__ import annotations

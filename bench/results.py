@@ -6,9 +6,9 @@
 
 Two fit settings (``--fit-on``): ``target`` and ``others`` (docs/RESULTS.md says what each is), each scored in the
 ``all`` and ``wmean`` aggregations (the second derived from the first's per-subset figures, nothing refitted). The
-poolings are whatever ``isotropy.encoders.poolings`` registers (``--stock``: ``poolings/standard.py``'s); a pooling the
-default model cannot run is recorded with its reason. The flow runs on ``target`` only by default (``--flow-on``: on
-``others`` it would take longer than the run's 20-minute budget). Encoded vectors are cached under .cache/vectors.
+poolings are whatever ``isotropy.encoders.poolings`` registers (``--stock``: ``poolings/standard.py``'s); a pooling
+the default model cannot run is recorded with its reason. The flow runs on ``target`` only by default (``--flow-on``:
+on ``others`` it would take longer than the run's 20-minute budget). Encoded vectors are cached under .cache/vectors.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 ISOTROPY_DATA overrides the data root): 1400 abstracts, 225 queries, graded qrels (code c -> gain 5 - c).
 
 Models (``--model``, repeatable; default: all four): ``default`` (all-MiniLM-L6-v2, last-avg and cls),
-``glove-6b-50d`` (mean and SIF), ``distilled-384`` and ``distilled-256`` (bench/static.py's ``distilled_folder``);
-any other value is a model id or folder with its own pooling.
+``glove-6b-50d`` (mean and SIF), ``distilled-384`` and ``distilled-256`` (bench/static.py's ``distilled_folder``); any
+other value is a model id or folder with its own pooling.
 
 1. Fixed calibrations, each fitted on the documents (``fit_on="target"``, no label): every fixed method of the STS
    harness and whitening-K / pca-K for K in KS, searched exactly and with sq8 / binary codes; raw, whitening-128 and
@@ -16,8 +16,8 @@ any other value is a model id or folder with its own pooling.
     .venv/bin/python bench/retrieval.py [--model KEY_OR_MODEL ...] [--pooling P ...] [--dev-queries 50] [--draws 5]
                                         [--dev-only]
 
-Raw numbers go to bench/results/retrieval.json, the tables to docs/RESULTS.md (section ``retrieval``); a run for
-some models replaces their entries and keeps the others.
+Raw numbers go to bench/results/retrieval.json, the tables to docs/RESULTS.md (section ``retrieval``); a run for some
+models replaces their entries and keeps the others.
 """
 
 from __future__ import annotations

@@ -1,31 +1,28 @@
 """Scale benchmark: calibrations in front of product quantisation (isotropy.search.pq), at 1M+ vectors.
 
-Vectors: ``bench/_scale_data.py`` (windows of 5-30 words over the wiki and Cranfield text of
-../shared/data, encoded with GloVe 6B 50d; 1,000 held-out windows are the queries). For each
-calibration in front of PQ -- none, PCA-k (power 0), soft whitening-k (power 0.5), whitening-k
-(power 1), each the library's default whitening (Ledoit-Wolf shrinkage) fitted on the first
-200,000 vectors; and OPQ (faiss's learnt rotation) on the raw vectors -- at byte budgets 16, 32
-and 64, the script builds the library's index (``pq.new_pq_index``: trained on its seeded sample,
-HNSW coarse quantiser at >= 1M rows) with ``nlist`` by a rule fixed in advance (sqrt(n) rounded to
-a power of two: 1,024 at 1M, 4,096 at 10M) and measures:
+Vectors: ``bench/_scale_data.py`` (windows of 5-30 words over the wiki and Cranfield text of ../shared/data, encoded
+with GloVe 6B 50d; 1,000 held-out windows are the queries). For each calibration in front of PQ -- none, PCA-k (power
+0), soft whitening-k (power 0.5), whitening-k (power 1), each the library's default whitening (Ledoit-Wolf shrinkage)
+fitted on the first 200,000 vectors; and OPQ (faiss's learnt rotation) on the raw vectors -- at byte budgets 16, 32
+and 64, the script builds the library's index (``pq.new_pq_index``: trained on its seeded sample, HNSW coarse
+quantiser at >= 1M rows) with ``nlist`` by a rule fixed in advance (sqrt(n) rounded to a power of two: 1,024 at 1M,
+4,096 at 10M) and measures:
 
-* recall@10 against exact search (faiss brute force, inner product) of the *same* calibrated,
-  normalised vectors on the 1,000 queries, without and with re-ranking of the top 100 from the
-  exact vectors (in RAM here; the library reads them memory-mapped), at nprobe 32, or with
-  ``--tune`` (the 10M runs) at the nprobe chosen on 1,000 *tuning* queries drawn with another seed
-  (never the reported ones): the smallest of 8..128 whose re-ranked recall@10 there reaches 0.95;
+* recall@10 against exact search (faiss brute force, inner product) of the *same* calibrated, normalised vectors on
+  the 1,000 queries, without and with re-ranking of the top 100 from the exact vectors (in RAM here; the library reads
+  them memory-mapped), at nprobe 32, or with ``--tune`` (the 10M runs) at the nprobe chosen on 1,000 *tuning* queries
+  drawn with another seed (never the reported ones): the smallest of 8..128 whose re-ranked recall@10 there reaches
+  0.95;
 * queries per second, batch (1,000 in one call) and single (one call each), one thread and two;
-* the index's size (faiss's serialised bytes), the process's peak memory and its build time
-  (train + add, one process); with ``--dask``, the build of the library's soft whitening-48
-  16-byte index in one process (streamed over the memory-mapped vectors) against
-  ``build_index_dask`` on 2 local workers, and whether both hold the same codes.
+* the index's size (faiss's serialised bytes), the process's peak memory and its build time (train + add, one
+  process); with ``--dask``, the build of the library's soft whitening-48 16-byte index in one process (streamed over
+  the memory-mapped vectors) against ``build_index_dask`` on 2 local workers, and whether both hold the same codes.
 
-GloVe has 50 dimensions, so the budgets are spent honestly as follows (bytes used in the table):
-16 bytes = 16 sub-quantisers of 3 dims on a calibration to k=48 (OPQ16 projects 50 -> 48; the raw
-vectors are zero-padded to 64 = 4 dims a sub-quantiser); 32 bytes = 25 sub-quantisers of 2 dims on
-all 50 dims (25 bytes: 32 does not divide 50); 64 bytes = 50 sub-quantisers of 1 dim (50 bytes).
-Nothing here was tuned on the recall it reports (nlist and the rerank depth are fixed above, nprobe
-fixed or chosen on the tuning queries).
+GloVe has 50 dimensions, so the budgets are spent honestly as follows (bytes used in the table): 16 bytes = 16
+sub-quantisers of 3 dims on a calibration to k=48 (OPQ16 projects 50 -> 48; the raw vectors are zero-padded to 64 = 4
+dims a sub-quantiser); 32 bytes = 25 sub-quantisers of 2 dims on all 50 dims (25 bytes: 32 does not divide 50); 64
+bytes = 50 sub-quantisers of 1 dim (50 bytes). Nothing here was tuned on the recall it reports (nlist and the rerank
+depth are fixed above, nprobe fixed or chosen on the tuning queries).
 
     .venv/bin/python bench/scale.py [--rows 1000000] [--budgets 16,32,64] [--calibrations ...] [--tune] [--dask] [--cranfield]
 """

@@ -2,9 +2,9 @@
 
 A task nobody has to label, from the STS data in ../shared/data (override with ISOTROPY_DATA): the corpus is every
 unique sentence of the seven tasks; the queries are sentence1 of every pair with gold >= 4.0 (identical pairs and
-repeated pairs dropped), the relevant document its sentence2; each query is searched with k + 1 and its own id
-dropped (docs/BENCHMARKS.md, 'Search', says how the table is read). Vectors: the default model, last-avg, max_length
-64, encoded once (``encode_cached``); each transform fitted on the corpus as ``isotropy index build`` does. Timings are
+repeated pairs dropped), the relevant document its sentence2; each query is searched with k + 1 and its own id dropped
+(docs/BENCHMARKS.md, 'Search', says how the table is read). Vectors: the default model, last-avg, max_length 64,
+encoded once (``encode_cached``); each transform fitted on the corpus as ``isotropy index build`` does. Timings are
 search only (``Index.search_vectors``), in interleaved sweeps, as ratios to raw-384 flat of the same sweep.
 
     .venv/bin/python bench/search.py [--single 500] [--kinds flat,hnsw]

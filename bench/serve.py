@@ -1,13 +1,13 @@
 """Benchmark: ``isotropy serve`` against the one-shot ``isotropy search`` (issue #25).
 
-An index of a generated 1,000-line corpus (bench/analysis.py's generator) on the default model,
-built once (``isotropy index build``, its default soft whitening). Then:
+An index of a generated 1,000-line corpus (bench/analysis.py's generator) on the default model, built once (``isotropy
+index build``, its default soft whitening). Then:
 
-1. ``isotropy search INDEX "query" --json`` as a subprocess, ``--repeats`` times: the wall time
-   of the command and the load time it reports (``timings.load_s``: the index and the model);
-2. ``isotropy serve INDEX --port 0`` as a subprocess: the time until ``/health`` answers, then
-   ``--requests`` ``GET /search?q=...&k=10`` one after another (httpx, one connection): the
-   median and 90th percentile latency as the client sees it, and the server's ``took_ms``.
+1. ``isotropy search INDEX "query" --json`` as a subprocess, ``--repeats`` times: the wall time of the command and the
+   load time it reports (``timings.load_s``: the index and the model);
+2. ``isotropy serve INDEX --port 0`` as a subprocess: the time until ``/health`` answers, then ``--requests`` ``GET
+   /search?q=...&k=10`` one after another (httpx, one connection): the median and 90th percentile latency as the
+   client sees it, and the server's ``took_ms``.
 
 Writes the ``serve`` section of docs/BENCHMARKS.md.
 

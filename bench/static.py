@@ -9,8 +9,8 @@ model distilled by ``isotropy distill`` at 384 and 256 dimensions (kept under ``
 Calibrations (docs/RESULTS.md says which and how the table is read): the fixed sentence-level methods of
 bench/results.py but the flow, fitted on ``others`` and ``target``; the token-level ones of ``isotropy calibrate``
 (:mod:`isotropy.calibration.token_fit`), applied to the pooled vectors, which is what the folded table computes
-(tests/test_static_tokencal_cli.py checks it); and the corpus-fitted ``TeacherMap``. No label is read to fit or
-choose anything; every setting was fixed before the run.
+(tests/test_static_tokencal_cli.py checks it); and the corpus-fitted ``TeacherMap``. No label is read to fit or choose
+anything; every setting was fixed before the run.
 """
 
 from __future__ import annotations

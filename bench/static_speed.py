@@ -4,16 +4,16 @@
     .venv/bin/python bench/static_speed.py --no-write           # print only
     .venv/bin/python bench/static_speed.py --sizes 20000 --repeats 1 --no-write   # a smoke run
 
-Workload: the unique sentences of the 7 STS tasks (STS-12..16, STS-B, SICK-R), then sentences recombined from
-two of them (the first half of one's words, the second half of another's, seed 0) up to each ``--sizes`` entry,
-shuffled. Models (``--models``): ``glove`` (GloVe 6B 50d, 400k words, saved as a model2vec folder so every
-encoder runs the same table and tokenizer) and ``distilled`` (the default model distilled by model2vec to 256
-dimensions, a WordPiece table; made by bench/static.py's ``distilled_folder`` when missing). Timed in turns within
-a round (load from other users hits all alike), median of ``--repeats`` rounds, in one process:
+Workload: the unique sentences of the 7 STS tasks (STS-12..16, STS-B, SICK-R), then sentences recombined from two of
+them (the first half of one's words, the second half of another's, seed 0) up to each ``--sizes`` entry, shuffled.
+Models (``--models``): ``glove`` (GloVe 6B 50d, 400k words, saved as a model2vec folder so every encoder runs the same
+table and tokenizer) and ``distilled`` (the default model distilled by model2vec to 256 dimensions, a WordPiece table;
+made by bench/static.py's ``distilled_folder`` when missing). Timed in turns within a round (load from other users
+hits all alike), median of ``--repeats`` rounds, in one process:
 
 * ours        -- ``isotropy.Encoder(folder).encode``: the word cache (encoders/static/wordcache.py), threads
-* tokenizer   -- the path before #33: the table's Rust tokenizer, then one sparse product per chunk, one thread
-  (first size only)
+* tokenizer   -- the path before #33: the table's Rust tokenizer, then one sparse product per chunk, one thread (first
+  size only)
 * model2vec   -- ``StaticModel.from_pretrained(folder).encode`` with its defaults (threads over batches above 10k)
 * st-static   -- sentence-transformers' ``StaticEmbedding.from_model2vec(folder)`` in a ``SentenceTransformer``,
   ``encode`` with its defaults (it averages unknown tokens' rows, so its vectors differ on out-of-vocabulary text);
@@ -22,10 +22,10 @@ a round (load from other users hits all alike), median of ``--repeats`` rounds, 
 * gather bound -- the pooling alone, from ids tokenised beforehand: the faster of our sparse product (threads over
   chunks, as ours) and a numpy gather + ``np.add.reduceat``; what no tokenisation could beat on this machine.
 
-Also measured: ours on the first round (its word cache empty), and the peak memory of one encode (``tracemalloc``: Python and
-numpy allocations; not the Rust tokenizer's or torch's). The load average is recorded before and after each model;
-where it passed ``--quiet-load`` (default 2.5 on this 2-core machine) the figures are printed as taken UNDER LOAD
-and are not results.
+Also measured: ours on the first round (its word cache empty), and the peak memory of one encode (``tracemalloc``:
+Python and numpy allocations; not the Rust tokenizer's or torch's). The load average is recorded before and after each
+model; where it passed ``--quiet-load`` (default 2.5 on this 2-core machine) the figures are printed as taken UNDER
+LOAD and are not results.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Benchmark: streaming whitening fit on 1,000,000 x 768 float32 rows read from .npy shards on disk.
 
-Compares the wall time of ``isotropy.files.fit_file("whitening", ...)`` (float64
-statistics, streamed, including the eigendecomposition) with one in-memory
-float32 ``X.T @ X`` on the same data, measured in the same run, and reports the
-peak extra (Python-heap, tracemalloc) memory of the fit at two row counts.
-Writes the ``whitening`` section of docs/BENCHMARKS.md.
+Compares the wall time of ``isotropy.files.fit_file("whitening", ...)`` (float64 statistics, streamed, including the
+eigendecomposition) with one in-memory float32 ``X.T @ X`` on the same data, measured in the same run, and reports the
+peak extra (Python-heap, tracemalloc) memory of the fit at two row counts. Writes the ``whitening`` section of
+docs/BENCHMARKS.md.
 
     .venv/bin/python bench/whitening.py            # 1,000,000 rows (3 GB of shards, deleted after)
     .venv/bin/python bench/whitening.py --rows 200000 --no-write
