@@ -103,13 +103,43 @@ def truths(sel, V: np.ndarray, a, b, gold) -> dict[str, float]:
     return {n: pair_spearman(Y[a], Y[b], gold) for n, Y in calibrated}
 
 
+class Corpus:
+    """The vectors of one task (its unique sentences) for every pooling, and index helpers."""
+
+    def __init__(self, task, vectors: dict[str, np.ndarray]):
+        self.task, self.vectors = task, vectors
+        self.sentences = task.sentences()
+        self.at = {s: i for i, s in enumerate(self.sentences)}
+
+    def rows(self, sentences) -> np.ndarray:
+        return np.array([self.at[s] for s in sentences], dtype=np.int64)
+
+
+def dev_pool(corpora: list[Corpus], i: int) -> tuple[str, list[tuple[int, int, int, float]]]:
+    """Where task ``i``'s dev pairs come from, and the pool ``(task, row a, row b, gold)`` they are drawn from."""
+    from isotropy.evaluation.fitting import overlap_key
+
+    task = corpora[i].task
+    if task.train_split is not None:
+        pairs = task.splits[task.train_split]
+        c = corpora[i]
+        return f"{task.name} {task.train_split} split", [(i, c.at[p.s1], c.at[p.s2], p.score) for p in pairs]
+    held = {overlap_key(s) for s in corpora[i].sentences}
+    pool = []
+    for j, c in enumerate(corpora):
+        if j == i:
+            continue
+        for p in c.task.pairs():
+            if overlap_key(p.s1) not in held and overlap_key(p.s2) not in held:
+                pool.append((j, c.at[p.s1], c.at[p.s2], p.score))
+    return "the other tasks' pairs (none sharing a sentence with it)", pool
+
+
 def run_zoo(data_dir: str, tasks_names: list[str], draws: int = DRAWS, checkpoint=None, reuse: dict | None = None) -> dict:
     """Every cell's truth, signals and few-label choices; the label-free decisions are added by :func:`decide`
     (cheap, from the stored signals), so a rule can be re-read off the tuning table without re-running. ``reuse``:
     the cells of an earlier run (same candidates, same code of the signals): their signals are taken, not recomputed
     (``--few-only``); the truths are recomputed (cheap) and checked against the stored ones."""
-    from _auto_data import Corpus, dev_pool
-
     from isotropy.evaluation import load_tasks
     from isotropy.evaluation.fitting import plan_others
     from isotropy.selection.dev import dev_decide

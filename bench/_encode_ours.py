@@ -74,9 +74,8 @@ def make_runners(encoders: dict, st, batch_size: int, max_lengths) -> dict[str, 
     return runners
 
 
-def spearman_of(vectors: np.ndarray, gold: np.ndarray) -> float:
-    """Spearman x 100 of the sentence pairs laid out as rows 0, 1 / 2, 3 / ...: one call of ``pair_spearman``."""
-    return pair_spearman(vectors[0::2], vectors[1::2], gold)
+def _sides(v):  # the sentence pairs laid out as rows 0, 1 / 2, 3 / ...
+    return v[0::2], v[1::2]
 
 
 def accuracy(exports: dict, st, sentences: list[str], gold: np.ndarray, max_length: int) -> dict[str, dict[str, float]]:
@@ -87,17 +86,17 @@ def accuracy(exports: dict, st, sentences: list[str], gold: np.ndarray, max_leng
     for precision in ("fp32", "bf16"):
         enc = Encoder(pooling="last-avg", max_length=max_length, precision=precision)
         vecs = enc.encode_multi(sentences, ["cls", "last-avg"], show_progress=False)
-        out[f"ours torch {precision}"] = {p: spearman_of(v, gold) for p, v in vecs.items()}
+        out[f"ours torch {precision}"] = {p: pair_spearman(*_sides(v), gold) for p, v in vecs.items()}
     for q in ("fp32", "int8"):
         out[f"ours onnx {q}"] = {
-            p: spearman_of(Encoder(exports[(p, q)], backend="onnx", max_length=max_length).encode(sentences), gold)
+            p: pair_spearman(*_sides(Encoder(exports[(p, q)], backend="onnx", max_length=max_length).encode(sentences)), gold)
             for p in ("cls", "last-avg")
         }
     st.max_seq_length = max_length
     toks = st.encode(sentences, batch_size=64, output_value="token_embeddings", show_progress_bar=False)
     cls = np.stack([t[0].float().numpy() for t in toks])
     mean = np.stack([t.float().mean(0).numpy() for t in toks])
-    out["ST torch fp32"] = {"cls": spearman_of(cls, gold), "last-avg": spearman_of(mean, gold)}
+    out["ST torch fp32"] = {"cls": pair_spearman(*_sides(cls), gold), "last-avg": pair_spearman(*_sides(mean), gold)}
     return out
 
 

@@ -205,32 +205,17 @@ def _method_table(rows: list[dict], pooling: str) -> list[str]:
     raw = ex["raw"]["ndcg@10"]
     head = ["method", "dim", "bytes/vector", "nDCG@10", "recall@100", "MRR@10", "nDCG@10 - raw"]
     body = [
-        [
-            m,
-            r["dim"],
-            f"{r['bytes_per_vector']:.0f}",
-            *(ret_f(r[k]) for k in ("ndcg@10", "recall@100", "mrr@10")),
-            f2(100 * (r["ndcg@10"] - raw), sign=True),
-        ]
+        [m, r["dim"], f"{r['bytes_per_vector']:.0f}", *(ret_f(r[k]) for k in ("ndcg@10", "recall@100", "mrr@10")), f2(100 * (r["ndcg@10"] - raw), sign=True)]
         for m, r in ex.items()
-    ]
+    ]  # fmt: skip
     return table(head, body, "r")
 
 
 def _dev_table(results: list[dict]) -> list[str]:
-    head = [
-        "model",
-        "pooling",
-        "label-free auto (the incumbent)",
-        "few-label choices",
-        "kept the incumbent",
-        "raw",
-        "label-free auto",
-        "few-label auto",
-        "few-label - raw (worst draw)",
-        "whitening",
-        "best in hindsight",
-    ]
+    head = (
+        "model|pooling|label-free auto (the incumbent)|few-label choices|kept the incumbent|raw|label-free auto|"
+        "few-label auto|few-label - raw (worst draw)|whitening|best in hindsight"
+    ).split("|")
     body = []
     for res in results:
         for p in res["settings"]["poolings"]:
@@ -400,14 +385,8 @@ def signal_table(zoo: dict, rule: dict) -> list[str]:
     for name, key, n in [*deciders, ("**the rule (encoder kind)**", "label_free", None)]:
         g = {k: c["truth"][c[key][n] if n else c[key]] - c["truth"]["raw"] for k, c in cells.items()}
         kept = sum(g[k] >= 0.5 * o[k] for k in big)
-        body.append(
-            [
-                name,
-                f"{sum(v < -HARM for v in g.values())}/{len(g)}",
-                f"{kept}/{len(big)}",
-                f2(float(np.mean(list(g.values()))), sign=True),
-            ]
-        )
+        losing, gain = f"{sum(v < -HARM for v in g.values())}/{len(g)}", f2(float(np.mean(list(g.values()))), sign=True)
+        body.append([name, losing, f"{kept}/{len(big)}", gain])
     return table(["deciding", "cells losing > 0.5", "big gains kept >= 50%", "mean gain over raw"], body, "r")
 
 
@@ -459,50 +438,17 @@ def auto_zoo(zoo: dict) -> str:
     ])  # fmt: skip
 
 
-def auto_sections(data: dict) -> list[tuple[str, str]]:
-    """docs/AUTO.md's model-zoo section, ``(name, markdown)``, from bench/results/auto.json (the zoo's decisions are
-    recomputed from its cells by the library's rule first, as the measuring run does)."""
-    from _auto_zoo import decide
-
-    return [("auto-zoo", auto_zoo(decide(data["zoo"])))] if "zoo" in data else []
-
-
 def _means(e: dict, rows: np.ndarray) -> dict[str, float]:
     return {c: float(np.mean(np.asarray(v)[rows])) for c, v in e["per_query"].items()}
 
 
-def tuned_search_rule(entries: list[dict], tune: np.ndarray, margin: float) -> dict[str, str]:
-    """Per kind: the calibration of best mean gain over raw among those gaining >= ``margin`` on every entry of the
-    kind (tuning queries only), else raw; ``unknown`` keeps raw."""
-    act = {"unknown": "raw"}
-    for kind in ("static", "transformer"):
-        gains = [{c: m - _means(e, tune)["raw"] for c, m in _means(e, tune).items()} for e in entries if e["kind"] == kind]
-        if not gains:
-            act[kind] = "raw"
-            continue
-        common = set.intersection(*(set(g) for g in gains)) - {"raw"}
-        safe = [c for c in common if min(g[c] for g in gains) >= margin]
-        act[kind] = max(safe, key=lambda c: np.mean([g[c] for g in gains])) if safe else "raw"
-    return act
-
-
-SHOWN = ["center", "abtt-1", "common-component", "soft-0.25", "soft-0.5", "soft-0.75", "whitening", "whitening-shrunk"]
-
-
 def auto_search(res: dict) -> str:
-    """Label-free auto for search, tuned on half of Cranfield's queries and scored on the other half (AUTO.md)."""
+    """Label-free auto for search (the library's ``SEARCH_RULE``), scored on the held-out half of Cranfield's queries."""
     from isotropy.selection.signals import SEARCH_RULE, SIGNAL_RULE
 
     tune, held = np.asarray(res["split"]["tune"]), np.asarray(res["split"]["held"])
-    tuned = tuned_search_rule(res["entries"], tune, res["margin"])
-    if tuned != SEARCH_RULE["act"]:
-        raise SystemExit(f"SEARCH_RULE['act'] = {SEARCH_RULE['act']} but the tuning queries give {tuned}: update the library")
-    have = set.intersection(*(set(e["per_query"]) for e in res["entries"]))
-    shown = [c for c in SHOWN if c in have]
-    tuning, held_out, static = [], [], []
+    held_out, static = [], []
     for e in res["entries"]:
-        m = _means(e, tune)
-        tuning.append([e["label"], e["kind"], f2(m["raw"]), *(f2(m[c] - m["raw"], sign=True) for c in shown)])
         m = _means(e, held)
         s, sim, best = SEARCH_RULE["act"][e["kind"]], SIGNAL_RULE["act"][e["kind"]], max(m, key=m.get)
         held_out.append([e["label"], f2(m["raw"]), f"**{m[s]:.2f}** ({s}, {m[s] - m['raw']:+.2f})",
@@ -513,15 +459,8 @@ def auto_search(res: dict) -> str:
         "## Search: label-free `auto --for search`, tuned on half of Cranfield's queries (issue #34)",
         "",
         f"Cranfield's queries split by `SEARCH_SPLIT` (seed {res['split']['seed']}): {len(tune)} tuning, {len(held)} "
-        f"held out; candidates fitted on the 1400 documents; nDCG@10 x 100, exact search. Rule read off the tuning "
-        f"queries (margin {res['margin']:g}), the library's `SEARCH_RULE`: "
-        + ", ".join(f"**{v}** on a {k} encoder" for k, v in tuned.items() if k != "unknown") + ".",
-        "",
-        "### Tuning queries",
-        "",
-        *table(["entry", "kind", "raw", *shown], tuning, ["---", "---", *["---:"] * (len(shown) + 1)]),
-        "",
-        "### Held-out queries",
+        f"held out; candidates fitted on the 1400 documents; nDCG@10 x 100, exact search; the library's `SEARCH_RULE`: "
+        + ", ".join(f"**{v}** on a {k} encoder" for k, v in SEARCH_RULE["act"].items() if k != "unknown") + ".",
         "",
         *table(["entry", "raw", "**auto --for search**", "auto --for similarity", "best in hindsight"], held_out, "r"),
         "",
@@ -682,14 +621,8 @@ def _accuracy_table(result: dict) -> list[str]:
         for name, a in acc.items():
             r = acc.get(ref)
             lost = f"{r['cls'] - a['cls']:+.2f} / {r['last-avg'] - a['last-avg']:+.2f}" if r else "-"
-            body.append(
-                [
-                    f"{name} (peer venv)" if proc == "peers" and name == "ST torch fp32" else name,
-                    f2(a["cls"]),
-                    f2(a["last-avg"]),
-                    lost,
-                ]
-            )
+            shown = f"{name} (peer venv)" if proc == "peers" and name == "ST torch fp32" else name
+            body.append([shown, f2(a["cls"]), f2(a["last-avg"]), lost])
     return table(["backend", "cls", "last-avg (mean)", "lost vs fp32 (cls / last-avg)"], body, "r") if body else []
 
 
@@ -811,13 +744,8 @@ def _tuning(res: dict) -> list[str]:
     body = []
     for r in rows:
         cells = [f"{f2(t['recall@10'], 3)} / {f2(t['recall@10_rerank'], 3)}" for t in r["tuning"]]
-        body.append(
-            [
-                r["budget"],
-                r["calibration"],
-                *(f"**{c}**" if t["nprobe"] == r["nprobe"] else c for c, t in zip(cells, r["tuning"])),
-            ]
-        )
+        cells = [f"**{c}**" if t["nprobe"] == r["nprobe"] else c for c, t in zip(cells, r["tuning"])]
+        body.append([r["budget"], r["calibration"], *cells])
     head = ["budget", "calibration", *(f"nprobe {t['nprobe']}" for t in rows[0]["tuning"])]
     return ["", "The nprobe sweep on the tuning queries (recall@10 plain / re-ranked; chosen in bold):", "", *table(head, body)]
 
@@ -935,21 +863,7 @@ def search(data: dict, threshold: float, max_length: int) -> str:
     """Whitened, smaller vectors on a faiss index against raw-384 flat (BENCHMARKS.md)."""
     rows, m = data["rows"], data["meta"]
     ref = next((r for r in rows if r["setting"] == "raw-384" and r["kind"] == "flat"), None)
-    head = [
-        "setting",
-        "index",
-        "dims",
-        "R@1",
-        "R@10",
-        "MRR@10",
-        "QPS batch",
-        "vs ref",
-        "QPS single",
-        "vs ref",
-        "index MB",
-        "vs ref",
-        "build s",
-    ]
+    head = "setting|index|dims|R@1|R@10|MRR@10|QPS batch|vs ref|QPS single|vs ref|index MB|vs ref|build s".split("|")
     body = [
         [r["setting"], r["kind"], r["dims"], *(f2(r[k]) for k in ("recall@1", "recall@10", "mrr@10")), f"{r['qps_batch']:.0f}",
          f2(r.get("speedup_batch")) + "x", f"{r['qps_single']:.0f}", f2(r.get("speedup_single")) + "x", f"{r['bytes'] / 2**20:.1f}",

@@ -23,33 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _render  # noqa: E402
-from _auto_zoo import DRAWS  # noqa: E402
+from _auto_zoo import DRAWS, decide  # noqa: E402
 
 from _report import DATA, DOCS, ROOT, update_section  # noqa: E402
 
 TASKS = ["STS-B", "SICK-R", "STS-12", "STS-13", "STS-14", "STS-15", "STS-16"]
 OUT = ROOT / "bench" / "results" / "auto.json"
-
-
-def measure(args, data: dict) -> None:
-    """The passes asked for, each saved into ``data`` (and the JSON) as soon as it ends."""
-    from _auto_zoo import run_zoo
-
-    from isotropy.storage.artifacts import write_json  # sorted keys: the stored JSON's layout
-
-    def save() -> None:  # after each long step, so a later failure loses nothing
-        if not args.no_write:
-            write_json(OUT, data)
-
-    if args.zoo:
-
-        def checkpoint(partial: dict) -> None:
-            data["zoo"] = partial
-            save()
-
-        reuse = dict(data.get("zoo", {}).get("cells", {})) if args.few_only else None
-        data["zoo"] = run_zoo(args.data, args.tasks, args.draws, checkpoint, reuse)
-        save()
 
 
 def main() -> None:
@@ -60,23 +39,30 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=DRAWS, help="few-label draws per zoo cell (20)")
     ap.add_argument("--few-only", action="store_true", help="with --zoo: reuse the stored cells' signals")
     ap.add_argument("--no-write", action="store_true", help="print instead of writing docs/AUTO.md and the JSON")
-    ap.add_argument("--render", "--render-only", action="store_true", help="rewrite the sections from the JSON")
+    ap.add_argument("--render", "--render-only", action="store_true", help="rewrite the section from the JSON")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from isotropy.storage.artifacts import write_json  # sorted keys: the stored JSON's layout
 
     data = json.loads(OUT.read_text(encoding="utf-8")) if OUT.exists() else {}
-    if not args.render:
-        measure(args, data)
-    parts = _render.auto_sections(data)
-    if not args.render and not args.no_write:
-        write_json(OUT, data)  # with the decisions the rule made on the cells
+    if args.zoo and not args.render:
+        from _auto_zoo import run_zoo
+
+        def checkpoint(partial: dict) -> None:  # after each entry, so a later failure loses nothing
+            data["zoo"] = partial
+            if not args.no_write:
+                write_json(OUT, data)
+
+        reuse = dict(data.get("zoo", {}).get("cells", {})) if args.few_only else None
+        data["zoo"] = run_zoo(args.data, args.tasks, args.draws, checkpoint, reuse)
+    text = _render.auto_zoo(decide(data["zoo"]))
     if args.no_write:
-        print("\n\n".join(t for _, t in parts))
+        print(text)
         return
-    for name, text in parts:
-        update_section(DOCS / "AUTO.md", name, text)
-    print(f"wrote docs/AUTO.md ({', '.join(n for n, _ in parts)})" + ("" if args.render else f" and {OUT}"))
+    if not args.render:
+        write_json(OUT, data)  # with the decisions the rule made on the cells
+    update_section(DOCS / "AUTO.md", "auto-zoo", text)
+    print("wrote docs/AUTO.md" + ("" if args.render else f" and {OUT}"))
 
 
 if __name__ == "__main__":

@@ -4,9 +4,8 @@ Cranfield 1400 (../shared/data/retrieval/cranfield): the queries are split once 
 seeded permutation: the first half tunes, the other is held out; no reported figure of auto reads a tuning query). For
 each zoo entry (GloVe 6B 50d mean and SIF, the default model distilled to 384 and 256 dims, the default model with its
 own pooling and cls), every candidate of auto's default set is fitted on the documents (no label) and scored by the
-nDCG@10 of an exact search of each query. ``tuned_search_rule`` (bench/_render.py) reads the rule off the tuning
-queries (a kind acts only with the calibration of best mean gain among those that gained >= ``margin`` on every zoo
-entry of the kind); the library's ``SEARCH_RULE`` must equal it (the render fails otherwise).
+nDCG@10 of an exact search of each query. The library's ``SEARCH_RULE`` was read off the tuning queries
+(``tuned_search_rule`` at commit b31d6d7; docs/AUTO.md, 'What we tried'); the held-out table scores it.
 
     nice -n 5 .venv/bin/python bench/auto_search.py [--render-only]
 
