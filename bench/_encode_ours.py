@@ -6,8 +6,6 @@ round runs every workload on every backend in turn) and keeps wall and process C
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -98,57 +96,3 @@ def accuracy(exports: dict, st, sentences: list[str], gold: np.ndarray, max_leng
     mean = np.stack([t.float().mean(0).numpy() for t in toks])
     out["ST torch fp32"] = {"cls": pair_spearman(*_sides(cls), gold), "last-avg": pair_spearman(*_sides(mean), gold)}
     return out
-
-
-def tokenise_seconds(tokenizer, texts: list[str], max_length: int) -> float:
-    """Tokenising + padding all batches (what a background thread could overlap with the model at best)."""
-    from isotropy.encoders.batching import length_sorted_batches
-
-    t0 = time.perf_counter()
-    _, it = length_sorted_batches(tokenizer, texts, max_length, 64)
-    for _ in it:
-        pass
-    return time.perf_counter() - t0
-
-
-def profile_onnx(folder: Path, texts: list[str], max_length: int, threads: int, work: Path) -> dict:
-    """onnxruntime's own profiler over one pass of ``texts``: time share per operator type, plus the
-    wall time outside ``session.run`` (tokenising, padding, Python) and inside run but outside the nodes."""
-    import onnxruntime as ort
-
-    from isotropy.encoders import Encoder
-
-    enc = Encoder(folder, backend="onnx", max_length=max_length, threads=threads)
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.enable_profiling = True
-    so.profile_file_prefix = str(work / "ort_profile")
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(str(enc.runtime.graph_path), so, providers=["CPUExecutionProvider"])
-    from isotropy.encoders.batching import length_sorted_batches
-
-    t0 = time.perf_counter()
-    _, batches = length_sorted_batches(enc.tokenizer, texts, max_length, 64)
-    run_s = 0.0
-    names = [i.name for i in sess.get_inputs()]
-    for _, feeds in batches:
-        t1 = time.perf_counter()
-        sess.run(None, {k: feeds[k] for k in names})
-        run_s += time.perf_counter() - t1
-    total = time.perf_counter() - t0
-    events = json.loads(Path(sess.end_profiling()).read_text())
-    by_op: dict[str, float] = {}
-    for e in events:
-        if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
-            op = e.get("args", {}).get("op_name", "?")
-            by_op[op] = by_op.get(op, 0.0) + e["dur"] / 1e6
-    node_s = sum(by_op.values())
-    return {
-        "wall_s": total,
-        "session_run_s": run_s,
-        "nodes_s": node_s,
-        "outside_run_s": total - run_s,
-        "op_share_of_nodes": {k: v / node_s for k, v in sorted(by_op.items(), key=lambda kv: -kv[1])},
-    }

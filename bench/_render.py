@@ -627,7 +627,7 @@ def _accuracy_table(result: dict) -> list[str]:
 
 
 def _levers(result: dict) -> list[str]:
-    """Each lever's speed-up per workload, and the share of tokenising in our fastest backend's time."""
+    """Each lever's speed-up per workload."""
 
     def med(k: str, name: str) -> float:
         return result["times"][k][name]["median_wall"]
@@ -636,9 +636,6 @@ def _levers(result: dict) -> list[str]:
     for base in ("ours torch fp32", "ours torch bf16", "ours onnx int8"):
         tb = f"{base}, 2048-token batches"
         body.append([f"2,048-token batches vs 64 sentences ({base})", *(f"{med(k, base) / med(k, tb):.2f}x" for k in SETTINGS)])
-    fastest = {k: min(r["median_wall"] for n, r in result["times"][k].items() if n.startswith("ours")) for k in SETTINGS}
-    tok = result["tokenise_seconds"]
-    body.append(["tokenising + padding, share of our fastest", *(f"{100 * tok[k] / fastest[k]:.0f}%" for k in SETTINGS)])
     return table(["lever", *SETTINGS], body, "r")
 
 
@@ -677,8 +674,6 @@ def encode(result: dict) -> str:
     if peers:
         pv = peers["versions"]
         versions += f"; peers: sentence-transformers {pv['sentence_transformers']}, OpenVINO {pv['openvino'].split('-')[0]}"
-    p = result["int8_profile_long256"]
-    shares = ", ".join(f"{op} {100 * s:.0f}%" for op, s in list(p["op_share_of_nodes"].items())[:8])
     md = [
         "## Encoder throughput vs sentence-transformers",
         "",
@@ -698,8 +693,6 @@ def encode(result: dict) -> str:
         "",
         *_levers(result),
         "",
-        f"onnxruntime's profile of our int8 graph on long@256 ({p['wall_s']:.2f} s, {p['nodes_s']:.2f} s in graph nodes), "
-        f"share of node time by operator: {shares}.",
         *memory_section(result.get("memory")),
         "",
         "Regenerate: `.venv/bin/python bench/encode.py --peers-python .venv-peers/bin/python` and "

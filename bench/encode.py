@@ -163,9 +163,7 @@ def main() -> None:
         make_runners,
         onnx_exports,
         our_encoders,
-        profile_onnx,
         st_torch,
-        tokenise_seconds,
     )
     from _render import encode as render
 
@@ -188,8 +186,6 @@ def main() -> None:
     cfg = probe.model.config
     stats = {f"{wl}@{ml}": token_stats(probe.tokenizer, t, ml, args.batch_size, cfg) for (wl, ml), t in settings.items()}
     peaks = {key: gemm_peaks(int(round(s["tokens_per_batch"])), args.threads) for key, s in stats.items()}
-    tokenise = {f"{wl}@{ml}": tokenise_seconds(probe.tokenizer, t, ml) for (wl, ml), t in settings.items()}
-    profile = profile_onnx(exports[("last-avg", "int8")], texts["long"], 256, args.threads, WORK)
     n_acc = 128 if args.quick else len(gold)
     acc = {} if args.no_accuracy else accuracy(exports, st, sentences[: 2 * n_acc], gold[:n_acc], 256)
     peers = run_peers(args, default_model_path())
@@ -201,8 +197,6 @@ def main() -> None:
         "tokens": stats,
         "times": times,
         "peaks": peaks,
-        "tokenise_seconds": tokenise,
-        "int8_profile_long256": profile,
         "accuracy": acc,
         "peers": peers,
     }
