@@ -336,7 +336,7 @@ def sts_static(data: dict) -> str:
     return "\n".join(lines)
 
 
-# --------------------------------------------------------------------------- auto-zoo, auto-zoo-tuning, auto-search (AUTO.md)
+# --------------------------------------------------------------------------- auto-zoo, auto-search (AUTO.md)
 
 
 HARM, BIG, KEEP_LF, KEEP_FEW, DRAWS_OK = 0.5, 3.0, 0.7, 0.75, 19  # KEEP_FEW: issue #34's 75%
@@ -433,7 +433,7 @@ def auto_zoo(zoo: dict) -> str:
         *pooling_table(zoo),
         "",
         f"Run: {len(zoo['cells'])} cells in {meta.get('wall_s', float('nan')) / 60:.1f} min. Every cell is in "
-        "`bench/results/auto.json` (`zoo`). Regenerate: `.venv/bin/python bench/auto.py --tune-zoo --zoo` "
+        "`bench/results/auto.json` (`zoo`). Regenerate: `.venv/bin/python bench/auto.py --zoo` "
         "(`--render`: from the JSON).",
     ])  # fmt: skip
 

@@ -59,8 +59,8 @@ SEARCH_DEPTH = 100  # each dev query's exact search keeps its top 100 (nDCG@10 r
 # challengers are, so it is less strict than Holm on near-duplicates like soft-0.5 and soft-0.75).
 DEV_TESTS = ("each", "holm", "max-t")
 
-# The few-label decision (docs/AUTO.md, 'Few-label rule'), read off the STS-B TRAIN split by
-# bench/_auto_few.py:tuned_dev_rule (no test label of any task; the bench fails when its tuning gives another rule):
+# The few-label decision (docs/AUTO.md, 'What we tried'), read off the STS-B TRAIN split by
+# bench/_auto_few.py:tuned_dev_rule at commit b31d6d7 (no test label of any task):
 # ``test`` (:data:`DEV_TESTS`) at ``level`` for the challengers; ``raw_level`` (None: none) a lower bar for raw alone
 # when the incumbent is not raw (do no harm: raw replaces a harmful incumbent more easily than another calibration).
 # On the 54 tuning cells (9 zoo entries x 3 genres x dev pairs from the genre or from the others, 20 draws each) the

@@ -245,7 +245,7 @@ SIGNAL_RULE: dict[str, Any] = {
 
 # The label-free rule for search (``--for search``; docs/AUTO.md, "Search"), read the same way off the TUNING
 # half of Cranfield's queries (:data:`SEARCH_SPLIT`: a seeded half that no reported retrieval figure uses) by
-# bench/auto_search.py:tuned_search_rule, nDCG@10 x 100 of an exact search, candidates fitted on the documents.
+# bench/_render.py:tuned_search_rule at commit b31d6d7 (docs/AUTO.md, "Search tuning"), nDCG@10 x 100 of an exact search.
 # It is measured on the other, held-out half of the queries. On the tuning queries soft-0.5 gained +3.5 to +5.3 on
 # every static entry (GloVe mean and SIF, the default model distilled to 384 and 256 dims) where whitening-shrunk, the
 # similarity rule's choice, lost on both distilled tables; on the default model's last-avg and cls no calibration
