@@ -1002,7 +1002,7 @@ def whitening(r: dict) -> str:
         "",
         f"BERT-whitening fitted on {r['rows']:,} x {r['d']} float32 rows streamed from {r['shards']} `.npy` shards "
         f"(page-cached) against one `X.T @ X` on the same rows in memory; median of {r['repeats']} interleaved repeats "
-        f"(the fp32 row: one run) on {r['machine']}, BLAS {r['blas']} (load {r['load']:.1f} at the end). Regenerate: "
+        f"on {r['machine']}, BLAS {r['blas']} (load {r['load']:.1f} at the end). Regenerate: "
         f"`.venv/bin/python bench/whitening.py{f' --threads {th}' if th else ''}`.",
         "",
         *table(["what", "time (s)", "vs `X.T @ X`"], body, "r"),
