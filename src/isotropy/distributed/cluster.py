@@ -141,11 +141,22 @@ def _start_local_cluster(distributed: Any, **options: Any) -> Any:
         raise
 
 
-def gather(client: Any, futures: list, label: str, sources: list[Path], show_progress: bool | None, fetch: bool = True) -> list:
+def gather(
+    client: Any,
+    futures: list,
+    label: str,
+    sources: list[Path],
+    show_progress: bool | None,
+    fetch: bool = True,
+    *,
+    what: str = "shard",
+    after: str = "",
+) -> list:
     """Results of ``futures`` in submission order, a progress bar advancing as they finish.
 
     A task that raised (after its retries) re-raises here; a worker lost too often while
-    running a shard becomes one line naming the shard.
+    running a shard becomes one line naming the shard (``what``: the noun it is named by,
+    ``after``: what the line adds, such as what a rerun keeps).
     """
     distributed = import_dask()
     index = {f.key: i for i, f in enumerate(futures)}
@@ -158,7 +169,7 @@ def gather(client: Any, futures: list, label: str, sources: list[Path], show_pro
                     results[i] = raise_error_value(fut.result())  # re-raises the task's error
             except distributed.KilledWorker:
                 raise IsotropyError(
-                    f"shard {sources[i]} killed its worker repeatedly (out of memory? a crash in the model?)"
+                    f"{what} {sources[i]} killed its worker repeatedly (out of memory? a crash in the model?){after}"
                 ) from None
             bar.advance()
     return results

@@ -1,0 +1,206 @@
+"""``isotropy distill --corpus X --engine dask`` losing a worker mid-pass (issue #43, "Bad input").
+
+A worker process that dies inside a corpus part (``os._exit``, the fault hook of ``isotropy.distributed.tasks``,
+called by each part once its first chunk is sealed in the teacher cache) is a lost node: Dask runs the part again
+on a live worker and the run's table is the one-process run's. A part that kills its worker on every attempt is
+one ``error:`` line naming its lines, exit 2, no output folder, and the teacher cache holds only sealed, verified
+entries, from which a rerun resumes.
+
+One local cluster of two single-threaded worker processes (over TCP: the command line reaches it with
+``--address``) serves the module. Its scheduler allows one death per task instead of Dask's default three (a part is
+declared lost on its second death), so that a part dying on every attempt costs two worker restarts, not four; the
+code path is the same. The teacher is the tiny random DistilBERT, the vocabulary pass a random 16-d table over the
+default model's tokenizer (tests/test_teacher_cache.py does the same); chunks of 5 lines, parts of 10.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers import run_cli
+
+distributed = pytest.importorskip("distributed")
+pytest.importorskip("model2vec")
+
+from isotropy.distributed import FAULT_ENV  # noqa: E402
+from isotropy.distributed.tasks import fault_marker  # noqa: E402
+
+CHUNK, PART = 5, 10
+WORDS = "man woman child dog cat bird horse guitar music river city street house garden tree rain road bread book".split()
+LINES = 40  # 4 parts of 2 chunks each
+CHUNKS = LINES // CHUNK
+DOOMED = 1  # the part holding lines 11..20
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    import dask
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+        c = distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            protocol="tcp://",
+            dashboard_address=":0",
+            silence_logs=logging.CRITICAL,
+        )
+    client = distributed.Client(c)
+    yield c.scheduler_address, client
+    client.close()
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def tiny_static():
+    from model2vec import StaticModel
+    from tokenizers import Tokenizer
+
+    from isotropy.encoders import default_model_path
+
+    tok = Tokenizer.from_file(str(default_model_path() / "tokenizer.json"))
+    rng = np.random.default_rng(0)
+    table = (rng.standard_normal((tok.get_vocab_size(), 16)) + 0.5).astype(np.float32)
+    return StaticModel(table, tok, normalize=True)
+
+
+@pytest.fixture
+def setup(tiny_static, monkeypatch, tmp_path):
+    """The vocabulary pass replaced, the client's chunk and part sizes small, torch on one thread here as in the
+    workers (the teacher's vectors are then the same bits in both), and a corpus file."""
+    import torch
+
+    import isotropy.distill.corpus_fit as fit_mod
+    import isotropy.distill.run as run_mod
+
+    monkeypatch.setattr(run_mod, "distill_static", lambda model, dims, show: copy.deepcopy(tiny_static))
+    monkeypatch.setattr(fit_mod, "CHUNK", CHUNK)
+    monkeypatch.setattr(fit_mod, "PART", PART)
+    monkeypatch.setenv("ISOTROPY_CACHE", str(tmp_path / "isotropy-cache"))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    corpus = tmp_path / "corpus" / "c.txt"
+    corpus.parent.mkdir()
+    corpus.write_text("".join(" ".join(rng.choice(WORDS, size=int(rng.integers(8, 12)))) + "\n" for _ in range(LINES)))
+    yield corpus
+    torch.set_num_threads(threads)
+
+
+def _label(corpus: Path, part: int) -> str:
+    from isotropy.distill.corpus_fit import part_label
+
+    return part_label(str(corpus), part * PART, PART)
+
+
+def _distill(tiny_model_dir, out, corpus, *args):
+    return run_cli(["distill", "-m", tiny_model_dir, "-o", out, "--corpus", corpus, "--dims", "16", *map(str, args)])
+
+
+def _dask(address, tiny_model_dir, out, corpus, cache):
+    return _distill(tiny_model_dir, out, corpus, "--engine", "dask", "--address", address, "--teacher-cache", cache)
+
+
+def _table(folder: Path) -> np.ndarray:
+    from model2vec import StaticModel
+
+    return np.asarray(StaticModel.from_pretrained(str(folder)).embedding, dtype=np.float64)
+
+
+def _cache_note(folder: Path) -> str:
+    return json.loads((folder / "isotropy.json").read_text())["distill"]["corpus_fit"]["teacher_cache"]
+
+
+def _faults(client, monkeypatch, spec: str):
+    """The fault hook's spec in every worker, and in this process's environment, which the nanny gives a worker it
+    starts again after a death."""
+    monkeypatch.setenv(FAULT_ENV, spec)
+    client.run(lambda: os.environ.__setitem__(FAULT_ENV, spec))  # a lambda travels by value, a bound method would not
+
+
+def _no_faults(client, monkeypatch):
+    """Off everywhere, every worker back, and each one's thread free: a part of the failed run still running when the
+    client gave up has finished (each worker has one thread, so a task sent to it runs after it; no sleep)."""
+    monkeypatch.delenv(FAULT_ENV, raising=False)
+    client.wait_for_workers(2, timeout=120)
+    client.run(lambda: os.environ.pop(FAULT_ENV, None))
+    workers = list(client.scheduler_info()["workers"])
+    client.gather([client.submit(lambda: None, workers=[w], allow_other_workers=False, pure=False) for w in workers])
+
+
+def test_a_worker_lost_in_one_part_once_is_run_again_and_the_table_is_one_processs(
+    cluster, setup, tiny_model_dir, tmp_path, monkeypatch
+):
+    address, client = cluster
+    corpus, markers = setup, tmp_path / "faults"
+    markers.mkdir()
+    for part in range(LINES // PART):  # a marker already there spares its part: only the doomed part dies, once
+        if part != DOOMED:
+            fault_marker(markers, _label(corpus, part)).touch()
+    before = set(client.scheduler_info()["workers"])
+    _faults(client, monkeypatch, f"exit:{markers}")
+    try:
+        code, _, err = _dask(address, tiny_model_dir, tmp_path / "d", corpus, tmp_path / "tc")
+    finally:
+        _no_faults(client, monkeypatch)
+    assert code == 0, err
+    assert len(list(markers.iterdir())) == LINES // PART  # the doomed part's marker: its worker did die
+    assert set(client.scheduler_info()["workers"]) != before  # the nanny started another one
+    # the part's first chunk was sealed before the death: its second attempt read it back
+    assert _cache_note(tmp_path / "d") == f"cached chunks used: 1 of {CHUNKS}"
+    code, _, err = _distill(tiny_model_dir, tmp_path / "one", corpus, "--no-teacher-cache")
+    assert code == 0, err
+    np.testing.assert_allclose(_table(tmp_path / "d"), _table(tmp_path / "one"), rtol=1e-6, atol=1e-7)
+
+
+def _entries(cache: Path) -> dict[str, np.ndarray]:
+    """Every entry of the teacher cache folder, each verified; nothing else in it (no temporary, no unsealed file)."""
+    from isotropy.encoders.cache import VectorCache
+
+    files = sorted(p.name for p in cache.iterdir() if p.is_file())
+    keys = sorted(p for p in cache.glob("*.json"))
+    assert files == sorted([p.name for p in keys] + [p.with_suffix(".npy").name for p in keys]), files
+    got = {}
+    for p in keys:
+        vectors, reason = VectorCache(cache).lookup(json.loads(p.read_text())["key"])
+        assert reason is None and vectors is not None, (p, reason)
+        got[p.name] = vectors
+    return got
+
+
+def test_a_part_that_kills_its_worker_every_time_is_one_line_and_the_rerun_resumes(
+    cluster, setup, tiny_model_dir, tmp_path, monkeypatch
+):
+    address, client = cluster
+    corpus, markers, cache = setup, tmp_path / "faults", tmp_path / "tc"
+    markers.mkdir()
+    fault_marker(markers, _label(corpus, DOOMED)).touch()  # this part's every attempt kills its worker
+    before = sorted(p.name for p in tmp_path.iterdir())
+    _faults(client, monkeypatch, f"exit-always:{markers}")
+    try:
+        code, out, err = _dask(address, tiny_model_dir, tmp_path / "d", corpus, cache)
+    finally:
+        _no_faults(client, monkeypatch)
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"error: the corpus part {corpus}, lines 11..20 killed its worker repeatedly"), err
+    assert "a rerun encodes only the rest" in lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*before, "tc"])  # no output folder, no temporary
+    # every chunk of the other parts and the doomed part's first chunk sealed (lines and spans: two entries each),
+    # each one verified; its second chunk never written
+    entries = _entries(cache)
+    assert len(entries) == 2 * (CHUNKS - 1)
+    code, _, err = _dask(address, tiny_model_dir, tmp_path / "d", corpus, cache)  # the fault gone
+    assert code == 0, err
+    assert _cache_note(tmp_path / "d") == f"cached chunks used: {CHUNKS - 1} of {CHUNKS}"
+    assert len(_entries(cache)) == 2 * CHUNKS
+    code, _, err = _distill(tiny_model_dir, tmp_path / "one", corpus, "--no-teacher-cache")
+    assert code == 0, err
+    np.testing.assert_allclose(_table(tmp_path / "d"), _table(tmp_path / "one"), rtol=1e-6, atol=1e-7)
