@@ -9,7 +9,8 @@ entries, from which a rerun resumes.
 One local cluster of two single-threaded worker processes (over TCP: the command line reaches it with
 ``--address``) serves the module. Its scheduler allows one death per task instead of Dask's default three (a part is
 declared lost on its second death), so that a part dying on every attempt costs two worker restarts, not four; the
-code path is the same. The teacher is the tiny random DistilBERT, the vocabulary pass a random 16-d table over the
+code path is the same. Like the command line's own local cluster (``distributed.cluster``), a worker holds only the
+part it runs (worker saturation 1), so a death is counted against that part alone. The teacher is the tiny random DistilBERT, the vocabulary pass a random 16-d table over the
 default model's tokenizer (tests/test_teacher_cache.py does the same); chunks of 5 lines, parts of 10.
 """
 
@@ -34,7 +35,7 @@ from isotropy.distributed.tasks import fault_marker  # noqa: E402
 
 CHUNK, PART = 5, 10
 WORDS = "man woman child dog cat bird horse guitar music river city street house garden tree rain road bread book".split()
-LINES = 40  # 4 parts of 2 chunks each
+LINES = 60  # 6 parts of 2 chunks each
 CHUNKS = LINES // CHUNK
 DOOMED = 1  # the part holding lines 11..20
 
@@ -43,7 +44,7 @@ DOOMED = 1  # the part holding lines 11..20
 def cluster():
     import dask
 
-    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1, "distributed.scheduler.worker-saturation": 1.0}):
         c = distributed.LocalCluster(
             n_workers=2,
             threads_per_worker=1,
@@ -175,6 +176,19 @@ def _entries(cache: Path) -> dict[str, np.ndarray]:
     return got
 
 
+def _chunk_entries(cache: Path, teacher: Path, corpus: Path, first: int) -> list[str]:
+    """The key files of the chunk of ``corpus`` starting at its line ``first`` (0-based): its lines', its spans'."""
+    from isotropy.distill.corpus_fit import HELD_OUT, span_texts
+    from isotropy.distill.teacher_vectors import TeacherVectors
+    from isotropy.encoders import Encoder
+    from isotropy.encoders.cache import VectorCache
+
+    lines = corpus.read_text().splitlines()[first : first + CHUNK]
+    spans = span_texts([s for i, s in enumerate(lines, first) if i % HELD_OUT != HELD_OUT - 1])
+    base = TeacherVectors(Encoder(str(teacher)), VectorCache(cache)).base  # the keys the workers use
+    return [VectorCache(cache).paths(VectorCache.key(**base, sentences=t))[1].name for t in (lines, spans)]
+
+
 def test_a_part_that_kills_its_worker_every_time_is_one_line_and_the_rerun_resumes(
     cluster, setup, tiny_model_dir, tmp_path, monkeypatch
 ):
@@ -190,17 +204,44 @@ def test_a_part_that_kills_its_worker_every_time_is_one_line_and_the_rerun_resum
         _no_faults(client, monkeypatch)
     lines = [x for x in err.splitlines() if x.strip()]
     assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
-    assert lines[0].startswith(f"error: the corpus part {corpus}, lines 11..20 killed its worker repeatedly"), err
-    assert "a rerun encodes only the rest" in lines[0]
+    want = f"error: the corpus part {corpus}, lines 11..20 failed: the Dask worker processes holding it died 2 times"
+    assert lines[0].startswith(want) and lines[0].endswith("a rerun encodes only the rest"), err
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*before, "tc"])  # no output folder, no temporary
-    # every chunk of the other parts and the doomed part's first chunk sealed (lines and spans: two entries each),
-    # each one verified; its second chunk never written
+    # only sealed entries, each verified (lines and spans: two per chunk), among them the doomed part's first chunk,
+    # sealed before its worker died; its second chunk never (the other parts: those the scheduler ran before the
+    # client gave up, whole)
     entries = _entries(cache)
-    assert len(entries) == 2 * (CHUNKS - 1)
+    doomed = _chunk_entries(cache, tiny_model_dir, corpus, DOOMED * PART)
+    assert set(doomed) <= set(entries) and len(entries) % 2 == 0
+    assert not set(_chunk_entries(cache, tiny_model_dir, corpus, DOOMED * PART + CHUNK)) & set(entries)
     code, _, err = _dask(address, tiny_model_dir, tmp_path / "d", corpus, cache)  # the fault gone
     assert code == 0, err
-    assert _cache_note(tmp_path / "d") == f"cached chunks used: {CHUNKS - 1} of {CHUNKS}"
+    assert _cache_note(tmp_path / "d") == f"cached chunks used: {len(entries) // 2} of {CHUNKS}"
     assert len(_entries(cache)) == 2 * CHUNKS
     code, _, err = _distill(tiny_model_dir, tmp_path / "one", corpus, "--no-teacher-cache")
     assert code == 0, err
+    np.testing.assert_allclose(_table(tmp_path / "d"), _table(tmp_path / "one"), rtol=1e-6, atol=1e-7)
+
+
+def test_a_damaged_chunk_read_on_a_worker_is_encoded_again_and_its_reason_reaches_the_client(
+    cluster, setup, tiny_model_dir, tmp_path
+):
+    """The warning is made on a worker, whose stderr (a remote machine's log) is not the user's: it travels back with
+    the part's sums and the client prints it, one line naming the entry, the lines and why."""
+    address, client = cluster
+    corpus, cache = setup, tmp_path / "tc"
+    code, _, err = _distill(tiny_model_dir, tmp_path / "one", corpus, "--teacher-cache", cache)  # every chunk sealed
+    assert code == 0, err
+    key = cache / _chunk_entries(cache, tiny_model_dir, corpus, DOOMED * PART + CHUNK)[0]  # lines 16..20
+    npy = key.with_suffix(".npy")
+    data = bytearray(npy.read_bytes())
+    data[-7] ^= 0x10  # a byte of the vectors, the header intact
+    npy.write_bytes(bytes(data))
+    code, _, err = _dask(address, tiny_model_dir, tmp_path / "d", corpus, cache)
+    assert code == 0, err
+    lines = [x for x in err.splitlines() if x.startswith("warning")]
+    assert len(lines) == 1 and lines[0].startswith(f"warning: the teacher cache entry {npy} (lines of sentences 16..20"), err
+    assert "its bytes differ from the digest recorded" in lines[0] and lines[0].endswith("encoding it again")
+    assert _cache_note(tmp_path / "d") == f"cached chunks used: {CHUNKS - 1} of {CHUNKS}"
+    assert len(_entries(cache)) == 2 * CHUNKS  # written again, verified
     np.testing.assert_allclose(_table(tmp_path / "d"), _table(tmp_path / "one"), rtol=1e-6, atol=1e-7)

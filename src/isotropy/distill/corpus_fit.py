@@ -59,6 +59,7 @@ not a common direction); RESULTS `static-factory` shows all three.
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 import zlib
@@ -75,22 +76,8 @@ from ..transforms.teacher_map import TeacherMap
 from ..transforms.token_regression import TokenRegression, pooling_matrix
 from .teacher_vectors import TeacherVectors
 
-__all__ = [
-    "CorpusFit",
-    "fit_corpus",
-    "static_ids",
-    "principal_axes",
-    "halves",
-    "word_drop",
-    "run_cut",
-    "span_kinds",
-    "span_texts",
-    "SPAN_KINDS",
-    "DEFAULT_SPANS",
-    "LAMBDAS",
-    "HELD_OUT",
-    "FITS",
-]
+__all__ = ["CorpusFit", "fit_corpus", "static_ids", "principal_axes", "halves", "word_drop", "run_cut", "span_kinds"]
+__all__ += ["span_texts", "SPAN_KINDS", "DEFAULT_SPANS", "LAMBDAS", "HELD_OUT", "FITS"]
 
 CHUNK = 2048  # sentences per streamed step
 PART = 8 * CHUNK  # sentences per task with engine="dask"
@@ -122,6 +109,7 @@ class CorpusFit:
     first: str | None = None
     varied: bool = False
     sample: dict[str, list] = field(default_factory=lambda: {"flat": [], "lengths": [], "Y": []})
+    warnings: list[str] = field(default_factory=list)  # a Dask part's warning lines, printed by the client
 
     def held_sample(self) -> tuple[Any, np.ndarray] | None:
         """``(A, Y)``: the pooling matrix and teacher vectors of the held-out sentences kept whole (None: none)."""
@@ -334,7 +322,7 @@ def _part(static, teacher, sentences: list[str], offset: int, alpha, tokens, spa
 
         teacher = worker_encoder(teacher)
     out, ids, where = CorpusFit(TeacherMap(alpha=alpha), sentences=offset), Model2VecIds(static), where or "the corpus"
-    vectors = TeacherVectors(teacher, cache, where)
+    vectors = TeacherVectors(teacher, cache, where, warn=out.warnings.append)  # the worker's stderr is not the user's
     for i in range(0, len(sentences), chunk):
         _add_chunk(out, static, ids, vectors, sentences[i : i + chunk], tokens, spans)
         if i == 0:  # the drills' worker loss (distributed.tasks), mid-part: its first chunk sealed, the rest not
@@ -360,6 +348,7 @@ def _merge_parts(a: CorpusFit, b: CorpusFit) -> CorpusFit:
     kept = np.cumsum([len(n) for n in a.sample["lengths"] + b.sample["lengths"]])
     cut = int(np.searchsorted(kept, HELD_SAMPLE)) + 1  # the first HELD_SAMPLE held-out lines, as one process keeps
     a.sample = {key: (a.sample[key] + b.sample[key])[:cut] for key in a.sample}
+    a.warnings += b.warnings
     return a
 
 
@@ -381,11 +370,14 @@ def _fit_parts(source, static, teacher, alpha, tokens, spans, show_progress, add
         kept = "; the teacher cache keeps every chunk finished: a rerun encodes only the rest" if cache is not None else ""
         gather(client, futures, "corpus parts", labels, show_progress, fetch=False, what="the corpus part", after=kept)
         try:
-            return root.result()
+            out = root.result()
         except distributed.KilledWorker:  # every part is done: a merge of their sums ran out of memory
             raise IsotropyError(
                 f"merging the corpus parts' sums killed a Dask worker repeatedly (out of memory?){kept}"
             ) from None
+    for line in dict.fromkeys(out.warnings):  # in corpus order, each once
+        print(line, file=sys.stderr)
+    return out
 
 
 def _add_tokens(out: CorpusFit, V: int, flat, lengths, Y, held, ids_extra, Y_extra) -> None:

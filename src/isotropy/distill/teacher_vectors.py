@@ -67,10 +67,12 @@ class TeacherVectors:
     """``teacher``'s vectors of a chunk's lines and spans, read from ``cache`` where it holds them (module docs).
 
     ``teacher``: an :class:`~isotropy.encoders.Encoder` (cached by its fingerprint) or any object with
-    ``encode(texts, show_progress=False)`` (not cached); ``where``: the corpus's name, for warnings."""
+    ``encode(texts, show_progress=False)`` (not cached); ``where``: the corpus's name, for warnings; ``warn``: what
+    takes a warning line (default: printed on stderr; a Dask part keeps its lines for the client to print)."""
 
-    def __init__(self, teacher: Any, cache: VectorCache | None, where: str = "the corpus") -> None:
+    def __init__(self, teacher: Any, cache: VectorCache | None, where: str = "the corpus", warn: Any = None) -> None:
         self.teacher, self.where = teacher, where
+        self.warn = warn or (lambda line: print(line, file=sys.stderr))
         self.base: dict[str, Any] | None = None
         self.dim: int | None = None
         record = getattr(teacher, "record", None)
@@ -102,9 +104,8 @@ class TeacherVectors:
                 got[name], reason = self.cache.lookup(keys[name], self.dim)
                 if reason is not None:
                     npy = self.cache.paths(keys[name])[0]
-                    print(
-                        f"warning: the teacher cache entry {npy} ({name} of {where}) is damaged ({reason}): encoding it again",
-                        file=sys.stderr,
+                    self.warn(
+                        f"warning: the teacher cache entry {npy} ({name} of {where}) is damaged ({reason}): encoding it again"
                     )
         todo = [name for name in parts if got[name] is None]
         if todo:
@@ -132,8 +133,7 @@ class TeacherVectors:
             failed = exc
         if failed is not None:
             self.writing = False  # one warning for the run, not one per chunk
-            print(
+            self.warn(
                 f"warning: cannot write the teacher cache in {self.cache.directory} ({failed}): "
-                "the run goes on without caching the rest",
-                file=sys.stderr,
+                "the run goes on without caching the rest"
             )
