@@ -17,7 +17,8 @@ fails (a full disk, a read-only folder) gives one warning line and the run goes 
 The cache lives in ``$ISOTROPY_CACHE/teacher`` (default ``~/.cache/isotropy/teacher``), or the folder given
 (``isotropy distill --teacher-cache DIR``; ``--no-teacher-cache`` turns it off). On a Dask cluster every worker
 reads and writes the client's folder (its absolute path, on the worker's machine) with the same keys as one process
-(a folder shared by the workers' machines makes a rerun from any worker read it). A teacher without a fingerprint (an object with ``encode`` alone) is never cached.
+(a folder shared by the workers' machines makes a rerun from any worker read it); a worker's warning lines travel back
+with its part's sums and the client prints them. A teacher without a fingerprint (an object with ``encode`` alone) is never cached.
 """
 
 from __future__ import annotations
