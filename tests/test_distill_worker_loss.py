@@ -293,3 +293,33 @@ def test_a_disk_full_half_way_through_a_chunk_leaves_no_partial_entry_and_the_re
     assert (again.chunks, again.cached) == (4, 2) and not capsys.readouterr().err
     np.testing.assert_allclose(again.fit.cross_, fresh.fit.cross_, rtol=1e-12, atol=1e-12)
     assert len(_entries(tmp_path / "tc")) == 4
+
+
+class _HashTeacher:
+    """A teacher whose vector of a text is a fixed pseudo-random function of the text (no model to load)."""
+
+    def encode(self, sentences, show_progress=None):
+        import zlib
+
+        return np.stack([np.random.default_rng(zlib.crc32(s.encode())).standard_normal(8) for s in sentences])
+
+
+def test_a_merge_of_the_parts_sums_that_kills_its_worker_is_one_line(tiny_static, monkeypatch):
+    """Every part done, a merge of two parts' sums (two Grams in one worker's memory: out of memory) lost more often
+    than the scheduler allows: one line, not distributed's KilledWorker traceback. In-process workers here, whose merge
+    raises the KilledWorker a scheduler would set."""
+    import isotropy.distill.corpus_fit as fit_mod
+    from isotropy.errors import IsotropyError
+
+    def lost(a, b):
+        from types import SimpleNamespace
+
+        raise distributed.KilledWorker("isotropy-dmerge", SimpleNamespace(address="tcp://10.0.0.9:40000"), 3)
+
+    monkeypatch.setattr(fit_mod, "CHUNK", CHUNK)
+    monkeypatch.setattr(fit_mod, "PART", PART)
+    monkeypatch.setattr(fit_mod, "_merge_parts", lost)
+    lines = [" ".join(np.random.default_rng(i).choice(WORDS, size=9)) for i in range(3 * PART)]
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=":0") as client:
+        with pytest.raises(IsotropyError, match=r"^merging the corpus parts' sums killed a Dask worker repeatedly"):
+            fit_mod.fit_corpus(tiny_static, _HashTeacher(), lines, engine="dask", address=client, show_progress=False)
