@@ -355,6 +355,7 @@ def _merge_parts(a: CorpusFit, b: CorpusFit) -> CorpusFit:
 def _fit_parts(source, static, teacher, alpha, tokens, spans, show_progress, address, n_workers, cache=None) -> CorpusFit:
     """The pass on a Dask cluster (``fit_corpus(engine="dask")``); a lost worker's part is run again elsewhere."""
     from ..distributed.cluster import client_for, gather, import_dask, tree_reduce
+    from ..distributed.spec import EncoderSpec
 
     run, distributed = uuid.uuid4().hex[:12], import_dask()
     with client_for(address, n_workers) as client:
@@ -367,7 +368,8 @@ def _fit_parts(source, static, teacher, alpha, tokens, spans, show_progress, add
         if not futures:
             return CorpusFit(TeacherMap(alpha=alpha))
         root = tree_reduce(futures, lambda a, b, d, i: client.submit(_merge_parts, a, b, key=f"isotropy-dmerge-{run}-{d}-{i}"))
-        kept = "; the teacher cache keeps every chunk finished: a rerun encodes only the rest" if cache is not None else ""
+        cached = cache is not None and cache.enabled and (isinstance(teacher, EncoderSpec) or hasattr(teacher, "fingerprint"))
+        kept = "; the teacher cache keeps the chunks already encoded: a rerun encodes only the rest" if cached else ""
         gather(client, futures, "corpus parts", labels, show_progress, fetch=False, what="the corpus part", after=kept)
         try:
             out = root.result()
