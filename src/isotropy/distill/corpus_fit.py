@@ -59,7 +59,9 @@ not a common direction); RESULTS `static-factory` shows all three.
 
 from __future__ import annotations
 
+import sys
 import time
+import uuid
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,22 +76,8 @@ from ..transforms.teacher_map import TeacherMap
 from ..transforms.token_regression import TokenRegression, pooling_matrix
 from .teacher_vectors import TeacherVectors
 
-__all__ = [
-    "CorpusFit",
-    "fit_corpus",
-    "static_ids",
-    "principal_axes",
-    "halves",
-    "word_drop",
-    "run_cut",
-    "span_kinds",
-    "span_texts",
-    "SPAN_KINDS",
-    "DEFAULT_SPANS",
-    "LAMBDAS",
-    "HELD_OUT",
-    "FITS",
-]
+__all__ = ["CorpusFit", "fit_corpus", "static_ids", "principal_axes", "halves", "word_drop", "run_cut", "span_kinds"]
+__all__ += ["span_texts", "SPAN_KINDS", "DEFAULT_SPANS", "LAMBDAS", "HELD_OUT", "FITS"]
 
 CHUNK = 2048  # sentences per streamed step
 PART = 8 * CHUNK  # sentences per task with engine="dask"
@@ -121,6 +109,7 @@ class CorpusFit:
     first: str | None = None
     varied: bool = False
     sample: dict[str, list] = field(default_factory=lambda: {"flat": [], "lengths": [], "Y": []})
+    warnings: list[str] = field(default_factory=list)  # a Dask part's warning lines, printed by the client
 
     def held_sample(self) -> tuple[Any, np.ndarray] | None:
         """``(A, Y)``: the pooling matrix and teacher vectors of the held-out sentences kept whole (None: none)."""
@@ -316,19 +305,28 @@ def static_ids(static: Any, sentences: list[str]) -> tuple[np.ndarray, np.ndarra
     return Model2VecIds(static)(sentences)
 
 
-def _part(static, teacher, sentences: list[str], offset: int, alpha: float, tokens: bool, spans: tuple, cache=None, where=""):
+def part_label(where: str, offset: int, n: int) -> str:
+    """How a Dask part of the corpus is named (messages, the fault hook): ``WHERE, lines A..B`` (1-based)."""
+    return f"{where}, lines {offset + 1}..{offset + n}"
+
+
+def _part(static, teacher, sentences: list[str], offset: int, alpha, tokens, spans: tuple, cache=None, where="", chunk=CHUNK):
     """A worker's task: the sums of ``sentences``, the corpus's lines ``offset``.. (held-out lines by their number);
-    the teacher's vectors through ``cache`` with the keys one process uses (the parts' chunks are its chunks)."""
+    the teacher's vectors through ``cache`` with the keys one process uses (the parts' chunks are its chunks:
+    ``chunk``, the client's ``CHUNK``, sent with the task so that a worker's own constant cannot differ)."""
     from ..distributed.spec import EncoderSpec
+    from ..distributed.tasks import maybe_fault
 
     if isinstance(teacher, EncoderSpec):
         from ..distributed.workers import worker_encoder
 
         teacher = worker_encoder(teacher)
-    out, ids = CorpusFit(TeacherMap(alpha=alpha), sentences=offset), Model2VecIds(static)
-    vectors = TeacherVectors(teacher, cache, where or "the corpus")
-    for i in range(0, len(sentences), CHUNK):
-        _add_chunk(out, static, ids, vectors, sentences[i : i + CHUNK], tokens, spans)
+    out, ids, where = CorpusFit(TeacherMap(alpha=alpha), sentences=offset), Model2VecIds(static), where or "the corpus"
+    vectors = TeacherVectors(teacher, cache, where, warn=out.warnings.append)  # the worker's stderr is not the user's
+    for i in range(0, len(sentences), chunk):
+        _add_chunk(out, static, ids, vectors, sentences[i : i + chunk], tokens, spans)
+        if i == 0:  # the drills' worker loss (distributed.tasks), mid-part: its first chunk sealed, the rest not
+            maybe_fault(part_label(where, offset, len(sentences)))
     out.sentences -= offset
     return out
 
@@ -347,47 +345,41 @@ def _merge_parts(a: CorpusFit, b: CorpusFit) -> CorpusFit:
     a.first = b.first if a.first is None else a.first
     a.sentences, a.empty, a.spans = a.sentences + b.sentences, a.empty + b.empty, a.spans + b.spans
     a.chunks, a.cached, a.cached_lines = a.chunks + b.chunks, a.cached + b.cached, a.cached_lines + b.cached_lines
-    for key in a.sample:
-        a.sample[key] += b.sample[key]
-    kept = np.cumsum([len(n) for n in a.sample["lengths"]])
+    kept = np.cumsum([len(n) for n in a.sample["lengths"] + b.sample["lengths"]])
     cut = int(np.searchsorted(kept, HELD_SAMPLE)) + 1  # the first HELD_SAMPLE held-out lines, as one process keeps
-    for key in a.sample:
-        a.sample[key] = a.sample[key][:cut]
+    a.sample = {key: (a.sample[key] + b.sample[key])[:cut] for key in a.sample}
+    a.warnings += b.warnings
     return a
 
 
 def _fit_parts(source, static, teacher, alpha, tokens, spans, show_progress, address, n_workers, cache=None) -> CorpusFit:
-    """The pass on a Dask cluster (``fit_corpus(engine="dask")``)."""
-    import uuid
+    """The pass on a Dask cluster (``fit_corpus(engine="dask")``); a lost worker's part is run again elsewhere."""
+    from ..distributed.cluster import client_for, gather, import_dask, tree_reduce
+    from ..distributed.spec import EncoderSpec
 
-    from ..distributed.cluster import client_for, gather, tree_reduce
-
-    run = uuid.uuid4().hex[:12]
+    run, distributed = uuid.uuid4().hex[:12], import_dask()
     with client_for(address, n_workers) as client:
         futures, labels, offset = [], [], 0
         for i, part in enumerate(source.chunks(PART)):
-            futures.append(
-                client.submit(
-                    _part,
-                    static,
-                    teacher,
-                    list(part),
-                    offset,
-                    alpha,
-                    tokens,
-                    spans,
-                    cache,
-                    source.where,
-                    key=f"isotropy-distill-{run}-{i}",
-                )
-            )
-            labels.append(f"{source.where}, lines {offset + 1}..{offset + len(part)}")
+            args = (static, teacher, list(part), offset, alpha, tokens, spans, cache, source.where, CHUNK)
+            futures.append(client.submit(_part, *args, key=f"isotropy-distill-{run}-{i}"))
+            labels.append(part_label(source.where, offset, len(part)))
             offset += len(part)
         if not futures:
             return CorpusFit(TeacherMap(alpha=alpha))
         root = tree_reduce(futures, lambda a, b, d, i: client.submit(_merge_parts, a, b, key=f"isotropy-dmerge-{run}-{d}-{i}"))
-        gather(client, futures, "corpus parts", labels, show_progress, fetch=False)
-        return root.result()
+        cached = cache is not None and cache.enabled and (isinstance(teacher, EncoderSpec) or hasattr(teacher, "fingerprint"))
+        kept = "; the teacher cache keeps the chunks already encoded: a rerun encodes only the rest" if cached else ""
+        gather(client, futures, "corpus parts", labels, show_progress, fetch=False, what="the corpus part", after=kept)
+        try:
+            out = root.result()
+        except distributed.KilledWorker:  # every part is done: a merge of their sums ran out of memory
+            raise IsotropyError(
+                f"merging the corpus parts' sums killed a Dask worker repeatedly (out of memory?){kept}"
+            ) from None
+    for line in dict.fromkeys(out.warnings):  # in corpus order, each once
+        print(line, file=sys.stderr)
+    return out
 
 
 def _add_tokens(out: CorpusFit, V: int, flat, lengths, Y, held, ids_extra, Y_extra) -> None:

@@ -17,7 +17,8 @@ fails (a full disk, a read-only folder) gives one warning line and the run goes 
 The cache lives in ``$ISOTROPY_CACHE/teacher`` (default ``~/.cache/isotropy/teacher``), or the folder given
 (``isotropy distill --teacher-cache DIR``; ``--no-teacher-cache`` turns it off). On a Dask cluster every worker
 reads and writes the client's folder (its absolute path, on the worker's machine) with the same keys as one process
-(a folder shared by the workers' machines makes a rerun from any worker read it). A teacher without a fingerprint (an object with ``encode`` alone) is never cached.
+(a folder shared by the workers' machines makes a rerun from any worker read it); a worker's warning lines travel back
+with its part's sums and the client prints them. A teacher without a fingerprint (an object with ``encode`` alone) is never cached.
 """
 
 from __future__ import annotations
@@ -67,10 +68,12 @@ class TeacherVectors:
     """``teacher``'s vectors of a chunk's lines and spans, read from ``cache`` where it holds them (module docs).
 
     ``teacher``: an :class:`~isotropy.encoders.Encoder` (cached by its fingerprint) or any object with
-    ``encode(texts, show_progress=False)`` (not cached); ``where``: the corpus's name, for warnings."""
+    ``encode(texts, show_progress=False)`` (not cached); ``where``: the corpus's name, for warnings; ``warn``: what
+    takes a warning line (default: printed on stderr; a Dask part keeps its lines for the client to print)."""
 
-    def __init__(self, teacher: Any, cache: VectorCache | None, where: str = "the corpus") -> None:
+    def __init__(self, teacher: Any, cache: VectorCache | None, where: str = "the corpus", warn: Any = None) -> None:
         self.teacher, self.where = teacher, where
+        self.warn = warn or (lambda line: print(line, file=sys.stderr))
         self.base: dict[str, Any] | None = None
         self.dim: int | None = None
         record = getattr(teacher, "record", None)
@@ -102,9 +105,8 @@ class TeacherVectors:
                 got[name], reason = self.cache.lookup(keys[name], self.dim)
                 if reason is not None:
                     npy = self.cache.paths(keys[name])[0]
-                    print(
-                        f"warning: the teacher cache entry {npy} ({name} of {where}) is damaged ({reason}): encoding it again",
-                        file=sys.stderr,
+                    self.warn(
+                        f"warning: the teacher cache entry {npy} ({name} of {where}) is damaged ({reason}): encoding it again"
                     )
         todo = [name for name in parts if got[name] is None]
         if todo:
@@ -132,8 +134,7 @@ class TeacherVectors:
             failed = exc
         if failed is not None:
             self.writing = False  # one warning for the run, not one per chunk
-            print(
+            self.warn(
                 f"warning: cannot write the teacher cache in {self.cache.directory} ({failed}): "
-                "the run goes on without caching the rest",
-                file=sys.stderr,
+                "the run goes on without caching the rest"
             )

@@ -47,7 +47,11 @@ Design (decided once, here):
 * **Fault injection** (for tests and chaos drills on a real cluster): when the
   environment variable ``ISOTROPY_FAULT_ONCE`` is ``raise:DIR`` or ``exit:DIR`` in a
   worker, the first attempt at each shard (marked by a file created in DIR) raises,
-  or kills the worker process outright. Unset, it costs one dictionary look-up.
+  or kills the worker process outright; a drill that creates a shard's marker first
+  (``tasks.fault_marker``) spares that shard. ``raise-always:DIR`` or ``exit-always:DIR``
+  fail every attempt at each shard whose marker is in DIR: a shard that never succeeds.
+  ``distill --engine dask`` calls the hook in each corpus part once its first chunk is
+  done (the part named ``CORPUS, lines A..B``). Unset, it costs one dictionary look-up.
 """
 
 from __future__ import annotations

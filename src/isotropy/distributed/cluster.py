@@ -96,23 +96,29 @@ def _local_client(distributed: Any, n_workers: int | None) -> Iterator[Any]:
     import logging
     import tempfile
 
+    import dask
+
     n = int(n_workers or os.cpu_count() or 1)
     if n < 1:
         raise IsotropyError(f"n_workers must be at least 1, got {n_workers}")
     with tempfile.TemporaryDirectory(prefix="isotropy-dask-") as scratch:
         # One single-threaded worker process per core; Dask sets OMP/MKL threads to 1 in
-        # each, so torch in n workers does not oversubscribe the n cores.
-        cluster = _start_local_cluster(
-            distributed,
-            n_workers=n,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=":0",
-            local_directory=scratch,
-            # CRITICAL, not ERROR: a loaded machine makes workers log heartbeat errors while the
-            # cluster is torn down after a failure; the failure itself reaches the user as one line
-            silence_logs=logging.CRITICAL,
-        )
+        # each, so torch in n workers does not oversubscribe the n cores. A worker holds only
+        # the task it runs (saturation 1, not Dask's 1.1, which queues a second one on it):
+        # Dask counts a worker's death against every task it holds, so a shard that kills
+        # its worker is then the only one blamed, and the one named.
+        with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}):
+            cluster = _start_local_cluster(
+                distributed,
+                n_workers=n,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=":0",
+                local_directory=scratch,
+                # CRITICAL, not ERROR: a loaded machine makes workers log heartbeat errors while the
+                # cluster is torn down after a failure; the failure itself reaches the user as one line
+                silence_logs=logging.CRITICAL,
+            )
         try:
             with distributed.Client(cluster, set_as_default=False) as client:
                 yield client
@@ -141,11 +147,24 @@ def _start_local_cluster(distributed: Any, **options: Any) -> Any:
         raise
 
 
-def gather(client: Any, futures: list, label: str, sources: list[Path], show_progress: bool | None, fetch: bool = True) -> list:
+def gather(
+    client: Any,
+    futures: list,
+    label: str,
+    sources: list[Path],
+    show_progress: bool | None,
+    fetch: bool = True,
+    *,
+    what: str = "shard",
+    after: str = "",
+) -> list:
     """Results of ``futures`` in submission order, a progress bar advancing as they finish.
 
-    A task that raised (after its retries) re-raises here; a worker lost too often while
-    running a shard becomes one line naming the shard.
+    A task that raised (after its retries) re-raises here; a shard whose worker was lost
+    more often than the scheduler allows (``distributed.scheduler.allowed-failures``; a
+    lost worker's shards are otherwise run again elsewhere) becomes one line naming the
+    shard (``what``: the noun it is named by, ``after``: what the line adds, such as what
+    a rerun keeps).
     """
     distributed = import_dask()
     index = {f.key: i for i, f in enumerate(futures)}
@@ -156,9 +175,13 @@ def gather(client: Any, futures: list, label: str, sources: list[Path], show_pro
             try:
                 if fetch or fut.status == "error":
                     results[i] = raise_error_value(fut.result())  # re-raises the task's error
-            except distributed.KilledWorker:
+            except distributed.KilledWorker as exc:
+                # Dask counts a death against every task the worker held, queued ones too: say what is known
+                times = getattr(exc, "allowed_failures", None)
+                times = "repeatedly" if not isinstance(times, int) else f"{times + 1} times"
                 raise IsotropyError(
-                    f"shard {sources[i]} killed its worker repeatedly (out of memory? a crash in the model?)"
+                    f"{what} {sources[i]} failed: the Dask worker processes holding it died {times} "
+                    f"(out of memory? a crash in the model?){after}"
                 ) from None
             bar.advance()
     return results

@@ -28,6 +28,7 @@ __all__ = [
     "worker_encoder",
     "worker_transform",
     "maybe_fault",
+    "fault_marker",
     "fit_shard",
     "merge_stats",
     "encode_shard",
@@ -46,18 +47,27 @@ CHUNK_SENTENCES = 16384  # sentences encoded at a time in a worker (bounds its m
 FAULT_ENV = "ISOTROPY_FAULT_ONCE"
 
 
+def fault_marker(folder: str | os.PathLike, source: str) -> Path:
+    """The marker file of ``source`` (a shard, a corpus part's label) in a fault folder (``ISOTROPY_FAULT_ONCE``)."""
+    return Path(folder) / (hashlib.sha256(source.encode()).hexdigest()[:16] + ".fault")
+
+
 def maybe_fault(source: str) -> None:
     """Test hook: see the package docstring (``ISOTROPY_FAULT_ONCE``)."""
     spec = os.environ.get(FAULT_ENV)
     if not spec:
         return
     mode, _, folder = spec.partition(":")
-    marker = Path(folder) / (hashlib.sha256(source.encode()).hexdigest()[:16] + ".fault")
-    try:
-        marker.open("x").close()
-    except FileExistsError:
-        return  # this shard already failed once: run normally
-    if mode == "exit":
+    marker = fault_marker(folder, source)
+    if mode.endswith("-always"):  # every attempt at a source whose marker the drill put there
+        if not marker.exists():
+            return
+    else:
+        try:
+            marker.open("x").close()
+        except FileExistsError:
+            return  # this shard already failed once: run normally
+    if mode.startswith("exit"):
         os._exit(17)  # the worker process dies mid-task, as on a lost node
     raise RuntimeError(f"injected fault for {source} ({FAULT_ENV})")
 
