@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -68,19 +69,37 @@ def sample(step: int, work: Path) -> tuple[Path, int]:
         return path, sum(1 for _ in fh)
 
 
-def distill(step: int, work: Path, cache: Path, spans: str) -> dict:
-    """One ``isotropy distill --corpus`` run of the every-``step``-th-line sample in a fresh process, timed."""
-    (corpus, n), folder = sample(step, work), work / f"distilled-{step}-{spans}"
+def teacher_kind(onnx: str) -> str:
+    """``onnx-int8`` or ``onnx-fp32``: what the export folder's record says it is."""
+    return "onnx-" + (json.loads((Path(onnx) / "isotropy_onnx.json").read_text()).get("quantize") or "fp32")
+
+
+def _child_cpu() -> float:
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
+
+
+def variant(spans: str, onnx: str | None, dims: int) -> str:
+    """The row's name after ``every-STEP-``: spans, then the teacher and width where they are not the defaults."""
+    return spans + ("" if onnx is None else f"-{teacher_kind(onnx)}") + ("" if dims == 256 else f"-{dims}d")
+
+
+def distill(step: int, work: Path, cache: Path, spans: str, onnx: str | None = None, dims: int = 256) -> dict:
+    """One ``isotropy distill --corpus`` run of the every-``step``-th-line sample in a fresh process, timed (wall and
+    the child's CPU seconds, which load does not inflate); ``onnx``: an ``isotropy export onnx`` folder of the default
+    model that encodes the corpus (``--teacher-onnx``); ``dims``: ``--dims``."""
+    name = f"{step}-{variant(spans, onnx, dims)}"
+    (corpus, n), folder = sample(step, work), work / f"distilled-{name}"
     cmd = [str(Path(sys.executable).with_name("isotropy")), "distill", "--corpus", str(corpus), "-o", str(folder)]
-    cmd += ["--teacher-cache", str(cache), "--force"]
+    cmd += ["--teacher-cache", str(cache), "--force", "--dims", str(dims)] + ([] if onnx is None else ["--teacher-onnx", onnx])
     if spans == "none":
         cmd += ["--spans", "none"]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    load = os.getloadavg()[0]
+    load, cpu0 = os.getloadavg()[0], _child_cpu()
     t0 = time.perf_counter()
-    with (work / f"distill-{step}-{spans}.log").open("a", encoding="utf-8") as log:
+    with (work / f"distill-{name}.log").open("a", encoding="utf-8") as log:
         subprocess.run(cmd, check=True, env=env, stdout=log, stderr=log)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, _child_cpu() - cpu0
     record = json.loads((folder / "isotropy.json").read_text())["distill"]
     fit = record["corpus_fit"]
     return {
@@ -88,12 +107,15 @@ def distill(step: int, work: Path, cache: Path, spans: str) -> dict:
         "folder": str(folder),
         "table_cache": record.get("table_cache"),
         "wall_s": wall,
+        "cpu_s": cpu,
+        "dims": dims,
         "teacher_s": fit["seconds"].get("teacher"),
         "statistics_s": fit["seconds"].get("statistics"),
         "solve_s": fit["tokens"]["seconds"],
         "lambda": fit["tokens"]["lambda"],
         "spans": fit.get("spans", "none"),
         "teacher_cache": fit["teacher_cache"],
+        "teacher": "torch fp32" if onnx is None else teacher_kind(onnx).replace("-", " "),
         "load": [load, os.getloadavg()[0]],
     }
 
@@ -142,11 +164,13 @@ def run(args) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     cache = Path(args.teacher_cache).absolute()
     for step in args.steps:
-        got = distill(step, work, cache, args.spans)
-        name = f"every-{step}-{args.spans}"
+        got = distill(step, work, cache, args.spans, args.teacher_onnx, args.dims)
+        name = f"every-{step}-{variant(args.spans, args.teacher_onnx, args.dims)}"
         row = data["rows"].get(name, {})
         row.setdefault("runs", []).append(got)
-        row.update({"step": step, "sentences": got["sentences"], "spans": got["spans"]})
+        row.update(
+            {"step": step, "sentences": got["sentences"], "spans": got["spans"], "teacher": got["teacher"], "dims": args.dims}
+        )
         data["rows"][name] = row
         write_json(OUT, portable(data))
         print(f"{name}: {got}", file=sys.stderr, flush=True)
@@ -166,12 +190,20 @@ def _teacher_total(rows: list[dict], row: dict) -> float | None:
     first = row["runs"][0]
     if first.get("teacher_s") is None:
         return None
-    before = [r["runs"][0]["teacher_s"] or 0.0 for r in rows if r["spans"] == "none" and r["sentences"] < row["sentences"]]
+    before = [
+        r["runs"][0]["teacher_s"] or 0.0
+        for r in rows
+        if r["spans"] == "none" and r["sentences"] < row["sentences"] and _teacher(r) == _teacher(row)
+    ]
     return first["teacher_s"] + (sum(before) if row["spans"] == "none" else 0.0)
 
 
+def _teacher(row: dict) -> str:
+    return row.get("teacher", "torch fp32")
+
+
 def render(data: dict) -> str:
-    rows = sorted(data.get("rows", {}).values(), key=lambda r: (r["sentences"], r["spans"]))
+    rows = sorted(data.get("rows", {}).values(), key=lambda r: (r["sentences"], r["spans"], _teacher(r)))
     names = data.get("tasks", [])
     potion = data.get("potion-base-8M")
     out = [
@@ -186,11 +218,12 @@ def render(data: dict) -> str:
         "model2vec's vocabulary pass included where the table column says `distilled` (`cached`: read from the "
         "teacher cache's folder, as every run after the first); teacher "
         "(run): its own encoding; teacher (all lines): with the smaller rows' encoding of the lines it shares "
-        "(the samples are nested), i.e. the teacher pass of an uncached run.",
+        "(the samples are nested), i.e. the teacher pass of an uncached run. Teacher: the model itself on torch, or "
+        "(`--teacher-onnx`) its `isotropy export onnx --quantize int8` graph.",
         "",
-        "| lines | spans | 7-task avg | " + " | ".join(names) + " | STS-B train | Cranfield nDCG@10 | wall s | "
+        "| lines | spans | teacher | d | 7-task avg | " + " | ".join(names) + " | STS-B train | Cranfield nDCG@10 | wall s | "
         "teacher s (run) | teacher s (all lines) | cached chunks | table |",
-        "|---|---|---|" + "---|" * len(names) + "---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|" + "---|" * len(names) + "---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         first = r["runs"][0]
@@ -199,14 +232,14 @@ def render(data: dict) -> str:
         spans = "none" if r["spans"] == "none" else "default"
         cached = first["teacher_cache"].replace("cached chunks used: ", "")
         out.append(
-            f"| {r['sentences']:,} | {spans} | {_f(r.get('avg'))} | {sts} | {_f(r.get('stsb_train'))} | {_f(cran)} | "
-            f"{_f(first['wall_s'], 0)} | {_f(first['teacher_s'], 0)} | {_f(_teacher_total(rows, r), 0)} | {cached} | {first.get('table_cache')} |"
+            f"| {r['sentences']:,} | {spans} | {_teacher(r)} | {r.get('dims', 256)} | {_f(r.get('avg'))} | {sts} | {_f(r.get('stsb_train'))} | {_f(cran)} | "
+            f"{_f(first['wall_s'], 0)} | {_f(first.get('cpu_s'), 0)} | {_f(first['teacher_s'], 0)} | {_f(_teacher_total(rows, r), 0)} | {cached} | {first.get('table_cache')} |"
         )
     if potion:
         sts = " | ".join(_f(s) for s in potion["sts"])
         out.append(
-            f"| potion-base-8M | - | {_f(potion['avg'])} | {sts} | {_f(potion.get('stsb_train'))} | "
-            f"{_f(potion['cranfield']['ndcg@10'])} | - | - | - | - | - |"
+            f"| potion-base-8M | - | - | 256 | {_f(potion['avg'])} | {sts} | {_f(potion.get('stsb_train'))} | "
+            f"{_f(potion['cranfield']['ndcg@10'])} | - | - | - | - | - | - |"
         )
     out += [f"\n{note}" for note in data.get("notes", [])]
     meta = data.get("meta", {})
@@ -242,6 +275,8 @@ def main() -> None:
     p.add_argument("--spans", choices=("none", "default"), default="none")
     p.add_argument("--work", default=str(default_root / "factory-curve" / "work"), help="samples and distilled folders")
     p.add_argument("--teacher-cache", default=str(default_root / "factory-curve" / "teacher"))
+    p.add_argument("--teacher-onnx", help="an `isotropy export onnx` folder of the default model as the corpus's teacher")
+    p.add_argument("--dims", type=int, default=256, help="the width distilled (a capacity variant when not 256)")
     p.add_argument("--no-score", action="store_true", help="distill only (the teacher pass, cached); score later")
     p.add_argument("--score", action="store_true", help="score the recorded runs' folders and potion-base-8M only")
     p.add_argument("--render", action="store_true", help="write docs/RESULTS.md's section from the saved results")

@@ -47,6 +47,7 @@ from ..errors import IsotropyError
 from ..storage.artifacts import check_output, header
 from ..transforms.token_whitening import fold_into_table
 from .corpus_fit import FITS
+from .teacher import check_teacher, teacher_width
 
 __all__ = [
     "distill",
@@ -173,36 +174,6 @@ def _check_fit(fit: str | None, corpus: Any, lam: float | None) -> str | None:
     return fit
 
 
-def teacher_width(model: Any) -> int | None:
-    """The transformer's hidden width from its config (None when it cannot be read cheaply)."""
-    from ..encoders.models import quiet_transformers
-
-    path, name = resolve_model(model)
-    try:
-        from transformers import AutoConfig
-
-        with quiet_transformers():
-            config = AutoConfig.from_pretrained(str(path) if path is not None else name)
-        width = getattr(config, "hidden_size", None)
-    except Exception:  # noqa: BLE001 - only an early check: the distill itself reports a model it cannot read
-        return None
-    return int(width) if isinstance(width, int) and width > 0 else None
-
-
-def _check_teacher(model: Any) -> None:
-    """A static model (GloVe, a model2vec or distilled folder, a StaticEmbedding folder) has no transformer to distill."""
-    from ..encoders.models import DEFAULT_MODEL_NAME
-    from ..encoders.static.sources import static_kind
-
-    kind = static_kind(model)
-    if kind is not None:
-        what = {"glove": "GloVe word vectors", "model2vec": "a model2vec folder", "st-static": "a StaticEmbedding folder"}
-        raise IsotropyError(
-            f"cannot distill {str(model)!r}: it is a static model ({what.get(kind, 'word vectors')}), and distill needs "
-            f"a transformer teacher (a Hugging Face model id or folder; the default is {DEFAULT_MODEL_NAME})"
-        )
-
-
 def _check_cluster(engine: Any, address: Any, corpus: Any) -> None:
     """``engine`` and ``address`` before any work (S1-045..047): they need a corpus, ``address`` needs ``engine``, the
     engine is dask, and an address is well formed and answers (distributed.cluster.probe, seconds at most)."""
@@ -220,7 +191,7 @@ def _check_cluster(engine: Any, address: Any, corpus: Any) -> None:
 
 def _check_before_work(model: Any, dims: int | None, corpus: Any, alpha: Any, fit: str | None, lam: float | None):
     """Every refusal that needs no encoding, before the minutes-long vocabulary pass."""
-    _check_teacher(model)
+    check_teacher(model)
     pca = _check_dims(dims)
     alpha = _check_alpha(alpha, corpus)
     fit = _check_fit(fit, corpus, lam)
@@ -352,6 +323,7 @@ def distill(
     engine: str | None = None,
     address: Any = None,
     teacher_cache: Any = True,
+    teacher_onnx: str | os.PathLike | None = None,
     force: bool = False,
     show_progress: bool | None = None,
 ) -> Path:
@@ -361,7 +333,8 @@ def distill(
     default kinds with it, False or "none" for none; they add equations), ``"map"`` folds the sentence-level
     teacher map alone. ``teacher_cache``: where the teacher's vectors of the corpus are kept chunk by chunk, so a
     rerun with other settings encodes nothing again and a killed run resumes (:mod:`.teacher_vectors`): True
-    (default: ``$ISOTROPY_CACHE/teacher``), a folder, or False (off). Returns the folder."""
+    (default: ``$ISOTROPY_CACHE/teacher``), a folder, or False (off). ``teacher_onnx``: an ``isotropy export onnx``
+    folder of ``model`` that encodes the corpus instead of the model itself (:mod:`.teacher`). Returns the folder."""
     pca, alpha, fit = _check_before_work(model, dims, corpus, alpha, fit, lam)
     spans, strength_by = _check_fit_options(spans, strength_by, fit, lam)
     source = None if corpus is None else Corpus(corpus)  # one reader: standard input is read once (S1-011)
@@ -373,12 +346,14 @@ def distill(
     cache = cache_for(teacher_cache) if corpus is not None else None
     inputs = [] if source is None else source.inputs
     out = check_output(output, KIND, force=force, inputs=[*inputs, model] if model is not None else inputs)
+    if teacher_onnx is not None and corpus is None:
+        raise IsotropyError("--teacher-onnx encodes --corpus for the token fit: give --corpus, or leave it out")
     teacher = None
     if source is not None:
-        from ..encoders import Encoder
+        from .teacher import corpus_teacher
 
         _check_corpus(source)
-        teacher = Encoder(model)
+        teacher = corpus_teacher(model, teacher_onnx)
     static, table_how = _table(model, None if fit == "tokens" else dims, show_progress, cache, teacher)
     _unnormalised(static)  # module docs: isotropy, model2vec and the twin give the same vectors (S5-013)
     name = teacher_name(model)
@@ -388,10 +363,12 @@ def distill(
     info: dict[str, Any] = {"teacher": name, "vocabulary": len(static.embedding)}
     if source is not None:
         info["table_cache"] = table_how
+        if teacher_onnx is not None:
+            info["corpus_teacher"] = teacher.describe()  # "ONNX model.onnx (int8) of model ...": no path
         if engine is not None:  # the workers build the teacher from its spec, once each
-            from ..distributed.spec import EncoderSpec
+            from .teacher import teacher_spec
 
-            teacher = EncoderSpec(model=None if model is None else str(model)).resolve()
+            teacher = teacher_spec(model, teacher)
         info["corpus_fit"] = fit_on_corpus(
             static,
             teacher,

@@ -1,0 +1,112 @@
+"""``isotropy distill --teacher-onnx DIR`` (issue #43): the corpus read by an ONNX export of the model being distilled,
+checked to be one, cached under its own graph's fingerprint, recorded in the folder's card."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from helpers import run_cli
+
+pytest.importorskip("model2vec")
+pytest.importorskip("onnxruntime")
+
+CORPUS = [f"the {a} {b} sat on the {c} mat" for a in ("red", "big", "old") for b in ("cat", "dog") for c in ("blue", "new")]
+
+
+@pytest.fixture(scope="module")
+def export(tiny_model_dir, tmp_path_factory):
+    """A float32 ONNX export of the tiny model."""
+    from isotropy.encoders import Encoder
+    from isotropy.integrations.onnx_export import export_onnx
+
+    folder = tmp_path_factory.mktemp("teacher-onnx") / "fp32"
+    export_onnx(folder, encoder=Encoder(tiny_model_dir), show_progress=False)
+    return folder
+
+
+def _distill(model, out, corpus, cache, *args):
+    return run_cli(["distill", "-m", model, "-o", out, "--corpus", corpus, "--teacher-cache", cache, *map(str, args)])
+
+
+def test_the_export_gives_the_statistics_the_model_gives_under_its_own_cache_key(tiny_model_dir, export, tmp_path):
+    from model2vec import StaticModel
+    from tokenizers import Tokenizer
+
+    from isotropy.distill.corpus_fit import fit_corpus
+    from isotropy.distill.teacher import corpus_teacher
+    from isotropy.distill.teacher_vectors import TeacherVectors
+    from isotropy.encoders.cache import VectorCache
+
+    tok = Tokenizer.from_file(str(tiny_model_dir / "tokenizer.json"))
+    table = np.random.default_rng(0).standard_normal((tok.get_vocab_size(), 8)).astype(np.float32)
+    static = StaticModel(table, tok, normalize=False)
+    model, onnx = corpus_teacher(tiny_model_dir), corpus_teacher(tiny_model_dir, export)
+    assert onnx.record()["backend"] == "onnx" and model.record()["backend"] == "torch"
+    a, b = (fit_corpus(static, t, CORPUS, tokens=True, spans=False, show_progress=False) for t in (model, onnx))
+    # the same weights in another runtime: float32 rounding apart, the same sums
+    scale = np.abs(a.fit.cross_).max()
+    np.testing.assert_allclose(b.fit.cross_, a.fit.cross_, rtol=1e-4, atol=1e-4 * scale)
+    np.testing.assert_allclose(b.teacher_map.moments_.mean, a.teacher_map.moments_.mean, rtol=1e-4, atol=1e-5)
+    # cached under the graph's fingerprint: neither run ever reads the other's chunks
+    cache = VectorCache(tmp_path / "cache")
+    assert TeacherVectors(model, cache).base["fingerprint"] != TeacherVectors(onnx, cache).base["fingerprint"]
+
+
+def test_a_distill_through_the_export_says_so_in_its_card(tiny_model_dir, export, tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(CORPUS) + "\n")
+    code, _, err = _distill(
+        tiny_model_dir,
+        tmp_path / "out",
+        corpus,
+        tmp_path / "cache",
+        "--dims",
+        16,
+        "--spans",
+        "none",
+        "--no-progress",
+        "--teacher-onnx",
+        export,
+    )
+    assert code == 0, err
+    record = json.loads((tmp_path / "out" / "isotropy.json").read_text())["distill"]
+    assert record["corpus_teacher"].startswith("ONNX model.onnx of model") and str(export) not in record["corpus_teacher"]
+    assert record["corpus_fit"]["teacher_cache"] == "cached chunks used: 0 of 1"
+
+
+def test_a_missing_export_is_refused_before_any_work(tiny_model_dir, tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(CORPUS) + "\n")
+    r = _distill(
+        tiny_model_dir, tmp_path / "out", corpus, tmp_path / "cache", "--dims", 16, "--teacher-onnx", tmp_path / "nothing"
+    )
+    code, _, err = r
+    assert code == 2
+    assert err.startswith("error: --teacher-onnx") and "not a folder" in err, err
+    assert "Traceback" not in err and not (tmp_path / "out").exists()
+
+
+def test_an_export_of_other_weights_or_settings_is_refused(export):
+    from isotropy.distill.teacher import _check_export
+    from isotropy.errors import IsotropyError
+
+    cfg = json.loads((export / "isotropy_onnx.json").read_text())
+    want = {"fingerprint": "0" * 32, "model_name": "other", "pooling": cfg["pooling"], "max_length": cfg["max_length"]}
+    with pytest.raises(IsotropyError, match="exported from other weights"):
+        _check_export(export, cfg, want)
+    same = {**want, "fingerprint": cfg["fingerprint"]}
+    with pytest.raises(IsotropyError, match="calibration in its graph"):
+        _check_export(export, {**cfg, "transform": {"describe": "whitening"}}, same)
+    with pytest.raises(IsotropyError, match="its max_length is 16"):
+        _check_export(export, {**cfg, "max_length": 16}, same)
+    with pytest.raises(IsotropyError, match="its pooling is cls"):
+        _check_export(export, {**cfg, "pooling": "cls"}, same)
+    _check_export(export, cfg, same)  # the export itself passes
+
+
+def test_teacher_onnx_needs_a_corpus(export, tmp_path):
+    r = run_cli(["distill", "-o", tmp_path / "out", "--teacher-onnx", export])
+    assert r[0] == 2 and "--teacher-onnx encodes --corpus" in r[2], r[2]
