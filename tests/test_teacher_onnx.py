@@ -36,7 +36,7 @@ def test_the_export_gives_the_statistics_the_model_gives_under_its_own_cache_key
     from tokenizers import Tokenizer
 
     from isotropy.distill.corpus_fit import fit_corpus
-    from isotropy.distill.teacher import corpus_teacher
+    from isotropy.distill.teacher import corpus_teacher, model_fingerprint
     from isotropy.distill.teacher_vectors import TeacherVectors
     from isotropy.encoders.cache import VectorCache
 
@@ -53,6 +53,8 @@ def test_the_export_gives_the_statistics_the_model_gives_under_its_own_cache_key
     # cached under the graph's fingerprint: neither run ever reads the other's chunks
     cache = VectorCache(tmp_path / "cache")
     assert TeacherVectors(model, cache).base["fingerprint"] != TeacherVectors(onnx, cache).base["fingerprint"]
+    # model2vec's table of the model (the vocabulary pass) is the same whichever reads the corpus: one cache key
+    assert model_fingerprint(onnx) == model_fingerprint(model) == model.fingerprint()
 
 
 def test_a_distill_through_the_export_says_so_in_its_card(tiny_model_dir, export, tmp_path):

@@ -398,7 +398,9 @@ def _table(model: Any, dims: int | None, show: bool | None, cache: Any, teacher:
 
     tables = key = None
     if cache is not None and getattr(cache, "enabled", False) and teacher is not None:
-        tables, key = TableCache(Path(cache.directory) / TABLE_FOLDER), table_key(teacher.fingerprint(), _check_dims(dims))
+        from .teacher import model_fingerprint  # the model's, also when an ONNX export of it reads the corpus
+
+        tables, key = TableCache(Path(cache.directory) / TABLE_FOLDER), table_key(model_fingerprint(teacher), _check_dims(dims))
     return cached_table(lambda: distill_static(model, dims, show), tables, key)  # full width with tokens: module docs
 
 

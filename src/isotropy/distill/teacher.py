@@ -17,7 +17,7 @@ from typing import Any
 from ..encoders.models import resolve_model
 from ..errors import IsotropyError
 
-__all__ = ["corpus_teacher", "teacher_spec", "teacher_width", "check_teacher"]
+__all__ = ["corpus_teacher", "model_fingerprint", "teacher_spec", "teacher_width", "check_teacher"]
 
 
 def corpus_teacher(model: Any, onnx: str | os.PathLike | None = None) -> Any:
@@ -33,6 +33,14 @@ def corpus_teacher(model: Any, onnx: str | os.PathLike | None = None) -> Any:
     export = Encoder(onnx, backend="onnx")
     _check_export(onnx, export.runtime.config, teacher.record())
     return export
+
+
+def model_fingerprint(teacher: Any) -> str:
+    """The fingerprint of the model ``teacher`` reads the corpus for: its own, or for an export (:func:`corpus_teacher`
+    checked it is one) the one it was exported from, which keys model2vec's table of that model (:mod:`.table_cache`)."""
+    if teacher.record()["backend"] == "onnx":
+        return str(teacher.runtime.config["fingerprint"])
+    return teacher.fingerprint()
 
 
 def _check_export(folder: Any, cfg: dict, want: dict) -> None:
