@@ -154,3 +154,18 @@ def test_the_strength_choice_and_table_do_not_depend_on_the_blocking(monkeypatch
         assert info_many["held_out_error"][k] == pytest.approx(v, rel=1e-5)
     np.testing.assert_allclose(many, one, rtol=1e-4, atol=1e-5 * np.abs(one).max())
     assert not list(tmp_path.iterdir())
+
+
+def test_an_interrupt_while_spilled_brings_the_blocks_back(tmp_path, monkeypatch):
+    """Ctrl-C during the solve: the blocks are read back (the sums intact) and the temporary folder goes."""
+    V = 20
+    flat, lengths, Y, _ = _problem(5, 60, V)
+    monkeypatch.setattr(gb, "BLOCK_NNZ", 5)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    reg = _chunked(flat, lengths, Y, V, 8)
+    before = reg.upper_().toarray()
+    with pytest.raises(KeyboardInterrupt), reg.spilled():
+        assert list(tmp_path.rglob("*.npz"))
+        raise KeyboardInterrupt
+    assert not list(tmp_path.iterdir())
+    np.testing.assert_array_equal(reg.upper_().toarray(), before)
