@@ -20,6 +20,7 @@ written block by block into arrays allocated once (no float64 or int64 copy of t
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -65,6 +66,8 @@ class UpperBlocks:
             for i, M in moved:
                 self.blocks[i] = (*self.blocks[i][:2], M)
             return False
+        del moved
+        release_freed_memory()
         return True
 
     def restore(self) -> None:
@@ -110,6 +113,7 @@ class UpperBlocks:
                 out.append((a, b, M))
             del part, M
         self.blocks = out
+        release_freed_memory()
 
     def diagonal(self) -> np.ndarray:
         return np.concatenate([_load(M, False).diagonal(k=a) for a, _, M in self.blocks])
@@ -122,6 +126,29 @@ class UpperBlocks:
                 M, rows = _load(M, False), E[a:b]
                 total += 2 * float(np.sum(rows * (M @ E))) - float(np.sum(M.diagonal(k=a)[:, None] * rows * rows))
         return total
+
+
+def release_freed_memory() -> None:
+    """Hand the heap's freed pages back to the system (glibc's ``malloc_trim``; nothing where it is absent).
+
+    Written by hand because no library does it: a block's arrays (up to 32 MB) sit under glibc's mmap threshold, so
+    they live on the heap, and a freed block in the middle of the heap (a block replaced by its sum, a block spilled
+    to disk) stays resident until the heap is trimmed: at a million lines that kept ~500 MB of freed blocks resident
+    beside the solver's system."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.lru_cache(maxsize=1)
+def _malloc_trim():
+    """glibc's ``malloc_trim``, looked up once; None where the C library has none (musl, macOS, Windows)."""
+    import ctypes
+
+    try:
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
 
 
 class _Spilled:
