@@ -44,6 +44,8 @@ POTION = ROOT.parent / "shared" / "models" / "potion-base-8M"
 SIZES = (12_000, 100_000, 999_998)
 TARGET_MB = 2048
 BEFORE = {12_000: 1224.2, 100_000: 1997.9}  # peak MB before the Gram's triangle was accumulated in place (440b70e)
+# peak MB and seconds before the triangle was kept in row blocks and spilled during the solve (b31d6d7; 999,998: spans none)
+BEFORE_BLOCKS = {12_000: (1151.0, 126.6), 100_000: (1612.4, 524.0), 999_998: (2535.3, 1357.8)}
 
 
 class SeededTeacher:
@@ -152,11 +154,30 @@ def render(rows: list[dict]) -> str:
             + f"Target (peak <= {TARGET_MB} MB at 1M lines, the real teacher's activations aside, "
             f"which one chunk bounds): {met} ({last['peak_mb']:.0f} MB at {last['lines']:,} lines).",
             "",
-            "The token statistics keep the upper triangle of the Gram `A^T A` (token pairs that share a text), each chunk's "
-            "triangle buffered as COO triplets and summed in every 4M triplets, the held-out sums merged into the fitting "
-            "ones in place for the final solve, and the solver's float32 system built from the triangle without float64 "
-            "copies. Before that (the Gram re-added per chunk, a third accumulator for the final solve, fancy-indexed "
-            "copies): " + ", ".join(f"{v:.0f} MB at {k:,} lines" for k, v in BEFORE.items()) + ", same bench.",
+            "The token statistics keep the upper triangle of the Gram `A^T A` (token pairs that share a text) in row "
+            "blocks of at most 4M entries: each chunk's triangle is buffered as COO triplets and summed in every 4M "
+            "triplets one block at a time (a merge of shards or of the held-out sums alike), so a sum copies one block, "
+            "not the triangle. The solver's float32 system is one copy of the off-diagonal pairs (its product "
+            "`U X + U^T X + diag(G) X`), written block by block, and while it solves (the strength grid, then the final "
+            "solve on all lines) the float64 blocks wait in a temporary directory, read back after, and the heap is trimmed "
+            "after each block sum and spill (blocks under glibc's 32 MB mmap threshold live on the heap, and freed ones "
+            "stayed resident); the right-hand side, the held-out error and the product run a block of rows or columns "
+            "at a time instead of making `V x d` temporaries. Seconds are wall time on this shared 2-core machine and "
+            "move with its load (these rows ran beside other jobs). Before that (one CSR triangle doubled by each flush, two float32 halves beside it in the solve): "
+            + ", ".join(f"{v[0]:.0f} MB and {v[1]:.0f} s at {k:,} lines" for k, v in BEFORE_BLOCKS.items())
+            + " (spans none at 999,998), same bench. Before the triangle was accumulated in place (the Gram re-added per "
+            "chunk, a third accumulator for the final solve, fancy-indexed copies): "
+            + ", ".join(f"{v:.0f} MB at {k:,} lines" for k, v in BEFORE.items())
+            + ", same bench.",
+            *(
+                [
+                    "",
+                    "At 999,998 lines the run used `--spans none` (the default spans would have tripled the pass on this "
+                    "shared machine; the teacher-side cost of spans at that size is what issue #43 questions).",
+                ]
+                if any(r["lines"] >= SIZES[-1] and r["spans"].startswith("none") for r in rows)
+                else []
+            ),
             *[f"\n{r['note']}" for r in rows if r.get("note")],
         ]
     )

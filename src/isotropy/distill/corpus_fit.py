@@ -457,26 +457,26 @@ def solve_tokens(
         lam, chosen = DEFAULT_LAMBDA, "default (too few sentences to hold any out)"
     if lam is None:
         best = None
-        system = fit.solver(prior)
-        with ProgressBar(len(LAMBDAS), show_progress, "choosing the token fit's strength on held-out sentences") as bar:
-            for value in LAMBDAS:
-                E, _ = system.solve(value, x0=start, rtol=1e-2, maxiter=GRID_ITERATIONS)
-                tried[f"{value:g}"] = err = held.error(E) / max(held.n_, 1)
-                if agreement is not None:
-                    agreed[f"{value:g}"] = agreement(E)
-                loss = err if criterion == "mse" else -agreed[f"{value:g}"]
-                bar.advance(1)
-                if best is not None and loss >= best[0]:
-                    break  # past the best strength (module docs: the grid stops at the first that scores worse)
-                best, start = (loss, value, E), E
-        lam = best[1]
-        start = best[2]
-        del system
+        with fit.spilled():  # the exact float64 sums wait on disk beside the grid's float32 system (held's stay)
+            system = fit.solver(prior)
+            with ProgressBar(len(LAMBDAS), show_progress, "choosing the token fit's strength on held-out sentences") as bar:
+                for value in LAMBDAS:
+                    E, _ = system.solve(value, x0=start, rtol=1e-2, maxiter=GRID_ITERATIONS)
+                    tried[f"{value:g}"] = err = held.error(E) / max(held.n_, 1)
+                    if agreement is not None:
+                        agreed[f"{value:g}"] = agreement(E)
+                    loss = err if criterion == "mse" else -agreed[f"{value:g}"]
+                    bar.advance(1)
+                    if best is not None and loss >= best[0]:
+                        break  # past the best strength (module docs: the grid stops at the first that scores worse)
+                    best, start = (loss, value, E), E
+            lam, start = best[1], best[2]
+            del system, E, best  # the grid's last table too: none of them beside the final solve's
     prior_error = held.error(prior) / max(held.n_, 1)
     both = fit.merge(held) if consume else TokenRegression(fit.vocab_size, fit.dim).merge(fit).merge(held)
     if consume:  # in place: no third Gram; the held-out one, merged, is not read again
-        held.gram_ = type(held.upper_())(held.upper_().shape)
-    with ProgressBar(0, show_progress, "fitting the token rows", unit="iterations") as bar:
+        held.gram_ = None
+    with ProgressBar(0, show_progress, "fitting the token rows", unit="iterations") as bar, both.spilled():
         E, info = both.solve(prior, lam, x0=start, rtol=1e-2, maxiter=100, progress=lambda i: bar.advance(1))
     info.update(
         {

@@ -17,9 +17,10 @@ sentences), ``C = A^T Y`` (vocabulary x d), ``Y^T Y`` (d x d, for the objective'
 all sums over sentences: :meth:`TokenRegression.partial_fit` adds a chunk, :meth:`merge` adds another shard's
 sums, so the memory is bounded by the vocabulary (the pairs of tokens that co-occur), not by the corpus; ``C`` is
 kept for the tokens seen so far only (``rows_``, grown by doubling). ``G`` is symmetric, so only its upper triangle
-(diagonal included) is kept, and each chunk's triangle is buffered as COO triplets that are summed into it
-(scipy.sparse's COO -> CSR sums duplicates) once ``FLUSH_TRIPLETS`` of them wait: one pass over the kept triangle
-per flush, not per chunk, and at most one triangle's copy beside it while summing. The sums are the one-shot sums
+(diagonal included) is kept, in row blocks (:class:`~.gram_blocks.UpperBlocks`), and each chunk's triangle is
+buffered as COO triplets that are summed into it (scipy.sparse's COO -> CSR sums duplicates) once
+``FLUSH_TRIPLETS`` of them wait: one pass over the kept triangle per flush, not per chunk, and at most one block's
+copy beside it while summing (a merge alike). The sums are the one-shot sums
 to float64 rounding (only their order differs). ``gram_`` gives the full symmetric matrix on demand.
 A linear map of the targets (``Y -> Y P``: a PCA to fewer dimensions) is applied to the sums afterwards
 (``C P``, ``P^T Y^T Y P``), so the teacher is encoded once whatever the output width.
@@ -30,18 +31,23 @@ preconditioned, warm-started at the prior rows. Written here rather than calling
 once per column, which would run ``d`` separate loops of sparse matrix-vector products; the products are
 torch's sparse CSR product (multi-threaded; scipy.sparse's where torch lacks it, :func:`sparse_product`), 32 columns
 at a time so that the block of the dense factor stays in cache, and the CG's updates run in place.
-:meth:`solver` builds the seen tokens' system once for a grid of strengths. :meth:`error` gives ``||A E - Y||^2`` from the sums alone, so a held-out shard's statistics
+:meth:`solver` builds the seen tokens' system once for a grid of strengths: one float32 copy of the triangle's
+off-diagonal pairs, written block by block (:func:`~.gram_blocks.strict_upper`), its product
+``U X + U^T X + diag(G) X`` (:func:`~.gram_blocks.symmetric_product`). :meth:`error` gives ``||A E - Y||^2`` from the sums alone, so a held-out shard's statistics
 score a fit (what ``isotropy distill --fit tokens`` uses to choose ``lam`` without labels).
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
 
 from .._checks import check_int, check_matrix, check_number
 from ..errors import IsotropyError
+from .block_cg import block_cg as _block_cg
+from .gram_blocks import UpperBlocks, strict_upper, symmetric_product
 
 __all__ = ["TokenRegression", "NormalEquations", "pooling_matrix", "sparse_product", "FLUSH_TRIPLETS"]
 
@@ -79,10 +85,8 @@ class TokenRegression:
         check_int(dim, "the width of a token regression")
         if int(vocab_size) < 1 or int(dim) < 1:
             raise IsotropyError(f"a token regression needs a vocabulary and a width, got {vocab_size} x {dim}")
-        from scipy.sparse import csr_matrix
-
         self.vocab_size, self.dim = int(vocab_size), int(dim)
-        self._upper = csr_matrix((self.vocab_size, self.vocab_size), dtype=np.float64)  # G's upper triangle
+        self._tri = UpperBlocks(self.vocab_size)  # G's upper triangle, in row blocks
         self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # chunk triangles not yet summed in
         self._pending_n = 0
         # A^T Y kept for the seen tokens only (the V x d array would hold mostly zeros): row _slot[t] of _buf is
@@ -127,7 +131,8 @@ class TokenRegression:
         """Add another accumulator's sums (another shard of the corpus)."""
         if not isinstance(other, TokenRegression) or (other.vocab_size, other.dim) != (self.vocab_size, self.dim):
             raise IsotropyError("can only merge a token regression of the same vocabulary and width")
-        self._upper = (self.upper_() + other.upper_()).tocsr()
+        self._flush()
+        self._tri.add(other._blocks())  # block by block: at most one block's copy beside the two triangles
         self._add_cross(other._ids, other._kept())
         self.yy_ += other.yy_
         self.counts_ += other.counts_
@@ -141,7 +146,7 @@ class TokenRegression:
         if P.shape[0] != self.dim:
             raise IsotropyError(f"a projection of {self.dim}-wide targets must have {self.dim} rows, got {P.shape}")
         out = TokenRegression(self.vocab_size, P.shape[1])
-        out._upper = self.upper_()  # shared, not copied: a triangle is replaced by a sum, never changed in place
+        out._tri = self._blocks().copy()  # the blocks shared, not copied: a block is replaced by a sum, never changed
         out.counts_, out.n_, out.skipped_ = self.counts_.copy(), self.n_, self.skipped_
         out._slot, out._ids, out._buf = self._slot.copy(), self._ids.copy(), self._kept() @ P
         out.yy_ = P.T @ self.yy_ @ P
@@ -166,12 +171,17 @@ class TokenRegression:
         shape = (self.vocab_size, self.vocab_size)
         chunk = coo_matrix((vals, (rows, cols)), shape=shape).tocsr()  # duplicates summed
         del rows, cols, vals
-        self._upper = chunk if self._upper.nnz == 0 else (self._upper + chunk).tocsr()
+        self._tri.add(chunk)
+
+    def _blocks(self) -> UpperBlocks:
+        """The kept triangle's row blocks, every buffered triplet summed in."""
+        self._flush()
+        return self._tri
 
     def upper_(self):
-        """The upper triangle of ``G = A^T A``, diagonal included (CSR, float64): what is kept."""
-        self._flush()
-        return self._upper
+        """The upper triangle of ``G = A^T A``, diagonal included (CSR, float64), as one matrix (built from the
+        kept row blocks: a copy when there are several)."""
+        return self._blocks().whole()
 
     @property
     def gram_(self):
@@ -183,10 +193,11 @@ class TokenRegression:
 
     @gram_.setter
     def gram_(self, value: Any) -> None:
+        """Replace the Gram (its upper triangle is kept); None: an empty one (a consumed held-out part)."""
         from scipy.sparse import csr_matrix, triu
 
         self._pending, self._pending_n = [], 0
-        self._upper = csr_matrix(triu(value), dtype=np.float64)
+        self._tri = UpperBlocks(self.vocab_size, None if value is None else csr_matrix(triu(value), dtype=np.float64))
 
     @property
     def rows_(self) -> np.ndarray:
@@ -228,24 +239,47 @@ class TokenRegression:
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_buf"] = self._kept().copy()  # no spare capacity in a pickle (a Dask part's sums)
-        state["_upper"], state["_pending"], state["_pending_n"] = self.upper_(), [], 0
+        state["_tri"], state["_pending"], state["_pending_n"] = self._blocks(), [], 0
         return state
 
     @property
     def seen(self) -> np.ndarray:
         """Ids of the tokens some sentence holds."""
-        return np.flatnonzero(self.upper_().diagonal() > 0)
+        return np.flatnonzero(self._blocks().diagonal() > 0)
 
     def error(self, E: Any) -> float:
         """``sum_s ||mean-pool(E, s) - y_s||^2`` over the sentences added, from the sums alone."""
         E = check_matrix(E, "the table E")
         if E.shape != (self.vocab_size, self.dim):
             raise IsotropyError(f"the table E must be {self.vocab_size} x {self.dim}, got {E.shape}")
-        U = self.upper_()  # E^T G E = 2 sum(E * U E) - sum(diag(G) E^2): the triangle counts the diagonal once
-        quad = 2 * np.sum(E * (U @ E)) - np.sum(U.diagonal()[:, None] * E * E)
-        return float(quad - 2 * np.sum(E[self._ids] * self._kept()) + np.trace(self.yy_))
+        quad = self._blocks().quadratic(E)  # E^T G E from the triangle, block by block
+        step = 4096  # rows of the cross term at a time: no (V, d) temporary
+        cross = sum(
+            float(np.sum(E[self._ids[a : a + step]] * self._kept()[a : a + step])) for a in range(0, len(self._ids), step)
+        )
+        return float(quad - 2 * cross + np.trace(self.yy_))
 
     # ------------------------------------------------------------------ solving
+
+    @contextlib.contextmanager
+    def spilled(self):
+        """While inside, the kept triangle waits in a temporary directory, its memory freed (:meth:`solver` reads it
+        a block at a time; :class:`~.gram_blocks.UpperBlocks`), and it is read back on the way out; where the disk
+        refuses it, it stays in memory."""
+        import tempfile
+
+        tri = self._blocks()
+        try:
+            where = tempfile.TemporaryDirectory(prefix="isotropy-gram-")
+        except OSError:
+            yield self
+            return
+        with where as path:
+            tri.spill(path)
+            try:
+                yield self
+            finally:
+                tri.restore()
 
     def solver(self, prior: Any, *, dtype: Any = np.float32) -> NormalEquations:
         """The normal equations on the seen tokens, built once for every strength :meth:`NormalEquations.solve` is
@@ -256,27 +290,8 @@ class TokenRegression:
         seen = self.seen
         if seen.size == 0:
             raise IsotropyError("no sentence held a token of the vocabulary: nothing to fit")
-        gram, diag = self._seen_system(seen, dtype)
-        return NormalEquations(gram, self._cross_at(seen), prior, seen, dtype, diag=diag)
-
-    def _seen_system(self, seen: np.ndarray, dtype: Any):
-        """``((U, L): G on the seen tokens in dtype as its upper triangle and its strictly lower one, its diagonal in
-        float64)``, made from the kept triangle without a float64 copy of G: an unseen token's row and column are
-        empty, so the seen rows are the triangle's rows with their columns renumbered; ``L`` is ``U``'s transpose
-        without the diagonal. ``G X = U X + L X`` (:class:`NormalEquations`), the same float32 sums as one product of
-        the full matrix, without a third copy of the Gram beside the two halves while it is built."""
-        from scipy.sparse import csr_matrix
-
-        U = self.upper_()
-        where = np.full(self.vocab_size, -1, dtype=np.int64)
-        where[seen] = np.arange(seen.size)
-        indptr = np.concatenate([[0], U.indptr[seen + 1]]).astype(U.indptr.dtype)
-        upper = csr_matrix((U.data.astype(dtype), where[U.indices].astype(np.int32), indptr), shape=(seen.size,) * 2)
-        diag = U.diagonal()[seen]
-        lower = upper.T.tocsr()
-        lower.setdiag(0)  # every seen token has its diagonal entry: zeroed in place, then dropped
-        lower.eliminate_zeros()
-        return (upper, lower), diag
+        strict, diag = strict_upper(self._blocks(), seen, dtype)  # one float32 copy of the pairs (module docs)
+        return NormalEquations(strict, self._cross_at(seen), prior, seen, dtype, diag=diag, symmetric=True)
 
     def solve(
         self,
@@ -301,14 +316,29 @@ class NormalEquations:
     Made by :meth:`TokenRegression.solver`; the sparse Gram is converted once, so a grid of strengths pays for
     it once. The iterations run in ``dtype`` (float32 halves the sparse products' time, ample for rtol 1e-3)."""
 
-    def __init__(self, gram: Any, cross: np.ndarray, prior: np.ndarray, seen: np.ndarray, dtype: Any, *, diag: Any = None):
+    def __init__(
+        self,
+        gram: Any,
+        cross: np.ndarray,
+        prior: np.ndarray,
+        seen: np.ndarray,
+        dtype: Any,
+        *,
+        diag: Any = None,
+        symmetric: bool = False,
+    ):
+        """``gram``: G on the seen tokens, or a tuple of matrices that sum to it, or (``symmetric``) its strict upper
+        triangle, G being ``gram + gram^T + diag`` (:meth:`TokenRegression.solver`)."""
         self.prior, self.seen, self.dtype = prior, seen, np.dtype(dtype)
-        halves = gram if isinstance(gram, tuple) else (gram,)  # (U, L) from TokenRegression.solver, or G itself
+        halves = gram if isinstance(gram, tuple) else (gram,)
         self.diag = halves[0].diagonal() if diag is None else np.asarray(diag, dtype=np.float64)
         self.scale = float(self.diag.mean())
         self.cross = cross
-        products = [sparse_product(h, self.dtype) for h in halves]
-        self.product = products[0] if len(products) == 1 else _summed(products)
+        if symmetric:
+            self.product = symmetric_product(gram, self.diag, self.dtype, sparse_product, _by_columns)
+        else:
+            products = [sparse_product(h, self.dtype) for h in halves]
+            self.product = products[0] if len(products) == 1 else _summed(products)
         self._gap: float | None = None  # ||C - G E0||, for :meth:`_at_prior`
 
     def solve(
@@ -331,8 +361,11 @@ class NormalEquations:
         if self._at_prior(reg, rows):
             info = {"iterations": 0, "residual": 0.0, "seen": int(self.seen.size), "scale": self.scale, "at_prior": True}
             return self.prior.copy(), info
-        B = (self.cross + reg * rows).astype(dt)
+        B = np.empty(rows.shape, dtype=dt)
+        for a in range(0, len(rows), 4096):  # in float64 and rounded once, as one expression would, without (V, d) temporaries
+            B[a : a + 4096] = self.cross[a : a + 4096] + reg * rows[a : a + 4096]
         X = np.array(rows if x0 is None else np.asarray(x0)[self.seen], dtype=dt)
+        del rows
         inv = (1.0 / (self.diag + reg)[:, None]).astype(dt)
         reg_dt = dt.type(reg)
 
@@ -442,39 +475,3 @@ def _by_columns(product: Any, X: np.ndarray) -> np.ndarray:
             out = np.empty((part.shape[0], X.shape[1]), dtype=part.dtype)
         out[:, a : a + PRODUCT_COLUMNS] = part
     return out
-
-
-def _block_cg(apply: Any, B: np.ndarray, X: np.ndarray, inv: np.ndarray, rtol: float, maxiter: int, progress: Any):
-    """Jacobi-preconditioned conjugate gradients on every column of ``M X = B`` at once (``apply(P)``: ``M @ P``;
-    ``X`` updated in place). The updates run in place on buffers kept for the whole solve: each ``(V, d)`` temporary
-    costs a pass over memory as long as a cheap sparse product's."""
-    bnorm = np.maximum(np.sqrt(_column_dot(B, B)), 1e-300)
-    R = B - apply(X)
-    Z = inv * R
-    P = Z.copy()
-    step = np.empty_like(P)
-    rz = _column_dot(R, Z)
-    worst = float(np.max(np.sqrt(_column_dot(R, R)) / bnorm))
-    it = 0
-    while worst > rtol and it < maxiter:
-        Q = apply(P)
-        pq = _column_dot(P, Q)
-        alpha = np.divide(rz, pq, out=np.zeros_like(rz), where=pq > 0).astype(X.dtype)
-        X += np.multiply(P, alpha, out=step)
-        R -= np.multiply(Q, alpha, out=step)
-        np.multiply(inv, R, out=Z)
-        rz_new = _column_dot(R, Z)
-        beta = np.divide(rz_new, rz, out=np.zeros_like(rz), where=rz > 0).astype(X.dtype)
-        P *= beta
-        P += Z
-        rz = rz_new
-        it += 1
-        worst = float(np.max(np.sqrt(_column_dot(R, R)) / bnorm))
-        if progress is not None:
-            progress(it)
-    return it, worst
-
-
-def _column_dot(U: np.ndarray, V: np.ndarray) -> np.ndarray:
-    """The dot product of each column of ``U`` with the same column of ``V``, summed in float64."""
-    return np.einsum("ij,ij->j", U, V, dtype=np.float64)
