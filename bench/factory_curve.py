@@ -185,17 +185,17 @@ def _f(x, digits: int = 2) -> str:
 
 
 def _teacher_total(rows: list[dict], row: dict) -> float | None:
-    """The teacher seconds of all of ``row``'s lines: its first run's and those of the smaller runs before it, whose
-    chunks it read (module docs; spans-off rows only, the lines being what they share)."""
+    """The teacher seconds of all of ``row``'s texts, as one uncached run would have spent them (module docs): a base
+    row's (spans none, 256 d) with the smaller base rows' whose chunks it read; a variant's (spans, another width) with
+    its base row's, whose lines it read."""
     first = row["runs"][0]
     if first.get("teacher_s") is None:
         return None
-    before = [
-        r["runs"][0]["teacher_s"] or 0.0
-        for r in rows
-        if r["spans"] == "none" and r["sentences"] < row["sentences"] and _teacher(r) == _teacher(row)
-    ]
-    return first["teacher_s"] + (sum(before) if row["spans"] == "none" else 0.0)
+    base = [r for r in rows if _teacher(r) == _teacher(row) and r["spans"] == "none" and r.get("dims", 256) == 256]
+    if row["spans"] != "none" or row.get("dims", 256) != 256:
+        lines = [_teacher_total(rows, r) for r in base if r["sentences"] == row["sentences"]]
+        return (first["teacher_s"] if row["spans"] != "none" else 0.0) + (lines[0] or 0.0 if lines else 0.0)
+    return first["teacher_s"] + sum(r["runs"][0]["teacher_s"] or 0.0 for r in base if r["sentences"] < row["sentences"])
 
 
 def _teacher(row: dict) -> str:
@@ -222,7 +222,7 @@ def render(data: dict) -> str:
         "(`--teacher-onnx`) its `isotropy export onnx --quantize int8` graph.",
         "",
         "| lines | spans | teacher | d | 7-task avg | " + " | ".join(names) + " | STS-B train | Cranfield nDCG@10 | wall s | "
-        "teacher s (run) | teacher s (all lines) | cached chunks | table |",
+        "CPU s | teacher s (run) | teacher s (all lines) | cached chunks | table |",
         "|---|---|---|---|---|" + "---|" * len(names) + "---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
