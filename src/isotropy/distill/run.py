@@ -47,7 +47,7 @@ from ..errors import IsotropyError
 from ..storage.artifacts import check_output, header
 from ..transforms.token_whitening import fold_into_table
 from .corpus_fit import FITS
-from .teacher import check_teacher, teacher_width
+from .teacher import check_teacher, model_fingerprint, teacher_width
 
 __all__ = [
     "distill",
@@ -398,8 +398,7 @@ def _table(model: Any, dims: int | None, show: bool | None, cache: Any, teacher:
 
     tables = key = None
     if cache is not None and getattr(cache, "enabled", False) and teacher is not None:
-        from .teacher import model_fingerprint  # the model's, also when an ONNX export of it reads the corpus
-
+        # keyed by the model's fingerprint, also when an ONNX export of it reads the corpus (teacher.model_fingerprint)
         tables, key = TableCache(Path(cache.directory) / TABLE_FOLDER), table_key(model_fingerprint(teacher), _check_dims(dims))
     return cached_table(lambda: distill_static(model, dims, show), tables, key)  # full width with tokens: module docs
 
