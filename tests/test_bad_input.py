@@ -1328,6 +1328,12 @@ DISTILL_CASES = [  # issue #31 W9/U26-U28 and issue #32: each refused before the
     Case("distill --lam 0", (*DISTILL, "--corpus", "{w}/corpus.txt", "--lam", "0"), ("--lam", "> 0")),
     Case("distill --lam with --fit map", (*DISTILL, "--corpus", "{w}/corpus.txt", "--fit", "map", "--lam", "1"), ("--lam",)),
     Case("distill on an empty corpus", (*DISTILL, "--corpus", "{w}/blank.txt"), ("{w}/blank.txt", "0 sentence")),
+    Case("distill --teacher-onnx without --corpus", (*DISTILL, "--teacher-onnx", "{w}"), ("--teacher-onnx", "--corpus")),
+    Case(
+        "distill --teacher-onnx not a folder",
+        (*DISTILL, "--corpus", "{w}/corpus.txt", "--teacher-onnx", "{w}/corpus.txt"),
+        ("--teacher-onnx {w}/corpus.txt", "not a folder"),
+    ),
     Case(
         "distill --spans with --fit map",
         (*DISTILL, "--corpus", "{w}/corpus.txt", "--fit", "map", "--spans", "halves"),

@@ -25,11 +25,11 @@ def corpus_teacher(model: Any, onnx: str | os.PathLike | None = None) -> Any:
     export folder of it, checked to compute the same vectors up to its arithmetic."""
     from ..encoders import Encoder
 
+    if onnx is not None and not os.path.isdir(onnx):  # before the model loads
+        raise IsotropyError(f"--teacher-onnx {onnx}: not a folder (write one with: isotropy export onnx -o {onnx})")
     teacher = Encoder(model)
     if onnx is None:
         return teacher
-    if not os.path.isdir(onnx):
-        raise IsotropyError(f"--teacher-onnx {onnx}: not a folder (write one with: isotropy export onnx -o {onnx})")
     export = Encoder(onnx, backend="onnx")
     _check_export(onnx, export.runtime.config, teacher.record())
     return export
