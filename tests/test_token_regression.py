@@ -126,21 +126,26 @@ def test_the_threaded_sparse_product_is_scipys(dtype, monkeypatch):
     np.testing.assert_allclose(sparse_product(M, dtype)(X), want, rtol=tol, atol=tol * np.abs(want).max())
 
 
-@settings(max_examples=20, deadline=None)
-@given(peak=st.integers(0, 4), values=st.lists(st.floats(0.0, 1.0), min_size=5, max_size=5, unique=True))
+@settings(max_examples=30, deadline=None)
+@given(peak=st.integers(0, 7), values=st.lists(st.floats(0.0, 1.0), min_size=8, max_size=8, unique=True))
 def test_the_strength_grid_stops_past_its_peak_and_keeps_the_full_grids_choice(peak, values):
-    """A criterion that rises to one peak and falls after it: the grid stops at the first strength that scores worse
-    and keeps the strength the whole grid would have kept."""
+    """A criterion that rises to one peak over the strengths in increasing order and falls after it: the grid goes
+    up from LAMBDAS[0] to the first strength that scores worse, and down through LOWER_LAMBDAS only when LAMBDAS[0]
+    won, again to the first that scores worse; it keeps the strength the whole grid would have kept."""
     from isotropy.distill import corpus_fit as distill_fit
 
+    ladder = sorted(distill_fit.LOWER_LAMBDAS) + list(distill_fit.LAMBDAS)  # every strength, increasing
     s = sorted(values)
-    scores = s[:peak] + [s[4]] + sorted(s[peak:4], reverse=True)  # rises to index `peak`, then falls
-    calls = iter(scores)
+    score = dict(zip(ladder, s[:peak] + [s[7]] + sorted(s[peak:7], reverse=True)))  # rises to ladder[peak], then falls
+    first = ladder.index(distill_fit.LAMBDAS[0])
+    up = ladder[first : max(peak + 2, first + 2)]  # up to the first worse one (or the top)
+    down = ladder[max(peak - 1, 0) : first][::-1] if peak <= first else []  # only when LAMBDAS[0] won
+    order = iter(up + down)
     flat, lengths, Y, prior = problem(2, n=50)
     cut = int(lengths[:30].sum())
     fit = TokenRegression(V, D).partial_fit(flat[:cut], lengths[:30], Y[:30])
     held = TokenRegression(V, D).partial_fit(flat[cut:], lengths[30:], Y[30:])
-    _, info = distill_fit.solve_tokens(fit, held, prior, agreement=lambda E: next(calls), criterion="cosine")
+    _, info = distill_fit.solve_tokens(fit, held, prior, agreement=lambda E: score[next(order)], criterion="cosine")
     tried = [float(k) for k in info["held_out_agreement"]]
-    assert info["lambda"] == distill_fit.LAMBDAS[peak]
-    assert tried == list(distill_fit.LAMBDAS[: min(peak + 2, len(distill_fit.LAMBDAS))])
+    assert info["lambda"] == ladder[peak]
+    assert tried == up + down

@@ -45,9 +45,13 @@ default) or the one with the least squared error on all held-out sentences, read
 (``criterion="mse"``; also when fewer than 3 sentences were held out); both are recorded, and no label of any
 reported task is read. The grid stops at the first strength that scores worse than the best before it: each of
 the 53 full grids recorded in RESULTS `static-factory` (rounds 1-3, every corpus and variant) rose to one peak and
-fell after it, so stopping there keeps the choice the whole grid made, and where 0.3 wins (every corpus of 10k lines
-or more) it solves two strengths instead of five. The default was read off the STS-B train split (RESULTS `static-factory`: the cosine
-agreement's choice scored higher there in every corpus and size tried, or tied). The table is then solved again
+fell after it, so stopping there keeps the choice the whole grid made. When the first strength wins, the grid
+goes on downward through ``LOWER_LAMBDAS`` (0.1, 0.03, 0.01), again to the first that scores worse: with more
+text the data carry more of the table and the prior should weigh less, and a fixed floor would cap the fit at
+the sizes the factory is for (0.3, the floor before, won at 50k and at 100k lines of wiki-1m.txt, where 0.1 then
+lost to it, agreement 0.7884 against 0.7905). Where 0.3 wins it solves three strengths instead of eight. The
+default criterion was read off the STS-B train split (RESULTS `static-factory`: the cosine agreement's choice
+scored higher there in every corpus and size tried, or tied). The table is then solved again
 on all sentences at that strength, warm-started at the held-out choice. An explicit ``lam`` skips the choice.
 
 Centring (``fit_on_corpus(centre=True)``, off by default): the table written is the fit minus the teacher's corpus
@@ -77,12 +81,13 @@ from ..transforms.token_regression import TokenRegression, pooling_matrix
 from .teacher_vectors import TeacherVectors
 
 __all__ = ["CorpusFit", "fit_corpus", "static_ids", "principal_axes", "halves", "word_drop", "run_cut", "span_kinds"]
-__all__ += ["span_texts", "SPAN_KINDS", "DEFAULT_SPANS", "LAMBDAS", "HELD_OUT", "FITS"]
+__all__ += ["span_texts", "SPAN_KINDS", "DEFAULT_SPANS", "LAMBDAS", "LOWER_LAMBDAS", "HELD_OUT", "FITS"]
 
 CHUNK = 2048  # sentences per streamed step
 PART = 8 * CHUNK  # sentences per task with engine="dask"
 HELD_OUT = 10  # every HELD_OUT-th sentence is held out to choose the regularisation
 LAMBDAS = (0.3, 1.0, 3.0, 10.0, 30.0)  # token-fit strengths tried, relative to an average token's data weight
+LOWER_LAMBDAS = (0.1, 0.03, 0.01)  # tried downward only when LAMBDAS[0] wins (more text, less prior: module docs)
 GRID_ITERATIONS = 10  # per strength tried (the held-out error settles within ~10 on the wiki corpus)
 FITS = ("map", "tokens")
 DEFAULT_LAMBDA = 3.0  # when the corpus is too small to hold sentences out
@@ -459,17 +464,21 @@ def solve_tokens(
         best = None
         with fit.spilled():  # the exact float64 sums wait on disk beside the grid's float32 system (held's stay)
             system = fit.solver(prior)
-            with ProgressBar(len(LAMBDAS), show_progress, "choosing the token fit's strength on held-out sentences") as bar:
-                for value in LAMBDAS:
-                    E, _ = system.solve(value, x0=start, rtol=1e-2, maxiter=GRID_ITERATIONS)
-                    tried[f"{value:g}"] = err = held.error(E) / max(held.n_, 1)
-                    if agreement is not None:
-                        agreed[f"{value:g}"] = agreement(E)
-                    loss = err if criterion == "mse" else -agreed[f"{value:g}"]
-                    bar.advance(1)
-                    if best is not None and loss >= best[0]:
-                        break  # past the best strength (module docs: the grid stops at the first that scores worse)
-                    best, start = (loss, value, E), E
+            steps = len(LAMBDAS) + len(LOWER_LAMBDAS)
+            with ProgressBar(steps, show_progress, "choosing the token fit's strength on held-out sentences") as bar:
+                for grid in (LAMBDAS, LOWER_LAMBDAS):
+                    if grid is LOWER_LAMBDAS and best[1] != LAMBDAS[0]:
+                        break  # the upward grid peaked above its first strength: nothing lower is tried
+                    for value in grid:
+                        E, _ = system.solve(value, x0=start, rtol=1e-2, maxiter=GRID_ITERATIONS)
+                        tried[f"{value:g}"] = err = held.error(E) / max(held.n_, 1)
+                        if agreement is not None:
+                            agreed[f"{value:g}"] = agreement(E)
+                        loss = err if criterion == "mse" else -agreed[f"{value:g}"]
+                        bar.advance(1)
+                        if best is not None and loss >= best[0]:
+                            break  # past the best strength (module docs: the grid stops at the first that scores worse)
+                        best, start = (loss, value, E), E
             lam, start = best[1], best[2]
             del system, E, best  # the grid's last table too: none of them beside the final solve's
     prior_error = held.error(prior) / max(held.n_, 1)
