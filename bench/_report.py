@@ -75,8 +75,9 @@ def machine() -> str:
     """One line describing where a benchmark ran."""
     import torch
 
+    gpu = f", {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ""
     return (
-        f"{platform.processor() or platform.machine()}, {os.cpu_count()} logical cores, "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} logical cores{gpu}, "
         f"torch {torch.__version__} ({torch.get_num_threads()} threads), Python {platform.python_version()}"
     )
 

@@ -48,7 +48,8 @@ BEGIN, END = "<!-- factory-curve -->", "<!-- end factory-curve -->"
 COMMAND = "nice -n 5 .venv/bin/python bench/factory_curve.py"
 
 
-STEPS = (80, 40, 20, 10)
+STEPS = (80, 40, 20, 10, 5, 3, 2, 1)  # every level a sample can be drawn at (3: about 333k lines)
+DEFAULT_STEPS = (80, 40, 20, 10)  # what a 2-core machine affords; 3 and 1 ran on a machine with a GPU (RESULTS)
 
 
 def sample(step: int, work: Path) -> tuple[Path, int]:
@@ -79,22 +80,35 @@ def _child_cpu() -> float:
     return use.ru_utime + use.ru_stime
 
 
-def variant(spans: str, onnx: str | None, dims: int) -> str:
-    """The row's name after ``every-STEP-``: spans, then the teacher and width where they are not the defaults."""
-    return spans + ("" if onnx is None else f"-{teacher_kind(onnx)}") + ("" if dims == 256 else f"-{dims}d")
+def variant(spans: str, onnx: str | None, dims: int, label: str | None = None) -> str:
+    """The row's name after ``every-STEP-``: spans, then the teacher, width and machine where not the defaults."""
+    name = spans + ("" if onnx is None else f"-{teacher_kind(onnx)}") + ("" if dims == 256 else f"-{dims}d")
+    return name + ("" if label is None else f"-{label}")
 
 
-def distill(step: int, work: Path, cache: Path, spans: str, onnx: str | None = None, dims: int = 256) -> dict:
+def distill(
+    step: int,
+    work: Path,
+    cache: Path,
+    spans: str,
+    onnx: str | None = None,
+    dims: int = 256,
+    model: str | None = None,
+    label: str | None = None,
+) -> dict:
     """One ``isotropy distill --corpus`` run of the every-``step``-th-line sample in a fresh process, timed (wall and
     the child's CPU seconds, which load does not inflate); ``onnx``: an ``isotropy export onnx`` folder of the default
-    model that encodes the corpus (``--teacher-onnx``); ``dims``: ``--dims``."""
-    name = f"{step}-{variant(spans, onnx, dims)}"
+    model that encodes the corpus (``--teacher-onnx``); ``dims``: ``--dims``; ``model``: a folder of the default
+    model's weights (``--model``, where its package is not installed); ``label``: the machine, in the row's name."""
+    name = f"{step}-{variant(spans, onnx, dims, label)}"
     (corpus, n), folder = sample(step, work), work / f"distilled-{name}"
-    cmd = [str(Path(sys.executable).with_name("isotropy")), "distill", "--corpus", str(corpus), "-o", str(folder)]
+    cmd = [sys.executable, "-m", "isotropy.cli", "distill", "--corpus", str(corpus), "-o", str(folder)]
+    cmd += [] if model is None else ["--model", model]
     cmd += ["--teacher-cache", str(cache), "--force", "--dims", str(dims)] + ([] if onnx is None else ["--teacher-onnx", onnx])
     if spans == "none":
         cmd += ["--spans", "none"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    path = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p)  # src first
+    env = {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     load, cpu0 = os.getloadavg()[0], _child_cpu()
     t0 = time.perf_counter()
     with (work / f"distill-{name}.log").open("a", encoding="utf-8") as log:
@@ -115,8 +129,10 @@ def distill(step: int, work: Path, cache: Path, spans: str, onnx: str | None = N
         "lambda": fit["tokens"]["lambda"],
         "spans": fit.get("spans", "none"),
         "teacher_cache": fit["teacher_cache"],
-        "teacher": "torch fp32" if onnx is None else teacher_kind(onnx).replace("-", " "),
+        "teacher": ("torch fp32" if onnx is None else teacher_kind(onnx).replace("-", " "))
+        + ("" if label is None else f" ({label})"),
         "load": [load, os.getloadavg()[0]],
+        "machine": machine(),
     }
 
 
@@ -145,38 +161,54 @@ def score_rows(data: dict) -> None:
     """Score every recorded run's latest folder (and potion-base-8M) in this process."""
     tasks, cran = _scorer()
     data["tasks"] = [t.name for t in tasks]
-    data["potion-base-8M"] = {**score(POTION, tasks, cran), "stsb_train": stsb(POTION, tasks)}
-    print(f"potion-base-8M: {data['potion-base-8M']['avg']:.2f}", file=sys.stderr, flush=True)
+    if POTION.exists():  # absent on a machine that only distils (--label): scored where the rows are merged
+        data["potion-base-8M"] = {**score(POTION, tasks, cran), "stsb_train": stsb(POTION, tasks)}
+        print(f"potion-base-8M: {data['potion-base-8M']['avg']:.2f}", file=sys.stderr, flush=True)
     for name, row in data["rows"].items():
         folder = os.path.expanduser(row["runs"][-1]["folder"])  # portable() wrote the home as ~
         row.update({**score(folder, tasks, cran), "stsb_train": stsb(folder, tasks)})
         print(f"{name}: {row['avg']:.2f} (STS-B train {row['stsb_train']:.2f})", file=sys.stderr, flush=True)
 
 
+def merge(data: dict, paths: list[str], work: Path) -> None:
+    """Add the rows of other runs' results files (``--results`` of a run on another machine, ``--no-score``): each
+    run's folder is read from ``work`` under its own name (copied there first), then scored here with the rest."""
+    for path in paths:
+        for name, row in json.loads(Path(path).read_text())["rows"].items():
+            for got in row["runs"]:
+                got["folder"] = str(work / Path(got["folder"]).name)
+                if not Path(got["folder"], "isotropy.json").exists():
+                    raise SystemExit(f"{path}: row {name}: copy its folder to {got['folder']} first")
+            data["rows"][name] = row
+
+
 def run(args) -> dict:
-    data = json.loads(OUT.read_text()) if OUT.exists() else {"rows": {}}
+    results = Path(args.results)
+    data = json.loads(results.read_text()) if results.exists() else {"rows": {}}
     data["meta"] = {"machine": machine(), "command": COMMAND}
+    work = Path(args.work).absolute()
+    if args.merge:
+        merge(data, args.merge, work)
     if args.score:
         score_rows(data)
-        write_json(OUT, portable(data))
+        write_json(results, portable(data))
         return data
-    work = Path(args.work).absolute()
     work.mkdir(parents=True, exist_ok=True)
     cache = Path(args.teacher_cache).absolute()
     for step in args.steps:
-        got = distill(step, work, cache, args.spans, args.teacher_onnx, args.dims)
-        name = f"every-{step}-{variant(args.spans, args.teacher_onnx, args.dims)}"
+        got = distill(step, work, cache, args.spans, args.teacher_onnx, args.dims, args.model, args.label)
+        name = f"every-{step}-{variant(args.spans, args.teacher_onnx, args.dims, args.label)}"
         row = data["rows"].get(name, {})
         row.setdefault("runs", []).append(got)
         row.update(
             {"step": step, "sentences": got["sentences"], "spans": got["spans"], "teacher": got["teacher"], "dims": args.dims}
         )
         data["rows"][name] = row
-        write_json(OUT, portable(data))
+        write_json(results, portable(data))
         print(f"{name}: {got}", file=sys.stderr, flush=True)
     if not args.no_score:
         score_rows(data)
-        write_json(OUT, portable(data))
+        write_json(results, portable(data))
     return data
 
 
@@ -271,18 +303,22 @@ def write_section(text: str) -> Path:
 def main() -> None:
     default_root = Path(os.environ.get("ISOTROPY_CACHE", Path.home() / ".cache" / "isotropy"))
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--steps", type=int, nargs="+", default=list(STEPS), choices=STEPS, help="every S-th line")
+    p.add_argument("--steps", type=int, nargs="+", default=list(DEFAULT_STEPS), choices=STEPS, help="every S-th line")
     p.add_argument("--spans", choices=("none", "default"), default="none")
     p.add_argument("--work", default=str(default_root / "factory-curve" / "work"), help="samples and distilled folders")
     p.add_argument("--teacher-cache", default=str(default_root / "factory-curve" / "teacher"))
     p.add_argument("--teacher-onnx", help="an `isotropy export onnx` folder of the default model as the corpus's teacher")
     p.add_argument("--dims", type=int, default=256, help="the width distilled (a capacity variant when not 256)")
+    p.add_argument("--model", help="a folder of the default model's weights, where its package is not installed")
+    p.add_argument("--label", help="the machine, when not this one: added to the row's name and teacher")
+    p.add_argument("--results", default=str(OUT), help="the results file read and written")
+    p.add_argument("--merge", nargs="+", help="with --score: add the rows of these results files (module docs)")
     p.add_argument("--no-score", action="store_true", help="distill only (the teacher pass, cached); score later")
     p.add_argument("--score", action="store_true", help="score the recorded runs' folders and potion-base-8M only")
     p.add_argument("--render", action="store_true", help="write docs/RESULTS.md's section from the saved results")
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args()
-    data = json.loads(OUT.read_text()) if args.render else run(args)
+    data = json.loads(Path(args.results).read_text()) if args.render else run(args)
     if not args.no_write:
         print(write_section(render(data)), file=sys.stderr)
 
