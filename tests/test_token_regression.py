@@ -127,11 +127,12 @@ def test_the_threaded_sparse_product_is_scipys(dtype, monkeypatch):
 
 
 @settings(max_examples=30, deadline=None)
-@given(peak=st.integers(0, 7), values=st.lists(st.floats(0.0, 1.0), min_size=8, max_size=8, unique=True))
-def test_the_strength_grid_stops_past_its_peak_and_keeps_the_full_grids_choice(peak, values):
+@given(peak=st.integers(0, 7), values=st.lists(st.floats(0.0, 1.0), min_size=8, max_size=8, unique=True), large=st.booleans())
+def test_the_strength_grid_stops_past_its_peak_and_keeps_the_full_grids_choice(peak, values, large):
     """A criterion that rises to one peak over the strengths in increasing order and falls after it: the grid goes
     up from LAMBDAS[0] to the first strength that scores worse, and down through LOWER_LAMBDAS only when LAMBDAS[0]
-    won, again to the first that scores worse; it keeps the strength the whole grid would have kept."""
+    won on a corpus of LOWER_FROM lines or more, again to the first that scores worse; it keeps the strength the
+    whole grid would have kept (the upward grid's, under that size)."""
     from isotropy.distill import corpus_fit as distill_fit
 
     ladder = sorted(distill_fit.LOWER_LAMBDAS) + list(distill_fit.LAMBDAS)  # every strength, increasing
@@ -140,12 +141,18 @@ def test_the_strength_grid_stops_past_its_peak_and_keeps_the_full_grids_choice(p
     first = ladder.index(distill_fit.LAMBDAS[0])
     up = ladder[first : max(peak + 2, first + 2)]  # up to the first worse one (or the top)
     down = ladder[max(peak - 1, 0) : first][::-1] if peak <= first else []  # only when LAMBDAS[0] won
-    order = iter(up + down)
+    order = iter(up + down if large else up)
     flat, lengths, Y, prior = problem(2, n=50)
     cut = int(lengths[:30].sum())
     fit = TokenRegression(V, D).partial_fit(flat[:cut], lengths[:30], Y[:30])
     held = TokenRegression(V, D).partial_fit(flat[cut:], lengths[30:], Y[30:])
-    _, info = distill_fit.solve_tokens(fit, held, prior, agreement=lambda E: score[next(order)], criterion="cosine")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(distill_fit, "LOWER_FROM", 0 if large else 10**9)  # a corpus past the size, or under it
+        _, info = distill_fit.solve_tokens(fit, held, prior, agreement=lambda E: score[next(order)], criterion="cosine")
     tried = [float(k) for k in info["held_out_agreement"]]
-    assert info["lambda"] == ladder[peak]
-    assert tried == up + down
+    if large:
+        assert info["lambda"] == ladder[peak]
+        assert tried == up + down
+    else:  # the floor stays: the upward grid alone, its first strength kept where the peak lies below it
+        assert info["lambda"] == ladder[max(peak, first)]
+        assert tried == up
