@@ -1,12 +1,14 @@
 """The static factory's curve with the real teacher (issue #43): what more generic text buys.
 
     nice -n 5 .venv/bin/python bench/factory_curve.py                        # 12k, 50k, 100k lines; then --render
-    nice -n 5 .venv/bin/python bench/factory_curve.py --sizes 12000 --no-score
+    nice -n 5 .venv/bin/python bench/factory_curve.py --steps 80 --no-score    # distill only; --score later
     .venv/bin/python bench/factory_curve.py --render                        # docs/RESULTS.md's section again
 
-For each step S (80, 40, 20, 10: about 12.5k, 25k, 50k and 100k lines): every S-th line of
+For each step S (80, 40, 20, 10 by default: about 12.5k, 25k, 50k and 100k lines; 5, 3, 2 and 1 give 200k, 333k,
+500k and 1M lines): every S-th line of
 ``../shared/data/corpus/wiki-1m.txt`` (``awk 'NR % S == 0'``, as its README says: the articles are roughly
-alphabetical, so never the first N lines). The samples are nested (every 80th line is a 40th, a 20th and a 10th), so each is
+alphabetical, so never the first N lines). The samples are nested (every 80th line is a 40th, a 20th and a 10th;
+3 alone is not), so each is
 written as a prefix of one ordering (the 80th lines, then the other 40th, 20th and 10th, each in corpus order):
 the larger runs then find the smaller runs' chunks in the teacher cache and encode only the new lines (the sums do
 not depend on the order of the lines, only the held-out tenth does, by position). Then
@@ -17,6 +19,11 @@ and more in one session); the row says which. Every run shares one teacher cache
 ``$ISOTROPY_CACHE/factory-curve``), so nothing is encoded twice; each run records its own teacher seconds and how
 many chunks it read from the cache, and the table adds the teacher seconds of the earlier runs that encoded its
 prefix (the teacher pass of all its lines, as one uncached run would have spent it, boundary chunks aside).
+
+A run on another machine (one with a GPU for the teacher, say) passes ``--label NAME`` (in the row's name and its
+teacher), ``--results FILE`` (a results file of its own), ``--model DIR`` where the default model's package is not
+installed and ``--no-score``; its folders are then copied into this machine's ``--work`` and its rows scored here,
+beside potion-base-8M, with ``--score --merge FILE``.
 
 Each model is scored with the bench's own evaluation (``_factory_common.evaluate``, the same as
 bench/static_factory.py): the 7 STS tasks of ``../shared/data/sts`` (all evaluation pairs of a task pooled, Spearman
