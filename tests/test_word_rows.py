@@ -141,7 +141,7 @@ def test_the_table_cache_keeps_tables_with_and_without_words_apart(tiny_model_di
 
 def test_the_word_count_agrees_with_the_tokenizer(tiny_model_dir):
     from isotropy.calibration.corpus import Corpus
-    from isotropy.distill.word_rows import frequent_split_words, teacher_tokenizer
+    from isotropy.distill.word_rows import _normaliser, frequent_split_words, teacher_tokenizer
 
     tok = teacher_tokenizer(tiny_model_dir)
     lines = ["Zorblax don't café's foo_bar", "ZÖRBLAX zorblax wikipedia", "glorptastic, glorptastic!"]
@@ -150,6 +150,9 @@ def test_the_word_count_agrees_with_the_tokenizer(tiny_model_dir):
     assert frequent_split_words(Corpus(lines), tok, 10) == ["zorblax", "glorptastic"]
     assert frequent_split_words(Corpus(lines), tok, 1) == ["zorblax"]
     assert frequent_split_words(Corpus(lines), tok, 0) == []
+    # the printable-ASCII shortcut is what the normalizer does
+    for line in [*lines, "A\tB\x01C D", "Ünïcödé MIXED case 42", "plain ASCII, Upper And lower."]:
+        assert _normaliser(tok)(line) == tok.normalizer.normalize_str(line), line
 
 
 @pytest.mark.parametrize(
