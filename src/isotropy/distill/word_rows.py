@@ -38,7 +38,7 @@ def check_words(words: Any, corpus: Any, source: Corpus | None) -> int:
     read twice (the count, then the pass: standard input is read once)."""
     if words is None:
         return 0
-    if isinstance(words, bool) or not isinstance(words, int) and not hasattr(words, "__index__") or int(words) < 0:
+    if isinstance(words, bool) or not hasattr(words, "__index__") or int(words) < 0:  # int, numpy's integers
         raise IsotropyError(f"--words must be a whole number of words >= 0, got {words!r}")
     n = int(words)
     if n and corpus is None:
