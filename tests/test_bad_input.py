@@ -1356,6 +1356,8 @@ DISTILL_CASES = [  # issue #31 W9/U26-U28 and issue #32: each refused before the
         ("{w}/same.txt", "repeats one sentence"),
         setup=_write("same.txt", "the same line\n" * 50),
     ),
+    Case("distill --words without --corpus", (*DISTILL, "--words", "100"), ("--words", "--corpus")),
+    Case("distill --words -1", (*DISTILL, "--corpus", "{w}/corpus.txt", "--words", "-1"), ("--words", ">= 0")),
 ]
 
 CASES = OUTPUT_CASES + INPUT_CASES + OPTION_CASES + ARTEFACT_CASES + LOAD_CASES + TOOLBOX_CASES + POOLING_CASES + CALIBRATE_CASES

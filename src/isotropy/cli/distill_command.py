@@ -51,6 +51,16 @@ TeacherOnnx = Annotated[
         "(RESULTS factory-curve shows its effect on the score). Refused when it is not an export of the model.",
     ),
 ]
+Words = Annotated[
+    int,
+    typer.Option(
+        "--words",
+        metavar="N",
+        help="With --corpus (a file): give the N most frequent corpus words that the model's tokenizer splits into "
+        "two or more tokens a token of their own, its row the teacher's vector of the word (model2vec's vocabulary), "
+        "then fitted like any other token. Default 0: none.",
+    ),
+]
 NoTeacherCache = Annotated[
     bool,
     typer.Option("--no-teacher-cache", help="With --corpus: encode the corpus afresh and keep nothing on disk."),
@@ -64,6 +74,13 @@ def _teacher_cache(folder: str | None, off: bool):
 
         raise IsotropyError("--teacher-cache and --no-teacher-cache contradict each other: give one of them")
     return False if off else (True if folder is None else folder)
+
+
+def _what(corpus: str | None, fit: str | None) -> str:
+    """What the closing line says was done to the table."""
+    if corpus is None:
+        return ""
+    return ", token rows fitted on the corpus" if fit in (None, "tokens") else ", teacher map folded in"
 
 
 def register_distill_command(app: typer.Typer) -> None:
@@ -109,6 +126,7 @@ def register_distill_command(app: typer.Typer) -> None:
         teacher_cache: TeacherCache = None,
         no_teacher_cache: NoTeacherCache = False,
         teacher_onnx: TeacherOnnx = None,
+        words: Words = 0,
         engine: Engine = None,
         address: Address = None,
         device: Device = None,
@@ -134,14 +152,10 @@ def register_distill_command(app: typer.Typer) -> None:
                 address=address,
                 teacher_cache=_teacher_cache(teacher_cache, no_teacher_cache),
                 teacher_onnx=teacher_onnx,
+                words=words,
                 force=force,
                 show_progress=progress,
             )
-        what = (
-            ""
-            if corpus is None
-            else (", token rows fitted on the corpus" if fit in (None, "tokens") else ", teacher map folded in")
-        )
-        typer.echo(f"wrote the static model {out} (model2vec folder{what})", err=True)
+        typer.echo(f"wrote the static model {out} (model2vec folder{_what(corpus, fit)})", err=True)
 
     command(app, distill, "distill")

@@ -46,8 +46,10 @@ from ..encoders.models import resolve_model
 from ..errors import IsotropyError
 from ..storage.artifacts import check_output, header
 from ..transforms.token_whitening import fold_into_table
+from .card import card_section as _card_section  # its old place and name
 from .corpus_fit import FITS
 from .teacher import check_teacher, model_fingerprint, teacher_width
+from .word_rows import check_words, frequent_split_words, teacher_tokenizer, words_digest, words_record
 
 __all__ = [
     "distill",
@@ -93,9 +95,15 @@ def _check_dims(dims: int | None) -> int | None:
     return int(dims)
 
 
-def distill_static(model: str | os.PathLike | None = None, dims: int | None = 256, show_progress: bool | None = None):
+def distill_static(
+    model: str | os.PathLike | None = None,
+    dims: int | None = 256,
+    show_progress: bool | None = None,
+    vocabulary: list[str] | None = None,
+):
     """A ``model2vec.StaticModel`` distilled from ``model`` (None: the embedded default), PCA to
-    ``dims`` (None or 0: keep the model's width), float32 table."""
+    ``dims`` (None or 0: keep the model's width), float32 table; ``vocabulary``: words model2vec adds as whole
+    tokens, each row the teacher's vector of the word (:mod:`.word_rows`)."""
     try:
         from model2vec.distill import distill as m2v_distill
     except ImportError:
@@ -104,7 +112,12 @@ def distill_static(model: str | os.PathLike | None = None, dims: int | None = 25
     path, name = resolve_model(model)
     with _quiet(show_progress):
         try:
-            static = m2v_distill(model_name=str(path) if path is not None else name, pca_dims=pca, quantize_to="float32")
+            static = m2v_distill(
+                model_name=str(path) if path is not None else name,
+                vocabulary=list(vocabulary) if vocabulary else None,
+                pca_dims=pca,
+                quantize_to="float32",
+            )
         except (OSError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise IsotropyError(f"cannot distill {name!r}: {first}") from None
@@ -324,6 +337,7 @@ def distill(
     address: Any = None,
     teacher_cache: Any = True,
     teacher_onnx: str | os.PathLike | None = None,
+    words: int = 0,
     force: bool = False,
     show_progress: bool | None = None,
 ) -> Path:
@@ -334,10 +348,12 @@ def distill(
     teacher map alone. ``teacher_cache``: where the teacher's vectors of the corpus are kept chunk by chunk, so a
     rerun with other settings encodes nothing again and a killed run resumes (:mod:`.teacher_vectors`): True
     (default: ``$ISOTROPY_CACHE/teacher``), a folder, or False (off). ``teacher_onnx``: an ``isotropy export onnx``
-    folder of ``model`` that encodes the corpus instead of the model itself (:mod:`.teacher`). Returns the folder."""
+    folder of ``model`` that encodes the corpus instead of the model itself (:mod:`.teacher`). ``words``: whole-word
+    rows for that many of a corpus file's frequent words (:mod:`.word_rows`; 0: none). Returns the folder."""
     pca, alpha, fit = _check_before_work(model, dims, corpus, alpha, fit, lam)
     spans, strength_by = _check_fit_options(spans, strength_by, fit, lam)
     source = None if corpus is None else Corpus(corpus)  # one reader: standard input is read once (S1-011)
+    n_words = check_words(words, corpus, source)
     _check_cluster(engine, address, corpus)
     from .teacher_vectors import teacher_cache as cache_for
 
@@ -354,13 +370,10 @@ def distill(
 
         _check_corpus(source)
         teacher = corpus_teacher(model, teacher_onnx)
-    static, table_how = _table(model, None if fit == "tokens" else dims, show_progress, cache, teacher)
+    static, table_how, vocab = _table(model, None if fit == "tokens" else dims, show_progress, cache, teacher, source, n_words)
     _unnormalised(static)  # module docs: isotropy, model2vec and the twin give the same vectors (S5-013)
-    name = teacher_name(model)
-    if isinstance(getattr(static, "config", None), dict):
-        static.config["tokenizer_name"] = name
-    static.base_model_name = name
-    info: dict[str, Any] = {"teacher": name, "vocabulary": len(static.embedding)}
+    info: dict[str, Any] = {"teacher": _named(static, model), "vocabulary": len(static.embedding)}
+    info.update(words_record(static, vocab, n_words))
     if source is not None:
         info["table_cache"] = table_how
         if teacher_onnx is not None:
@@ -391,16 +404,33 @@ def distill(
     return out
 
 
-def _table(model: Any, dims: int | None, show: bool | None, cache: Any, teacher: Any) -> tuple[Any, str]:
+def _named(static: Any, model: Any) -> str:
+    """The teacher's portable name (:func:`teacher_name`), recorded as the model's tokenizer and base model."""
+    name = teacher_name(model)
+    if isinstance(getattr(static, "config", None), dict):
+        static.config["tokenizer_name"] = name
+    static.base_model_name = name
+    return name
+
+
+def _table(
+    model: Any, dims: int | None, show: bool | None, cache: Any, teacher: Any, source: Any = None, n_words: int = 0
+) -> tuple[Any, str, list[str]]:
     """model2vec's distill of ``model`` (``dims``: its PCA width, None at full width), read from the distilled-table
-    cache beside the teacher cache when it holds it (:mod:`.table_cache`; with a corpus and its cache on)."""
+    cache beside the teacher cache when it holds it (:mod:`.table_cache`; with a corpus and its cache on), and the
+    whole words it adds: ``source``'s ``n_words`` most frequent split ones (:mod:`.word_rows`; the key holds them)."""
     from .table_cache import TABLE_FOLDER, TableCache, cached_table, table_key
 
+    vocab = frequent_split_words(source, teacher_tokenizer(model), n_words) if n_words else []
     tables = key = None
     if cache is not None and getattr(cache, "enabled", False) and teacher is not None:
         # keyed by the model's fingerprint, also when an ONNX export of it reads the corpus (teacher.model_fingerprint)
-        tables, key = TableCache(Path(cache.directory) / TABLE_FOLDER), table_key(model_fingerprint(teacher), _check_dims(dims))
-    return cached_table(lambda: distill_static(model, dims, show), tables, key)  # full width with tokens: module docs
+        words = {"n": n_words, "count": len(vocab), "sha256": words_digest(vocab)} if n_words else None
+        tables = TableCache(Path(cache.directory) / TABLE_FOLDER)
+        key = table_key(model_fingerprint(teacher), _check_dims(dims), words=words)
+    if vocab:
+        return (*cached_table(lambda: distill_static(model, dims, show, vocab), tables, key), vocab)
+    return (*cached_table(lambda: distill_static(model, dims, show), tables, key), vocab)  # full width with tokens: module docs
 
 
 def _check_fit_options(spans: Any, strength_by: Any, fit: str | None, lam: Any) -> tuple[tuple[str, ...], str]:
@@ -438,40 +468,3 @@ def write_distilled(out: Path, static: Any, info: dict[str, Any], force: bool) -
         max_length=getattr(static, "max_length", None), normalize=bool(static.normalize), card=card,
         marker=json.dumps({**header(KIND), "distill": info}, indent=2, default=float) + "\n",
     )  # fmt: skip
-
-
-def _card_section(info: dict[str, Any]) -> str:
-    lines = [
-        "",
-        "## How isotropy made this model",
-        "",
-        f"Distilled from `{info['teacher']}` by model2vec, {info['dims']} dimensions.",
-    ]
-    fit = info.get("corpus_fit")
-    if fit is None:
-        lines.append("No corpus fit: the distilled table as model2vec made it.")
-    else:
-        lines.append(f"Fitted on {fit['sentences']} sentences of {fit['corpus']} against the teacher's L2-normalised vectors:")
-        lines.append("the sentence-level least-squares map from the static vectors to the teacher's, folded into the table.")
-        if "teacher_projection" in fit:
-            lines.append(f"Targets: {fit['teacher_projection']}.")
-        tok = fit.get("tokens")
-        if tok is not None:
-            lines.append(
-                f"Then every token the corpus holds ({tok['seen']}) got the row that makes sentence means match the teacher, "
-                f"regularised toward the mapped row (strength {tok['lambda']:g}, "
-                f"{ {'held-out (mse)': 'chosen by the squared error on held-out corpus sentences', 'held-out (cosine)': 'chosen by the agreement of cosines on held-out corpus sentences', 'given': 'as given'}.get(tok['chosen'], tok['chosen']) })."
-            )
-        if "spans" in fit:
-            lines.append(f"Spans: {fit['spans']}.")
-        if "target_scale" in fit:
-            lines.append(f"Token-fit targets: {fit['target_scale']}; cosines, which ignore the norm, are unchanged by it.")
-        if fit.get("teacher_cache", "off") != "off":
-            lines.append(f"Teacher vectors: {fit['teacher_cache']} (read back verified: the exact vectors the teacher gave).")
-    lines.append(
-        "Sentence vectors are the plain mean of token rows (not normalised), in model2vec and sentence-transformers alike."
-    )
-    lines.append(
-        "It loads with `model2vec.StaticModel.from_pretrained(folder)` and, in `sentence-transformers/`, with `SentenceTransformer`."
-    )
-    return "\n".join(lines) + "\n"

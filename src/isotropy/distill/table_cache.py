@@ -38,11 +38,15 @@ TABLE_FORMAT = 1
 ENTRY = "entry.json"
 
 
-def table_key(fingerprint: str, pca_dims: int | None, quantize_to: str = "float32") -> dict[str, Any]:
-    """What decides the distilled table: the teacher, the PCA width, the float type and model2vec's version."""
+def table_key(
+    fingerprint: str, pca_dims: int | None, quantize_to: str = "float32", words: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """What decides the distilled table: the teacher, the PCA width, the float type and model2vec's version, and with
+    whole-word rows (``isotropy distill --words N``) ``words``: N, how many words and a digest of their sorted list
+    (a table without them has no ``words`` part, so it keeps the key it had before the option existed)."""
     import model2vec
 
-    return {
+    key = {
         "format": TABLE_FORMAT,
         "what": "model2vec distill, the teacher's vocabulary",
         "fingerprint": str(fingerprint),
@@ -50,6 +54,9 @@ def table_key(fingerprint: str, pca_dims: int | None, quantize_to: str = "float3
         "quantize_to": quantize_to,
         "model2vec": str(getattr(model2vec, "__version__", "?")),
     }
+    if words:
+        key["words"] = dict(words)
+    return key
 
 
 class TableCache:
