@@ -20,8 +20,7 @@ by the teacher (L2-normalised, as the sentence-transformers pipeline returns it)
   every run, machine and Dask shard. Held-out sentences give no span (the choice of strength is scored on whole
   lines), and the teacher map sees whole lines only. The default, all three, was chosen on RESULTS
   `static-factory`'s two dev protocols (round 4: halves alone 75.39 / 84.06, + drop 75.49 / 84.17, + cut
-  75.54 / 84.21); the teacher then encodes about 3.5 times the corpus's text instead of twice. Thirds, quarters,
-  comma clauses (round 3), dropping half the words, and a second cut of each line (round 4) were tried and not kept.
+  75.54 / 84.21); the teacher then encodes about 3.5 times the corpus's text. What else was tried: RESULTS.
 
 Target length scaling (token fit only): every target is the teacher's unit vector times ``n ** -TARGET_POWER``,
 ``n`` the static model's tokens of that text. The student's vector is a mean of ``n`` rows, whose norm shrinks
@@ -45,13 +44,11 @@ default) or the one with the least squared error on all held-out sentences, read
 (``criterion="mse"``; also when fewer than 3 sentences were held out); both are recorded, and no label of any
 reported task is read. The grid stops at the first strength that scores worse than the best before it: each of
 the 53 full grids recorded in RESULTS `static-factory` (rounds 1-3, every corpus and variant) rose to one peak and
-fell after it, so stopping there keeps the choice the whole grid made. On a corpus of ``LOWER_FROM`` lines or
-more, when the first strength wins, the grid goes on downward through ``LOWER_LAMBDAS`` (0.1, 0.03, 0.01), again
-to the first that scores worse: with more text the data carry more of the table and the prior should weigh less,
-and a fixed floor would cap the fit at the sizes the factory is for (0.3, the floor, won at 50k and at 100k lines
-of wiki-1m.txt). Below that size the floor stays: 0.1 lost to 0.3 on the held-out lines of 100k wiki lines
-(agreement 0.7884 against 0.7905), and in the ``others`` protocol (STS sentences, ~10k lines a fit) a grid from
-0.03 chose lower strengths that scored less (RESULTS `static-factory`'s what-we-tried table). The default
+fell after it, so stopping there keeps the choice the whole grid made. From ``LOWER_FROM`` lines, when the first
+strength wins, the grid goes on down through ``LOWER_LAMBDAS``, again to the first that scores worse: more text
+should weigh the prior less, and the floor 0.3 won at 50k and 100k wiki lines (RESULTS `factory-curve`). Below that
+size the floor stays: 0.1 lost to it on 100k lines' held-out agreement, and in the ``others`` protocol (~10k lines a
+fit) a grid from 0.03 chose lower strengths that scored less (RESULTS `static-factory`, what we tried). The default
 criterion was read off the STS-B train split (RESULTS `static-factory`: the cosine agreement's choice
 scored higher there in every corpus and size tried, or tied). The table is then solved again
 on all sentences at that strength, warm-started at the held-out choice. An explicit ``lam`` skips the choice.
@@ -89,8 +86,7 @@ CHUNK = 2048  # sentences per streamed step
 PART = 8 * CHUNK  # sentences per task with engine="dask"
 HELD_OUT = 10  # every HELD_OUT-th sentence is held out to choose the regularisation
 LAMBDAS = (0.3, 1.0, 3.0, 10.0, 30.0)  # token-fit strengths tried, relative to an average token's data weight
-LOWER_LAMBDAS = (0.1, 0.03, 0.01)  # tried downward only when LAMBDAS[0] wins on LOWER_FROM lines or more
-LOWER_FROM = 150_000  # lines (held-out ones x HELD_OUT) from which the grid may go below LAMBDAS[0] (module docs)
+LOWER_LAMBDAS, LOWER_FROM = (0.1, 0.03, 0.01), 150_000  # tried downward when LAMBDAS[0] wins on this many lines
 GRID_ITERATIONS = 10  # per strength tried (the held-out error settles within ~10 on the wiki corpus)
 FITS = ("map", "tokens")
 DEFAULT_LAMBDA = 3.0  # when the corpus is too small to hold sentences out
