@@ -87,9 +87,11 @@ def _child_cpu() -> float:
     return use.ru_utime + use.ru_stime
 
 
-def variant(spans: str, onnx: str | None, dims: int, label: str | None = None) -> str:
-    """The row's name after ``every-STEP-``: spans, then the teacher, width and machine where not the defaults."""
+def variant(spans: str, onnx: str | None, dims: int, label: str | None = None, words: int = 0) -> str:
+    """The row's name after ``every-STEP-``: spans, then the teacher, width, whole-word rows and machine where not
+    the defaults."""
     name = spans + ("" if onnx is None else f"-{teacher_kind(onnx)}") + ("" if dims == 256 else f"-{dims}d")
+    name += f"-words{words}" if words else ""
     return name + ("" if label is None else f"-{label}")
 
 
@@ -102,15 +104,18 @@ def distill(
     dims: int = 256,
     model: str | None = None,
     label: str | None = None,
+    words: int = 0,
 ) -> dict:
     """One ``isotropy distill --corpus`` run of the every-``step``-th-line sample in a fresh process, timed (wall and
     the child's CPU seconds, which load does not inflate); ``onnx``: an ``isotropy export onnx`` folder of the default
     model that encodes the corpus (``--teacher-onnx``); ``dims``: ``--dims``; ``model``: a folder of the default
-    model's weights (``--model``, where its package is not installed); ``label``: the machine, in the row's name."""
-    name = f"{step}-{variant(spans, onnx, dims, label)}"
+    model's weights (``--model``, where its package is not installed); ``label``: the machine, in the row's name;
+    ``words``: ``--words`` (whole-word rows)."""
+    name = f"{step}-{variant(spans, onnx, dims, label, words)}"
     (corpus, n), folder = sample(step, work), work / f"distilled-{name}"
     cmd = [sys.executable, "-m", "isotropy.cli", "distill", "--corpus", str(corpus), "-o", str(folder)]
     cmd += [] if model is None else ["--model", model]
+    cmd += ["--words", str(words)] if words else []
     cmd += ["--teacher-cache", str(cache), "--force", "--dims", str(dims)] + ([] if onnx is None else ["--teacher-onnx", onnx])
     if spans == "none":
         cmd += ["--spans", "none"]
@@ -130,6 +135,7 @@ def distill(
         "wall_s": wall,
         "cpu_s": cpu,
         "dims": dims,
+        "words": record.get("words_added", 0),
         "teacher_s": fit["seconds"].get("teacher"),
         "statistics_s": fit["seconds"].get("statistics"),
         "solve_s": fit["tokens"]["seconds"],
@@ -203,8 +209,8 @@ def run(args) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     cache = Path(args.teacher_cache).absolute()
     for step in args.steps:
-        got = distill(step, work, cache, args.spans, args.teacher_onnx, args.dims, args.model, args.label)
-        name = f"every-{step}-{variant(args.spans, args.teacher_onnx, args.dims, args.label)}"
+        got = distill(step, work, cache, args.spans, args.teacher_onnx, args.dims, args.model, args.label, args.words)
+        name = f"every-{step}-{variant(args.spans, args.teacher_onnx, args.dims, args.label, args.words)}"
         row = data["rows"].get(name, {})
         row.setdefault("runs", []).append(got)
         row.update(
@@ -237,6 +243,12 @@ def _teacher_total(rows: list[dict], row: dict) -> float | None:
     return first["teacher_s"] + sum(r["runs"][0]["teacher_s"] or 0.0 for r in base if r["sentences"] < row["sentences"])
 
 
+def _width(row: dict) -> str:
+    """The row's width, and its whole-word rows (``--words``) where it has any."""
+    words = row["runs"][0].get("words", 0)
+    return f"{row.get('dims', 256)}" + (f" + {words:,} word rows" if words else "")
+
+
 def _teacher(row: dict) -> str:
     return row.get("teacher", "torch fp32")
 
@@ -249,7 +261,7 @@ def render(data: dict) -> str:
         "### The factory's curve (issue #43, real teacher)",
         "",
         "`isotropy distill --corpus` with today's defaults (the default model, all-MiniLM-L6-v2, as teacher; 256 d) on "
-        "every S-th line of `wiki-1m.txt` (S = 80, 40, 20, 10), spans as the row says (`none`: `--spans none`, which the "
+        "every S-th line of `wiki-1m.txt` (S = 80, 40, 20, 10, 5), spans as the row says (`none`: `--spans none`, which the "
         "bench passes at these sizes: the default spans make the teacher read ~3.5x the text). 7 STS tasks (all pairs "
         "pooled, Spearman x 100 of cosine) and Cranfield nDCG@10 with the bench's own evaluation (as "
         "bench/static_factory.py); STS-B train: Spearman x 100 on its train split (not a test figure). potion-base-8M "
@@ -258,7 +270,8 @@ def render(data: dict) -> str:
         "teacher cache's folder, as every run after the first); teacher "
         "(run): its own encoding; teacher (all lines): with the smaller rows' encoding of the lines it shares "
         "(the samples are nested), i.e. the teacher pass of an uncached run. Teacher: the model itself on torch, or "
-        "(`--teacher-onnx`) its `isotropy export onnx --quantize int8` graph.",
+        "(`--teacher-onnx`) its `isotropy export onnx --quantize int8` graph. d: the width; `+ N word rows`: "
+        "`--words N`, whole-word rows for the corpus's N most frequent split words.",
         "",
         "| lines | spans | teacher | d | 7-task avg | " + " | ".join(names) + " | STS-B train | Cranfield nDCG@10 | wall s | "
         "CPU s | teacher s (run) | teacher s (all lines) | cached chunks | table |",
@@ -271,7 +284,7 @@ def render(data: dict) -> str:
         spans = "none" if r["spans"] == "none" else "default"
         cached = first["teacher_cache"].replace("cached chunks used: ", "")
         out.append(
-            f"| {r['sentences']:,} | {spans} | {_teacher(r)} | {r.get('dims', 256)} | {_f(r.get('avg'))} | {sts} | {_f(r.get('stsb_train'))} | {_f(cran)} | "
+            f"| {r['sentences']:,} | {spans} | {_teacher(r)} | {_width(r)} | {_f(r.get('avg'))} | {sts} | {_f(r.get('stsb_train'))} | {_f(cran)} | "
             f"{_f(first['wall_s'], 0)} | {_f(first.get('cpu_s'), 0)} | {_f(first['teacher_s'], 0)} | {_f(_teacher_total(rows, r), 0)} | {cached} | {first.get('table_cache')} |"
         )
     if potion:
@@ -316,6 +329,7 @@ def main() -> None:
     p.add_argument("--teacher-cache", default=str(default_root / "factory-curve" / "teacher"))
     p.add_argument("--teacher-onnx", help="an `isotropy export onnx` folder of the default model as the corpus's teacher")
     p.add_argument("--dims", type=int, default=256, help="the width distilled (a capacity variant when not 256)")
+    p.add_argument("--words", type=int, default=0, help="whole-word rows (distill --words; a capacity variant)")
     p.add_argument("--model", help="a folder of the default model's weights, where its package is not installed")
     p.add_argument("--label", help="the machine, when not this one: added to the row's name and teacher")
     p.add_argument("--results", default=str(OUT), help="the results file read and written")
