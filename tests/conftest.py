@@ -140,3 +140,27 @@ def stsb_cls(stsb_half_data) -> dict:
 def stsb_mean(stsb_half_data) -> dict:
     """The same with the default model's own mean pooling (``last-avg``)."""
     return _stsb("last-avg", stsb_half_data)
+
+
+# `make test` hands whole files to its two workers (--dist loadfile), in collection order (--no-loadscope-reorder;
+# xdist's own order is by number of tests, which put the 286 quick sklearn checks first and a minute-long file
+# last). The files that cost a minute or more of CPU on a fresh clone go first, heaviest first, so that neither
+# worker is left running one of them at the end while the other waits (longest first is the classic schedule for
+# two machines); the rest keep pytest's order. The figures are CPU seconds of a clean-clone `make test` on 2 cores.
+HEAVY_FILES = (
+    "test_calibrate.py",  # 140: the real-model folder, ONNX int8, a local Dask cluster
+    "test_pooling_families.py",  # 70: five ONNX exports
+    "test_distill_worker_loss.py",  # 65: a Dask cluster and its worker-loss drills
+    "test_readme.py",  # 63: every README command in a fresh process
+    "test_flow.py",  # 60: the STS-B fixture's encode (the first file to ask for it)
+    "test_distributed.py",  # 56: a Dask cluster
+    "test_reliability.py",  # 40: real signals to real processes
+    "test_retrieval.py",  # 39: Cranfield with the default model
+    "test_analysis.py",  # 36
+    "test_onnx.py",  # 36
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(HEAVY_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(HEAVY_FILES)))  # stable: a file's tests keep their order
