@@ -53,7 +53,7 @@ def _encode_cached(sentences: list[str], pooling: str, max_length: int = 64) -> 
 
 
 # The fixtures fit on half of STS-B's train and dev pairs (every other one) and all of its test pairs: 9,266 distinct
-# sentences to encode instead of 15,487 (40 s of CPU less on a fresh clone). Every assertion on these fixtures holds
+# sentences to encode instead of 15,487 (47 s of CPU less on a fresh clone, measured). Every assertion on these fixtures holds
 # with the margins it had on every sentence (full -> half, Spearman x 100 on the 1,379 test pairs, cls then last-avg):
 # whitening on cls +5.89 -> +5.87 (bound +4), soft whitening on cls +6.09 -> +6.05 (+4), flow on cls +5.06 -> +5.26
 # (+3), full whitening on last-avg -1.77 -> -2.10 (below -1), soft whitening on last-avg -0.09 -> -0.28 (above -0.5;
@@ -144,7 +144,7 @@ def stsb_mean(stsb_half_data) -> dict:
 
 # `make test` hands whole files to its two workers (--dist loadfile), in collection order (--no-loadscope-reorder;
 # xdist's own order is by number of tests, which put the 286 quick sklearn checks first and a minute-long file
-# last). The files that cost a minute or more of CPU on a fresh clone go first, heaviest first, so that neither
+# last). The files that cost the most CPU on a fresh clone (over 35 s each) go first, heaviest first, so that neither
 # worker is left running one of them at the end while the other waits (longest first is the classic schedule for
 # two machines); the rest keep pytest's order. The figures are CPU seconds of a clean-clone `make test` on 2 cores.
 HEAVY_FILES = (
@@ -152,7 +152,7 @@ HEAVY_FILES = (
     "test_pooling_families.py",  # 70: five ONNX exports
     "test_distill_worker_loss.py",  # 65: a Dask cluster and its worker-loss drills
     "test_readme.py",  # 63: every README command in a fresh process
-    "test_flow.py",  # 60: the STS-B fixture's encode (the first file to ask for it)
+    "test_flow.py",  # 60: the STS-B fixture's encode, when it is the first file to ask for it
     "test_distributed.py",  # 56: a Dask cluster
     "test_reliability.py",  # 40: real signals to real processes
     "test_retrieval.py",  # 39: Cranfield with the default model
