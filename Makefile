@@ -1,6 +1,7 @@
 # Two entry points: `make demo` and `make test` (ruff, then pytest, which checks the import layers too).
 # Both create .venv when it is missing. The suite runs in two worker processes (pytest-xdist), a file's tests
-# in one worker so that its module fixtures are built once; each worker runs torch on one thread (tests/conftest.py).
+# in one worker so that its module fixtures are built once, the heaviest files first (--no-loadscope-reorder keeps
+# the order tests/conftest.py sets); each worker runs torch on one thread (tests/conftest.py).
 # torch is pinned to 2.13.0 *before* anything that depends on it: on the project's
 # machines that version is a local CPU build, any other spec pulls gigabytes of CUDA wheels.
 # Elsewhere, override it: `make test TORCH_SPEC=torch`.
@@ -29,7 +30,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests bench
 
 test: lint
-	$(BIN)/python -m pytest -q --durations=25 -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q --durations=25 -n 2 --dist loadfile --no-loadscope-reorder
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

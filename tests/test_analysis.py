@@ -670,7 +670,7 @@ def test_cli_default_model_1000_lines(tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::isotropy.errors.RankDeficientWarning")  # cls vectors: rank 381 of 384
 def test_cone_effect_on_stsb_cls(stsb_cls):
-    """Default model, cls pooling, every STS-B sentence: the cone, and whitening removing it."""
+    """Default model, cls pooling, the fixture's STS-B sentences (conftest.py): the cone, and whitening removing it."""
     from isotropy.transforms.whitening import Whitening
 
     X = stsb_cls["fit"]

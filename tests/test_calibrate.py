@@ -461,7 +461,7 @@ def stsb_folder() -> Path:
 @pytest.mark.slow
 @pytest.mark.parametrize("pooling", ["cls"])  # last-avg: bench/calibrate.py (docs/ECOSYSTEM.md); the suite's time budget
 def test_real_model_folders_match_within_1e5(pooling, request, tmp_path):
-    """all-MiniLM-L6-v2, every affine method fitted on all STS-B sentences: plain SentenceTransformer(path)
+    """all-MiniLM-L6-v2, every affine method fitted on the fixture's STS-B sentences: plain SentenceTransformer(path)
     without isotropy equals Encoder + transform within 1e-5 (the Dense runs in float32; the figures are printed,
     bench/calibrate.py tabulates them)."""
     fit = request.getfixturevalue("stsb_cls" if pooling == "cls" else "stsb_mean")["fit"]

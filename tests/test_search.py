@@ -383,7 +383,7 @@ def test_cli_errors_are_one_line(tiny_model_dir, tmp_path, capsys):
 @pytest.mark.slow
 def test_real_stsb_retrieval(stsb_mean):
     """On STS-B test pairs with gold >= 4, sentence2 is usually in sentence1's top 10,
-    and soft whitening to 128 dims (fitted on all STS-B sentences) keeps that."""
+    and soft whitening to 128 dims (fitted on the fixture's STS-B sentences) keeps that."""
     a, b, gold = stsb_mean["a"], stsb_mean["b"], stsb_mean["gold"]
     keep = gold >= 4.0
     docs = b[keep]
@@ -400,7 +400,7 @@ def test_real_stsb_retrieval(stsb_mean):
         hits = index.search_vectors(index._apply(a[keep]), 10).ids
         recalls[name] = float(np.mean([i in row for i, row in enumerate(hits)])) * 100
     assert recalls["raw"] > 95  # measured 99.1 (338 pairs)
-    assert recalls["soft-128"] > recalls["raw"] - 2  # measured 99.1
+    assert recalls["soft-128"] > recalls["raw"] - 2  # measured 99.4
 
 
 def test_default_whitening_needs_more_sentences_than_dims(tiny_model_dir, tmp_path):
