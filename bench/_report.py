@@ -66,8 +66,11 @@ def portable(obj):
             return os.path.relpath(obj, ROOT)
         if obj == home or obj.startswith(home + "/"):
             return "~" + obj[len(home) :]
-    if isinstance(obj, str):  # a path inside a longer text, e.g. "this code (/work/x/src)"
-        return obj.replace(str(ROOT) + "/", "").replace(str(ROOT.parent) + "/", "../")
+    if isinstance(obj, str):  # a path inside a longer text, e.g. "this code (/work/x/src)"; never a folder of the
+        # same name further down another path ("~/.cache/x/work/y" stays as it is)
+        for folder, spelled in ((ROOT, ""), (ROOT.parent, "../")):
+            obj = re.sub(r"(?<![\w.~/-])" + re.escape(str(folder) + "/"), spelled, obj)
+        return obj
     return obj
 
 
