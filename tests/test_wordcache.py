@@ -13,7 +13,6 @@ from isotropy.encoders.static import StaticTable
 from isotropy.encoders.static.table import UNK, word_tokenizer
 from isotropy.encoders.static.wordcache import WordCache
 
-ROOT = Path(__file__).resolve().parents[1]
 WORDS = ["a", "b", "n", "t", "ab", "ba", "do", "n't", "'s", "'t", "'n", "_", ".", "'", "tab", "aaaaaaaaaaaaaaaa", "abababab"]
 PIECES = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "b", "n", "t", "ab", "##a", "##b", "##n", "##t", "##ab", ".", "'", "_", "#"]
 # characters that meet every rule: word characters, the clitic letters, apostrophes, punctuation, case, whitespace,
