@@ -428,9 +428,8 @@ def _table(
         words = {"n": n_words, "count": len(vocab), "sha256": words_digest(vocab)} if n_words else None
         tables = TableCache(Path(cache.directory) / TABLE_FOLDER)
         key = table_key(model_fingerprint(teacher), _check_dims(dims), words=words)
-    if vocab:
-        return (*cached_table(lambda: distill_static(model, dims, show, vocab), tables, key), vocab)
-    return (*cached_table(lambda: distill_static(model, dims, show), tables, key), vocab)  # full width with tokens: module docs
+    args = (model, dims, show) + ((vocab,) if vocab else ())  # no words: model2vec's own vocabulary argument unset
+    return (*cached_table(lambda: distill_static(*args), tables, key), vocab)  # full width with tokens: module docs
 
 
 def _check_fit_options(spans: Any, strength_by: Any, fit: str | None, lam: Any) -> tuple[tuple[str, ...], str]:
