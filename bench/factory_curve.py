@@ -20,6 +20,10 @@ and more in one session); the row says which. Every run shares one teacher cache
 many chunks it read from the cache, and the table adds the teacher seconds of the earlier runs that encoded its
 prefix (the teacher pass of all its lines, as one uncached run would have spent it, boundary chunks aside).
 
+``--peer`` trains tokenlearn 0.2.1 instead (``train_model`` from model2vec's 256-d distill, as
+bench/static_factory.py does) on the same sample's lines and the teacher's vectors of them, read from the teacher
+cache where the distill row of that sample left them; its time is the training alone.
+
 A run on another machine (one with a GPU for the teacher, say) passes ``--label NAME`` (in the row's name and its
 teacher), ``--results FILE`` (a results file of its own), ``--model DIR`` where the default model's package is not
 installed and ``--no-score``; its folders are then copied into this machine's ``--work`` and its rows scored here,
@@ -53,10 +57,11 @@ CORPUS = DATA / "corpus" / "wiki-1m.txt"
 POTION = DATA.parent / "models" / "potion-base-8M"
 BEGIN, END = "<!-- factory-curve -->", "<!-- end factory-curve -->"
 COMMAND = "nice -n 5 .venv/bin/python bench/factory_curve.py"
+TOKENLEARN = "tokenlearn 0.2.1"
 
 
 STEPS = (80, 40, 20, 10, 5, 3, 2, 1)  # every level a sample can be drawn at (3: about 333k lines)
-DEFAULT_STEPS = (80, 40, 20, 10)  # what a 2-core machine affords; 3 and 1 ran on a machine with a GPU (RESULTS)
+DEFAULT_STEPS = (80, 40, 20, 10)  # what a 2-core machine affords in a session; 5 ran here too (RESULTS)
 
 
 def sample(step: int, work: Path) -> tuple[Path, int]:
@@ -149,6 +154,59 @@ def distill(
     }
 
 
+def teacher_lines(corpus: Path, cache: Path):
+    """The lines of ``corpus`` and the teacher's vectors of them, read from the teacher cache chunk by chunk as the
+    distill of the same sample stored them (its ``CHUNK``-line chunks; one not there is encoded now, and said)."""
+    import numpy as np
+
+    from isotropy.distill.corpus_fit import CHUNK
+    from isotropy.distill.teacher_vectors import TeacherVectors, teacher_cache
+    from isotropy.encoders import Encoder
+    from isotropy.storage.text import read_sentences
+
+    lines = read_sentences(corpus)
+    vectors = TeacherVectors(Encoder(), teacher_cache(cache), str(corpus))
+    parts, encoded = [], 0
+    for i in range(0, len(lines), CHUNK):
+        got, how = vectors(lines[i : i + CHUNK], [], i)
+        parts.append(np.asarray(got, dtype=np.float32))
+        encoded += how != "cached"
+    if encoded:
+        print(f"{corpus}: {encoded} chunk(s) were not in the teacher cache and were encoded", file=sys.stderr)
+    return lines, np.vstack(parts)
+
+
+def peer(step: int, work: Path, cache: Path) -> dict:
+    """tokenlearn 0.2.1 (the peer a user would pick, as bench/static_factory.py runs it: ``train_model`` from
+    model2vec's distill of the default model at 256 d) trained on the every-``step``-th-line sample and the cached
+    teacher vectors of those lines (the teacher pass is the distill row's; this row times the training alone), its
+    model saved where the rows' folders are, then scored like them."""
+    from _factory_common import tokenlearn_fit
+
+    from isotropy.distill.run import distill_static
+
+    (corpus, n), folder = sample(step, work), work / f"tokenlearn-{step}"
+    lines, Y = teacher_lines(corpus, cache)
+    start = distill_static(None, 256, show_progress=False)
+    load, cpu0 = os.getloadavg()[0], time.process_time()
+    model, wall = tokenlearn_fit(start, lines, Y)
+    model.save_pretrained(str(folder))
+    return {
+        "sentences": n,
+        "folder": str(folder),
+        "table_cache": "distilled",
+        "wall_s": wall,
+        "cpu_s": time.process_time() - cpu0,
+        "dims": 256,
+        "teacher_s": None,
+        "spans": "none",
+        "teacher_cache": "cached chunks used: the distill row's",
+        "teacher": "torch fp32",
+        "load": [load, os.getloadavg()[0]],
+        "machine": machine(),
+    }
+
+
 def stsb(folder: Path | str, tasks) -> float:
     from _factory_common import stsb_train
     from model2vec import StaticModel
@@ -190,7 +248,7 @@ def merge(data: dict, paths: list[str], work: Path) -> None:
         for name, row in json.loads(Path(path).read_text())["rows"].items():
             for got in row["runs"]:
                 got["folder"] = str(work / Path(got["folder"]).name)
-                if not Path(got["folder"], "isotropy.json").exists():
+                if not any(Path(got["folder"], f).exists() for f in ("isotropy.json", "config.json")):  # ours, tokenlearn's
                     raise SystemExit(f"{path}: row {name}: copy its folder to {got['folder']} first")
             data["rows"][name] = row
 
@@ -209,13 +267,17 @@ def run(args) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     cache = Path(args.teacher_cache).absolute()
     for step in args.steps:
-        got = distill(step, work, cache, args.spans, args.teacher_onnx, args.dims, args.model, args.label, args.words)
-        name = f"every-{step}-{variant(args.spans, args.teacher_onnx, args.dims, args.label, args.words)}"
+        if args.peer:
+            got, name = peer(step, work, cache), f"every-{step}-tokenlearn"
+        else:
+            got = distill(step, work, cache, args.spans, args.teacher_onnx, args.dims, args.model, args.label, args.words)
+            name = f"every-{step}-{variant(args.spans, args.teacher_onnx, args.dims, args.label, args.words)}"
         row = data["rows"].get(name, {})
         row.setdefault("runs", []).append(got)
         row.update(
             {"step": step, "sentences": got["sentences"], "spans": got["spans"], "teacher": got["teacher"], "dims": args.dims}
         )
+        row.update({"model": TOKENLEARN} if args.peer else {})
         data["rows"][name] = row
         write_json(results, portable(data))
         print(f"{name}: {got}", file=sys.stderr, flush=True)
@@ -236,7 +298,11 @@ def _teacher_total(rows: list[dict], row: dict) -> float | None:
     first = row["runs"][0]
     if first.get("teacher_s") is None:
         return None
-    base = [r for r in rows if _teacher(r) == _teacher(row) and r["spans"] == "none" and r.get("dims", 256) == 256]
+    base = [
+        r
+        for r in rows
+        if _teacher(r) == _teacher(row) and r["spans"] == "none" and r.get("dims", 256) == 256 and "model" not in r
+    ]
     if row["spans"] != "none" or row.get("dims", 256) != 256:
         lines = [_teacher_total(rows, r) for r in base if r["sentences"] == row["sentences"]]
         return (first["teacher_s"] if row["spans"] != "none" else 0.0) + (lines[0] or 0.0 if lines else 0.0)
@@ -254,7 +320,7 @@ def _teacher(row: dict) -> str:
 
 
 def render(data: dict) -> str:
-    rows = sorted(data.get("rows", {}).values(), key=lambda r: (r["sentences"], r["spans"], _teacher(r)))
+    rows = sorted(data.get("rows", {}).values(), key=lambda r: (r["sentences"], "model" in r, r["spans"], _teacher(r)))
     names = data.get("tasks", [])
     potion = data.get("potion-base-8M")
     out = [
@@ -271,11 +337,15 @@ def render(data: dict) -> str:
         "(run): its own encoding; teacher (all lines): with the smaller rows' encoding of the lines it shares "
         "(the samples are nested), i.e. the teacher pass of an uncached run. Teacher: the model itself on torch, or "
         "(`--teacher-onnx`) its `isotropy export onnx --quantize int8` graph. d: the width; `+ N word rows`: "
-        "`--words N`, whole-word rows for the corpus's N most frequent split words.",
+        "`--words N`, whole-word rows for the corpus's N most frequent split words. tokenlearn 0.2.1 rows (`--peer`): the "
+        "peer a user would pick, trained (`train_model`, from model2vec's distill at 256 d, as bench/static_factory.py) on "
+        "the same sample's lines and the same cached teacher vectors of them; its wall and CPU are the training alone.",
         "",
-        "| lines | spans | teacher | d | 7-task avg | " + " | ".join(names) + " | STS-B train | Cranfield nDCG@10 | wall s | "
+        "| model | lines | spans | teacher | d | 7-task avg | "
+        + " | ".join(names)
+        + " | STS-B train | Cranfield nDCG@10 | wall s | "
         "CPU s | teacher s (run) | teacher s (all lines) | cached chunks | table |",
-        "|---|---|---|---|---|" + "---|" * len(names) + "---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|" + "---|" * len(names) + "---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         first = r["runs"][0]
@@ -284,13 +354,13 @@ def render(data: dict) -> str:
         spans = "none" if r["spans"] == "none" else "default"
         cached = first["teacher_cache"].replace("cached chunks used: ", "")
         out.append(
-            f"| {r['sentences']:,} | {spans} | {_teacher(r)} | {_width(r)} | {_f(r.get('avg'))} | {sts} | {_f(r.get('stsb_train'))} | {_f(cran)} | "
+            f"| {r.get('model', 'isotropy distill')} | {r['sentences']:,} | {spans} | {_teacher(r)} | {_width(r)} | {_f(r.get('avg'))} | {sts} | {_f(r.get('stsb_train'))} | {_f(cran)} | "
             f"{_f(first['wall_s'], 0)} | {_f(first.get('cpu_s'), 0)} | {_f(first['teacher_s'], 0)} | {_f(_teacher_total(rows, r), 0)} | {cached} | {first.get('table_cache')} |"
         )
     if potion:
         sts = " | ".join(_f(s) for s in potion["sts"])
         out.append(
-            f"| potion-base-8M | - | - | 256 | {_f(potion['avg'])} | {sts} | {_f(potion.get('stsb_train'))} | "
+            f"| potion-base-8M | - | - | - | 256 | {_f(potion['avg'])} | {sts} | {_f(potion.get('stsb_train'))} | "
             f"{_f(potion['cranfield']['ndcg@10'])} | - | - | - | - | - | - |"
         )
     out += [f"\n{note}" for note in data.get("notes", [])]
@@ -334,6 +404,7 @@ def main() -> None:
     p.add_argument("--label", help="the machine, when not this one: added to the row's name and teacher")
     p.add_argument("--results", default=str(OUT), help="the results file read and written")
     p.add_argument("--merge", nargs="+", help="with --score: add the rows of these results files (module docs)")
+    p.add_argument("--peer", action="store_true", help="tokenlearn's training on each sample's lines instead (module docs)")
     p.add_argument("--no-score", action="store_true", help="distill only (the teacher pass, cached); score later")
     p.add_argument("--score", action="store_true", help="score the recorded runs' folders and potion-base-8M only")
     p.add_argument("--render", action="store_true", help="write docs/RESULTS.md's section from the saved results")
