@@ -371,17 +371,25 @@ def test_int8_and_layer_averages(tiny_model_dir, tiny_corpus, tmp_path):
 
 
 def test_dask_engine_fits_the_same_moments(tiny_model_dir, tiny_corpus, tmp_path):
-    pytest.importorskip("distributed")
+    import logging
+
+    distributed = pytest.importorskip("distributed")
     lines = tiny_corpus.read_text().splitlines()
     (tmp_path / "shards").mkdir()
     for i in range(2):
         (tmp_path / "shards" / f"s{i}.txt").write_text("\n".join(lines[i::2]) + "\n")
     opts = dict(model=tiny_model_dir, pooling="cls", max_length=32, shrinkage="auto")
     local = run_calibration(tiny_corpus, tmp_path / "local", **opts)
-    code, _, err = run_cli(
-        ["calibrate", tmp_path / "shards" / "*.txt", "-o", tmp_path / "dask", "--engine", "dask", "--model", tiny_model_dir,
-         "-p", "cls", "--max-length", "32", "--shrinkage", "auto"]
-    )  # fmt: skip
+    # A scheduler over TCP with two thread workers in this process: the command reaches it by --address as it would a
+    # remote one, without starting worker processes that import torch (20-30 s of CPU); the local cluster the command
+    # starts itself is tests/test_distributed.py's, worker processes running the model its cluster tests'.
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, protocol="tcp://", dashboard_address=":0", silence_logs=logging.ERROR
+    ) as cluster:
+        code, _, err = run_cli(
+            ["calibrate", tmp_path / "shards" / "*.txt", "-o", tmp_path / "dask", "--engine", "dask", "--model", tiny_model_dir,
+             "-p", "cls", "--max-length", "32", "--shrinkage", "auto", "--address", cluster.scheduler_address]
+        )  # fmt: skip
     assert code == 0, err
     from safetensors.numpy import load_file
 
