@@ -22,7 +22,8 @@ prefix (the teacher pass of all its lines, as one uncached run would have spent 
 
 ``--peer`` trains tokenlearn 0.2.1 instead (``train_model`` from model2vec's 256-d distill, as
 bench/static_factory.py does) on the same sample's lines and the teacher's vectors of them, read from the teacher
-cache where the distill row of that sample left them; its time is the training alone.
+cache where the distill row of that sample left them; its time is the training alone. ``--peer distill`` starts
+that training from the distill row's fitted table (spans none, 256 d) instead of model2vec's.
 
 A run on another machine (one with a GPU for the teacher, say) passes ``--label NAME`` (in the row's name and its
 teacher), ``--results FILE`` (a results file of its own), ``--model DIR`` where the default model's package is not
@@ -176,25 +177,35 @@ def teacher_lines(corpus: Path, cache: Path):
     return lines, np.vstack(parts)
 
 
-def peer(step: int, work: Path, cache: Path) -> dict:
+def peer(step: int, work: Path, cache: Path, start_from: str = "model2vec") -> dict:
     """tokenlearn 0.2.1 (the peer a user would pick, as bench/static_factory.py runs it: ``train_model`` from
     model2vec's distill of the default model at 256 d) trained on the every-``step``-th-line sample and the cached
     teacher vectors of those lines (the teacher pass is the distill row's; this row times the training alone), its
-    model saved where the rows' folders are, then scored like them."""
+    model saved where the rows' folders are, then scored like them. ``start_from="distill"``: tokenlearn's training
+    started from the distill row's fitted table of the same sample (spans none, 256 d) instead: the fit as the
+    starting point of gradient training (tokenlearn learns its own output layer, so the spaces need not agree)."""
     from _factory_common import tokenlearn_fit
 
     from isotropy.distill.run import distill_static
 
-    (corpus, n), folder = sample(step, work), work / f"tokenlearn-{step}"
+    (corpus, n), folder = (
+        sample(step, work),
+        work / (f"tokenlearn-{step}" + ("" if start_from == "model2vec" else "-from-distill")),
+    )
     lines, Y = teacher_lines(corpus, cache)
-    start = distill_static(None, 256, show_progress=False)
+    if start_from == "model2vec":
+        start = distill_static(None, 256, show_progress=False)
+    else:
+        from model2vec import StaticModel
+
+        start = StaticModel.from_pretrained(str(work / f"distilled-{step}-{variant('none', None, 256)}"))
     load, cpu0 = os.getloadavg()[0], time.process_time()
     model, wall = tokenlearn_fit(start, lines, Y)
     model.save_pretrained(str(folder))
     return {
         "sentences": n,
         "folder": str(folder),
-        "table_cache": "distilled",
+        "table_cache": "distilled" if start_from == "model2vec" else "the distill row's",
         "wall_s": wall,
         "cpu_s": time.process_time() - cpu0,
         "dims": 256,
@@ -268,7 +279,8 @@ def run(args) -> dict:
     cache = Path(args.teacher_cache).absolute()
     for step in args.steps:
         if args.peer:
-            got, name = peer(step, work, cache), f"every-{step}-tokenlearn"
+            got = peer(step, work, cache, args.peer)
+            name = f"every-{step}-tokenlearn" + ("" if args.peer == "model2vec" else "-from-distill")
         else:
             got = distill(step, work, cache, args.spans, args.teacher_onnx, args.dims, args.model, args.label, args.words)
             name = f"every-{step}-{variant(args.spans, args.teacher_onnx, args.dims, args.label, args.words)}"
@@ -277,7 +289,9 @@ def run(args) -> dict:
         row.update(
             {"step": step, "sentences": got["sentences"], "spans": got["spans"], "teacher": got["teacher"], "dims": args.dims}
         )
-        row.update({"model": TOKENLEARN} if args.peer else {})
+        row.update(
+            {"model": TOKENLEARN + ("" if args.peer == "model2vec" else ", from the distill's table")} if args.peer else {}
+        )
         data["rows"][name] = row
         write_json(results, portable(data))
         print(f"{name}: {got}", file=sys.stderr, flush=True)
@@ -339,7 +353,8 @@ def render(data: dict) -> str:
         "(`--teacher-onnx`) its `isotropy export onnx --quantize int8` graph. d: the width; `+ N word rows`: "
         "`--words N`, whole-word rows for the corpus's N most frequent split words. tokenlearn 0.2.1 rows (`--peer`): the "
         "peer a user would pick, trained (`train_model`, from model2vec's distill at 256 d, as bench/static_factory.py) on "
-        "the same sample's lines and the same cached teacher vectors of them; its wall and CPU are the training alone.",
+        "the same sample's lines and the same cached teacher vectors of them (`--peer distill`: started from the "
+        "distill row's table instead); its wall and CPU are the training alone.",
         "",
         "| model | lines | spans | teacher | d | 7-task avg | "
         + " | ".join(names)
@@ -404,7 +419,13 @@ def main() -> None:
     p.add_argument("--label", help="the machine, when not this one: added to the row's name and teacher")
     p.add_argument("--results", default=str(OUT), help="the results file read and written")
     p.add_argument("--merge", nargs="+", help="with --score: add the rows of these results files (module docs)")
-    p.add_argument("--peer", action="store_true", help="tokenlearn's training on each sample's lines instead (module docs)")
+    p.add_argument(
+        "--peer",
+        nargs="?",
+        const="model2vec",
+        choices=("model2vec", "distill"),
+        help="tokenlearn's training on each sample's lines instead, from model2vec's distill or the distill row's table",
+    )
     p.add_argument("--no-score", action="store_true", help="distill only (the teacher pass, cached); score later")
     p.add_argument("--score", action="store_true", help="score the recorded runs' folders and potion-base-8M only")
     p.add_argument("--render", action="store_true", help="write docs/RESULTS.md's section from the saved results")
