@@ -287,7 +287,7 @@ def run(args) -> dict:
         row = data["rows"].get(name, {})
         row.setdefault("runs", []).append(got)
         row.update(
-            {"step": step, "sentences": got["sentences"], "spans": got["spans"], "teacher": got["teacher"], "dims": args.dims}
+            {"step": step, "sentences": got["sentences"], "spans": got["spans"], "teacher": got["teacher"], "dims": got["dims"]}
         )
         row.update(
             {"model": TOKENLEARN + ("" if args.peer == "model2vec" else ", from the distill's table")} if args.peer else {}
