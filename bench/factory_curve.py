@@ -188,17 +188,18 @@ def peer(step: int, work: Path, cache: Path, start_from: str = "model2vec") -> d
 
     from isotropy.distill.run import distill_static
 
-    (corpus, n), folder = (
-        sample(step, work),
-        work / (f"tokenlearn-{step}" + ("" if start_from == "model2vec" else "-from-distill")),
-    )
-    lines, Y = teacher_lines(corpus, cache)
+    corpus, n = sample(step, work)
+    folder = work / (f"tokenlearn-{step}" + ("" if start_from == "model2vec" else "-from-distill"))
     if start_from == "model2vec":
         start = distill_static(None, 256, show_progress=False)
     else:
         from model2vec import StaticModel
 
-        start = StaticModel.from_pretrained(str(work / f"distilled-{step}-{variant('none', None, 256)}"))
+        fitted = work / f"distilled-{step}-{variant('none', None, 256)}"
+        if not (fitted / "isotropy.json").is_file():
+            raise SystemExit(f"--peer distill: {fitted} is not there; distill that sample first (--steps {step})")
+        start = StaticModel.from_pretrained(str(fitted))
+    lines, Y = teacher_lines(corpus, cache)
     load, cpu0 = os.getloadavg()[0], time.process_time()
     model, wall = tokenlearn_fit(start, lines, Y)
     model.save_pretrained(str(folder))
@@ -289,9 +290,8 @@ def run(args) -> dict:
         row.update(
             {"step": step, "sentences": got["sentences"], "spans": got["spans"], "teacher": got["teacher"], "dims": got["dims"]}
         )
-        row.update(
-            {"model": TOKENLEARN + ("" if args.peer == "model2vec" else ", from the distill's table")} if args.peer else {}
-        )
+        if args.peer:
+            row["model"] = TOKENLEARN + ("" if args.peer == "model2vec" else ", from the distill's table")
         data["rows"][name] = row
         write_json(results, portable(data))
         print(f"{name}: {got}", file=sys.stderr, flush=True)

@@ -148,7 +148,7 @@ def stsb_mean(stsb_half_data) -> dict:
 # worker is left running one of them at the end while the other waits (longest first is the classic schedule for
 # two machines); the rest keep pytest's order. The figures are CPU seconds of a clean-clone `make test` on 2 cores.
 HEAVY_FILES = (
-    "test_calibrate.py",  # 140: the real-model folder, ONNX int8, a local Dask cluster
+    "test_calibrate.py",  # 140: the real-model folder, ONNX int8 (its Dask check: 24 s less since, thread workers)
     "test_pooling_families.py",  # 70: five ONNX exports
     "test_distill_worker_loss.py",  # 65: a Dask cluster and its worker-loss drills
     "test_readme.py",  # 63: every README command in a fresh process

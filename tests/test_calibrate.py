@@ -381,8 +381,8 @@ def test_dask_engine_fits_the_same_moments(tiny_model_dir, tiny_corpus, tmp_path
     opts = dict(model=tiny_model_dir, pooling="cls", max_length=32, shrinkage="auto")
     local = run_calibration(tiny_corpus, tmp_path / "local", **opts)
     # A scheduler over TCP with two thread workers in this process: the command reaches it by --address as it would a
-    # remote one, without starting worker processes that import torch (20-30 s of CPU); the local cluster the command
-    # starts itself is tests/test_distributed.py's, worker processes running the model its cluster tests'.
+    # remote one, without starting worker processes that import torch (20-30 s of CPU). The local cluster the command
+    # starts itself is tested in tests/test_distributed.py, and worker processes running the model in its cluster tests.
     with distributed.LocalCluster(
         n_workers=2, threads_per_worker=1, processes=False, protocol="tcp://", dashboard_address=":0", silence_logs=logging.ERROR
     ) as cluster:
