@@ -44,19 +44,22 @@ DOOMED = 1  # the part holding lines 11..20
 def cluster():
     import dask
 
-    with dask.config.set({"distributed.scheduler.allowed-failures": 1, "distributed.scheduler.worker-saturation": 1.0}):
-        c = distributed.LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            protocol="tcp://",
-            dashboard_address=":0",
-            silence_logs=logging.CRITICAL,
-        )
-    client = distributed.Client(c)
-    yield c.scheduler_address, client
-    client.close()
-    c.close()
+    from isotropy.distributed.cluster import worker_processes
+
+    with worker_processes():  # as the command's own local cluster: a worker started again is forked, not spawned
+        with dask.config.set({"distributed.scheduler.allowed-failures": 1, "distributed.scheduler.worker-saturation": 1.0}):
+            c = distributed.LocalCluster(
+                n_workers=2,
+                threads_per_worker=1,
+                processes=True,
+                protocol="tcp://",
+                dashboard_address=":0",
+                silence_logs=logging.CRITICAL,
+            )
+        client = distributed.Client(c)
+        yield c.scheduler_address, client
+        client.close()
+        c.close()
 
 
 @pytest.fixture(scope="module")
@@ -120,9 +123,11 @@ def _cache_note(folder: Path) -> str:
 
 
 def _faults(client, monkeypatch, spec: str):
-    """The fault hook's spec in every worker, and in this process's environment, which the nanny gives a worker it
-    starts again after a death."""
+    """The fault hook's spec in every worker, and in the environment each nanny gives a worker it starts again after
+    a death (its ``env``: a worker forked from the forkserver does not see this process's environment)."""
     monkeypatch.setenv(FAULT_ENV, spec)
+    for nanny in client.cluster.workers.values():
+        monkeypatch.setitem(nanny.env, FAULT_ENV, spec)
     client.run(lambda: os.environ.__setitem__(FAULT_ENV, spec))  # a lambda travels by value, a bound method would not
 
 
@@ -130,6 +135,8 @@ def _no_faults(client, monkeypatch):
     """Off everywhere, every worker back, and each one's thread free: a part of the failed run still running when the
     client gave up has finished (each worker has one thread, so a task sent to it runs after it; no sleep)."""
     monkeypatch.delenv(FAULT_ENV, raising=False)
+    for nanny in client.cluster.workers.values():
+        nanny.env.pop(FAULT_ENV, None)
     client.wait_for_workers(1, timeout=600)
     try:  # the nanny's restart of the last worker that died; on a loaded 2-core machine it may give up: one suffices
         client.wait_for_workers(2, timeout=60)

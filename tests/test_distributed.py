@@ -48,13 +48,16 @@ def _lines(n: int, seed: int) -> list[str]:
 def client():
     import logging
 
-    cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=logging.ERROR
-    )
-    c = distributed.Client(cluster)
-    yield c
-    c.close()
-    cluster.close()
+    from isotropy.distributed.cluster import worker_processes
+
+    with worker_processes():  # the workers start as the command's own local cluster starts them
+        cluster = distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=logging.ERROR
+        )
+        c = distributed.Client(cluster)
+        yield c
+        c.close()
+        cluster.close()
 
 
 @pytest.fixture(scope="module")
