@@ -285,8 +285,7 @@ def test_spec_carries_the_backend(tiny_model_dir, tmp_path, monkeypatch):
 
 
 def test_local_cluster_without_address(tmp_path):
-    """No address: a local cluster is started (and torn down) for the call. Vector shards
-    keep it fast (the workers never import torch)."""
+    """No address: a local cluster is started (and torn down) for the call."""
     rng = np.random.default_rng(0)
     parts = [rng.normal(size=(n, 5)) for n in (40, 7, 25)]
     for i, p in enumerate(parts):
@@ -295,6 +294,28 @@ def test_local_cluster_without_address(tmp_path):
     ref = Whitening(shrinkage="auto").fit(np.concatenate(parts))
     _assert_same_stats(w.moments_, ref.moments_)
     assert w.shrinkage_ == pytest.approx(ref.shrinkage_, rel=1e-9)
+
+
+def _worker_state(name: str):
+    import sys
+
+    return "torch" in sys.modules, os.environ.get(name)
+
+
+@pytest.mark.skipif("forkserver" not in __import__("multiprocessing").get_all_start_methods(), reason="no forkserver")
+def test_the_local_clusters_workers_start_with_torch_loaded_and_the_environment_at_its_start(monkeypatch):
+    """The command's local cluster forks its workers from a forkserver that imported torch (a spawned worker imports
+    it on its first task), and a worker sees the environment as it was when its cluster started, a second cluster in
+    the same process (the same forkserver) included."""
+    from isotropy.distributed.cluster import client_for
+
+    name = "ISOTROPY_TEST_WORKER_ENV"
+    seen = []
+    for value in ("first", "second"):
+        monkeypatch.setenv(name, value)
+        with client_for(None, n_workers=1) as client:
+            seen.append(list(client.run(_worker_state, name).values()))
+    assert seen == [[(True, "first")], [(True, "second")]]
 
 
 def _cli(args, capsys):
