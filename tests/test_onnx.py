@@ -268,3 +268,26 @@ def test_export_without_records_still_loads(whitening_export, tmp_path):
     _edit_config(max_length=129)(old)
     with pytest.raises(IsotropyError, match="max_length 129 exceeds the 128 positions"):
         Encoder(old, backend="onnx")
+
+
+def test_a_graph_composed_on_the_token_states_graph_gives_the_whole_exports_vectors(tiny_model_dir, tmp_path):
+    """calibrate's path: the transformer exported once (sentence-transformers' token-states graph), isotropy's graph
+    that graph followed by the pooling (sif: it reads the token ids too) and the whitening; its vectors are the whole
+    export's. The int8 graph composed so is checked on the default model (tests/test_calibrate.py,
+    test_real_model_onnx_and_int8: the same vectors as sentence-transformers' int8 graph followed by the pooling)."""
+    from isotropy.integrations.onnx_export import composable
+    from isotropy.integrations.st_onnx import export_token_states
+
+    (tmp_path / "c.txt").write_text("\n".join(corpus(60)) + "\n", encoding="utf-8")
+    enc = Encoder(tiny_model_dir, pooling="sif", max_length=32, pooling_stats=tmp_path / "c.txt")
+    w = Whitening(n_components=8, shrinkage="auto").fit(enc.encode(corpus(150)))
+    (tmp_path / "st").mkdir()
+    [token_states] = export_token_states(enc, tmp_path / "st")
+    whole = export_onnx(tmp_path / "whole", encoder=enc, transform=w, show_progress=False)
+    composed = export_onnx(tmp_path / "composed", encoder=enc, transform=w, show_progress=False, token_states=token_states)
+    assert sorted(p.name for p in composed.iterdir()) == sorted(p.name for p in whole.iterdir())  # no temporary left
+    a, b = (Encoder(f, backend="onnx").encode(SENTENCES) for f in (whole, composed))
+    np.testing.assert_allclose(b, a, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(b, w.transform(enc.encode(SENTENCES)), atol=1e-4, rtol=0)
+    # a pooling that reads more than the last layer's token states (other layers, the pooler) is exported whole
+    assert composable("last-avg") and composable("cls") and not composable("first-last-avg") and not composable("pooler")

@@ -231,9 +231,12 @@ def _write(out: Path, model: Any, info: dict[str, Any], encoder: Any, transform:
         write_model_files(model, tmp, out.name, marker={"calibration": info})
         (tmp / "README.md").write_text(model_card(info), encoding="utf-8")
         if info.get("onnx"):
-            if info["onnx"]["st"]:
-                export_token_states(encoder, tmp, quantize=quantize)
-            export_onnx(tmp / SUBFOLDER, encoder=encoder, transform=transform, quantize=quantize, show_progress=False)
+            # the transformer is exported once: isotropy's graph is the token-states graph followed by its own head
+            token_states = export_token_states(encoder, tmp, quantize=quantize)[-1] if info["onnx"]["st"] else None
+            export_onnx(
+                tmp / SUBFOLDER, encoder=encoder, transform=transform, quantize=quantize, show_progress=False,
+                token_states=token_states,
+            )  # fmt: skip
 
 
 NORMALIZE_LEFT = (
