@@ -115,7 +115,7 @@ def worker_processes() -> Iterator[str]:
     cluster started in 12.8 s of CPU with spawn and 5.7 s from the forkserver, and a lost worker was back in 6.9 s of
     CPU instead of 0.2 s. The nanny reads the method at every start, so the block must last as long as the cluster.
     A worker gets this process's environment as it was when the block started (Dask's nanny sets it in the worker).
-    Where there is no forkserver (Windows), or another method than Dask's default is configured, nothing changes.
+    Where there is no forkserver (Windows), or ``fork`` is configured, nothing changes; blocks may nest.
     A preloaded module that fails to import is skipped by the forkserver; the task then imports what it needs.
     """
     import multiprocessing
@@ -125,7 +125,7 @@ def worker_processes() -> Iterator[str]:
 
     key = "distributed.worker.multiprocessing-method"
     method = dask.config.get(key)
-    if method != "spawn" or "forkserver" not in multiprocessing.get_all_start_methods():
+    if method not in ("spawn", "forkserver") or "forkserver" not in multiprocessing.get_all_start_methods():
         yield method
         return
     # A forked worker's environment is the forkserver's (this process's when the first worker started), not this
