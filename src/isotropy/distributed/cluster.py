@@ -29,7 +29,7 @@ __all__ = [
 CONNECT_TIMEOUT = 5.0  # seconds to reach an existing scheduler before failing
 
 # What a worker of ours imports for its first task, loaded once in the forkserver that the local cluster's worker
-# processes are forked from (worker_processes): a spawned worker imports them itself, ~6 s of CPU per start, a restart
+# processes are forked from (worker_processes): a spawned worker imports them itself at each start (BENCHMARKS dask-start), a restart
 # after a lost worker included. The model classes' own modules load with the model (transformers imports lazily).
 WORKER_PRELOAD = ("distributed", "numpy", "torch", "transformers.modeling_utils", "isotropy.distributed.tasks")
 
@@ -111,9 +111,9 @@ def worker_processes() -> Iterator[str]:
     (``WORKER_PRELOAD``), for as long as the block runs; yields the start method.
 
     Dask spawns each worker process afresh by default (``distributed.worker.multiprocessing-method: spawn``), so each
-    start, and each restart after a lost worker, imports torch and transformers again: measured here, a two-worker
-    cluster started in 12.8 s of CPU with spawn and 5.7 s from the forkserver, and a lost worker was back in 6.9 s of
-    CPU instead of 0.2 s. The nanny reads the method at every start, so the block must last as long as the cluster.
+    start, and each restart after a lost worker, imports torch and transformers again (docs/BENCHMARKS.md, section
+    dask-start, measures both ways). The nanny reads the method at every start, so the block must last as long as
+    the cluster.
     A worker gets this process's environment as it was when the block started (Dask's nanny sets it in the worker).
     Where there is no forkserver (Windows), or ``fork`` is configured, nothing changes; blocks may nest.
     A preloaded module that fails to import is skipped by the forkserver; the task then imports what it needs.
