@@ -287,5 +287,8 @@ def test_a_graph_composed_on_the_token_states_graph_gives_the_encoders_vectors(t
     assert not [p.name for p in out.iterdir() if p.name.startswith(".")]  # no temporary left
     got = Encoder(out, backend="onnx").encode(SENTENCES)
     np.testing.assert_allclose(got, w.transform(enc.encode(SENTENCES)), atol=1e-4, rtol=0)
+    with pytest.raises(IsotropyError, match="is not the int8 token-states graph"):  # int8 asked, float32 given
+        export_onnx(tmp_path / "x", encoder=enc, transform=w, quantize="int8", show_progress=False, token_states=token_states)
+    assert not (tmp_path / "x").exists()
     # a pooling that reads more than the last layer's token states (other layers, the pooler) is exported whole
     assert composable("last-avg") and composable("cls") and not composable("first-last-avg") and not composable("pooler")

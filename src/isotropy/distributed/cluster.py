@@ -29,8 +29,8 @@ __all__ = [
 CONNECT_TIMEOUT = 5.0  # seconds to reach an existing scheduler before failing
 
 # What a worker of ours imports for its first task, loaded once in the forkserver that the local cluster's worker
-# processes are forked from (worker_processes): a spawned worker imports them itself at each start (BENCHMARKS dask-start), a restart
-# after a lost worker included. The model classes' own modules load with the model (transformers imports lazily).
+# processes are forked from (worker_processes); a spawned worker imports them itself at each start, a restart after
+# a lost worker included (BENCHMARKS dask-start). The model classes' own modules load with the model.
 WORKER_PRELOAD = ("distributed", "numpy", "torch", "transformers.modeling_utils", "isotropy.distributed.tasks")
 
 

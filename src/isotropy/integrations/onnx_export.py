@@ -176,6 +176,18 @@ def _export_head(encoder: Any, transform: Any, path: Path, opset: int | None) ->
     _torch_export(_head_module(encoder, transform), encoder, list(example), path, opset, example=example)
 
 
+INT8_OPS = ("DynamicQuantizeLinear", "MatMulInteger", "DynamicQuantizeMatMul")  # what quantize_dynamic writes
+
+
+def _check_token_states(token_states: Path, quantized: bool) -> None:
+    import onnx
+
+    model = onnx.load(str(token_states), load_external_data=False)
+    if quantized != any(n.op_type in INT8_OPS for n in model.graph.node):
+        want = "int8" if quantized else "float32"
+        raise IsotropyError(f"token_states: {token_states} is not the {want} token-states graph this export needs")
+
+
 def _compose(token_states: Path, head: Path, path: Path) -> None:
     """Write to ``path`` the token-states graph followed by the head graph: the head's inputs are the token graph's
     ``last_hidden_state`` output and its own ``attention_mask``/``input_ids`` inputs. ``onnx.compose.merge_models``
@@ -337,8 +349,8 @@ def export_onnx(
     ``token_states``: the encoder's token-states graph already exported (:func:`.st_onnx.export_token_states`: its
     float32 file, or its int8 one with ``quantize="int8"``), which calibrate writes for sentence-transformers anyway:
     where the pooling reads only the last layer (:func:`composable`), the graph is then that graph followed by the
-    pooling, head and transform, exported on their own, instead of a second export of the transformer (a MiniLM:
-    13 s of CPU, and 5 s to quantize). The head is quantized by the same rule as a whole graph.
+    pooling, head and transform, exported on their own, instead of a second export (and quantization) of the
+    transformer. The head is quantized by the same rule as a whole graph.
     """
     from ..encoders import Encoder
 
@@ -366,6 +378,7 @@ def export_onnx(
         graph_path = tmp / GRAPH_NAME
         fp32_path = tmp / ".fp32.onnx" if quantize else graph_path
         if token_states is not None and composable(encoder.pooling):
+            _check_token_states(Path(token_states), quantized=quantize is not None)
             head = tmp / ".head.onnx"
             _export_head(encoder, transform, head, opset)
             if quantize:
