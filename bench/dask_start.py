@@ -15,7 +15,6 @@ forkserver, are counted too): Linux only. Trials alternate between the two start
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -26,10 +25,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _report import update_section, write_json  # noqa: E402
+from _report import Section  # noqa: E402
 
 COMMAND = ".venv/bin/python bench/dask_start.py"
-RESULTS = HERE / "results" / "dask_start.json"
 STARTS = {"spawn": "Dask's own (spawn)", "isotropy": "isotropy's (forkserver, preloaded)"}
 
 
@@ -118,24 +116,18 @@ def render(r: dict) -> str:
     )
 
 
+SECTION = Section("BENCHMARKS.md", "dask-start", render, HERE / "results" / "dask_start.json")
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = SECTION.parser(__doc__)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--no-write", action="store_true")
-    ap.add_argument("--render", action="store_true", help="rewrite the section from the saved results only")
-    ap.add_argument("--trial", choices=list(STARTS), help=argparse.SUPPRESS)
+    ap.add_argument("--trial", choices=list(STARTS), help="one trial in this process (what each repeat runs)")
     args = ap.parse_args()
     if args.trial:
         print(json.dumps(trial(args.trial)))
-        return
-    if args.render:
-        update_section("BENCHMARKS.md", "dask-start", render(json.loads(RESULTS.read_text(encoding="utf-8"))))
-        return
-    r = measure(args.repeats)
-    print(render(r))
-    if not args.no_write:
-        write_json(RESULTS, r)
-        update_section("BENCHMARKS.md", "dask-start", render(r))
+    elif not SECTION.rendered(args):
+        SECTION.publish(measure(args.repeats), args)
 
 
 if __name__ == "__main__":
