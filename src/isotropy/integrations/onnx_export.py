@@ -320,6 +320,32 @@ def _export_config(encoder: Any, transform: Any, names: list[str], quantize: str
     }
 
 
+def _write_graph(
+    tmp: Path, graph_path: Path, encoder: Any, transform: Any, names: list[str], quantize: str | None,
+    opset: int | None, token_states: str | os.PathLike | None, bar: ProgressBar,
+) -> None:  # fmt: skip
+    """``graph_path``: the token-states graph followed by the head where that composes, else the whole export."""
+    fp32_path = tmp / ".fp32.onnx" if quantize else graph_path
+    if token_states is not None and composable(encoder.pooling):
+        _check_token_states(Path(token_states), quantized=quantize is not None)
+        head = tmp / ".head.onnx"
+        _export_head(encoder, transform, head, opset)
+        if quantize:
+            _quantize_int8(head, tmp / ".head-int8.onnx")
+            head = tmp / ".head-int8.onnx"
+        _compose(Path(token_states), head, graph_path)
+        bar.advance(2 if quantize else 1)
+    else:
+        with encoder.runtime.attention("eager" if parse_pooling(encoder.pooling).needs_attentions else None):
+            _torch_export(_graph_module(encoder, transform), encoder, names, fp32_path, opset)
+        bar.advance()
+        if quantize:
+            _quantize_int8(fp32_path, graph_path)
+            bar.advance()
+    for f in [*tmp.glob(".fp32.onnx*"), *tmp.glob(".head*.onnx*")]:
+        f.unlink()
+
+
 def export_onnx(
     output: str | os.PathLike,
     model: str | os.PathLike | None = None,
@@ -376,25 +402,7 @@ def export_onnx(
         output_dir(output, KIND, force=force) as tmp,
     ):
         graph_path = tmp / GRAPH_NAME
-        fp32_path = tmp / ".fp32.onnx" if quantize else graph_path
-        if token_states is not None and composable(encoder.pooling):
-            _check_token_states(Path(token_states), quantized=quantize is not None)
-            head = tmp / ".head.onnx"
-            _export_head(encoder, transform, head, opset)
-            if quantize:
-                _quantize_int8(head, tmp / ".head-int8.onnx")
-                head = tmp / ".head-int8.onnx"
-            _compose(Path(token_states), head, graph_path)
-            bar.advance(2 if quantize else 1)
-        else:
-            with encoder.runtime.attention("eager" if parse_pooling(encoder.pooling).needs_attentions else None):
-                _torch_export(_graph_module(encoder, transform), encoder, names, fp32_path, opset)
-            bar.advance()
-            if quantize:
-                _quantize_int8(fp32_path, graph_path)
-                bar.advance()
-        for f in [*tmp.glob(".fp32.onnx*"), *tmp.glob(".head*.onnx*")]:
-            f.unlink()
+        _write_graph(tmp, graph_path, encoder, transform, names, quantize, opset, token_states, bar)
         encoder.tokenizer.save_pretrained(str(tmp))
         config = _export_config(encoder, transform, names, quantize, tmp)
         _stamp_graph(graph_path, config)
