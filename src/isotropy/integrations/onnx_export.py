@@ -179,24 +179,25 @@ def _export_head(encoder: Any, transform: Any, path: Path, opset: int | None) ->
 INT8_OPS = ("DynamicQuantizeLinear", "MatMulInteger", "DynamicQuantizeMatMul")  # what quantize_dynamic writes
 
 
-def _check_token_states(token_states: Path, quantized: bool) -> None:
+def _load_token_states(token_states: Path, quantized: bool) -> Any:
+    """The token-states graph (an ``onnx.ModelProto``), refused when it is not of the precision asked."""
     import onnx
 
-    model = onnx.load(str(token_states), load_external_data=False)
+    model = onnx.load(str(token_states))
     if quantized != any(n.op_type in INT8_OPS for n in model.graph.node):
         want = "int8" if quantized else "float32"
         raise IsotropyError(f"token_states: {token_states} is not the {want} token-states graph this export needs")
+    return model
 
 
-def _compose(token_states: Path, head: Path, path: Path) -> None:
-    """Write to ``path`` the token-states graph followed by the head graph: the head's inputs are the token graph's
+def _compose(a: Any, head: Path, path: Path) -> None:
+    """Write to ``path`` the token-states graph ``a`` followed by the head graph: the head's inputs are the token graph's
     ``last_hidden_state`` output and its own ``attention_mask``/``input_ids`` inputs. ``onnx.compose.merge_models``
     connects an output of the first graph to an input of the second, not an input to both, so the graphs are
     joined here; the head's inner names are first prefixed (``HEAD_PREFIX``, :func:`onnx.compose.add_prefix`)."""
     import onnx
     from onnx.compose import add_prefix
 
-    a = onnx.load(str(token_states))
     b = add_prefix(onnx.load(str(head)), HEAD_PREFIX, rename_inputs=False, rename_outputs=False)
     feeds = {i.name for i in a.graph.input} | {o.name for o in a.graph.output}
     missing = [i.name for i in b.graph.input if i.name not in feeds]
@@ -327,13 +328,13 @@ def _write_graph(
     """``graph_path``: the token-states graph followed by the head where that composes, else the whole export."""
     fp32_path = tmp / ".fp32.onnx" if quantize else graph_path
     if token_states is not None and composable(encoder.pooling):
-        _check_token_states(Path(token_states), quantized=quantize is not None)
+        states = _load_token_states(Path(token_states), quantized=quantize is not None)
         head = tmp / ".head.onnx"
         _export_head(encoder, transform, head, opset)
         if quantize:
             _quantize_int8(head, tmp / ".head-int8.onnx")
             head = tmp / ".head-int8.onnx"
-        _compose(Path(token_states), head, graph_path)
+        _compose(states, head, graph_path)
         bar.advance(2 if quantize else 1)
     else:
         with encoder.runtime.attention("eager" if parse_pooling(encoder.pooling).needs_attentions else None):
