@@ -38,11 +38,13 @@ def _busy() -> float:
 
 
 def _task() -> int:
-    import torch  # noqa: F401
-    import transformers.modeling_utils  # noqa: F401
+    """What a worker of ours imports for its first task (the forkserver's preload, which it then finds loaded)."""
+    import importlib
 
-    import isotropy.distributed.tasks  # noqa: F401
+    from isotropy.distributed.cluster import WORKER_PRELOAD
 
+    for name in WORKER_PRELOAD:
+        importlib.import_module(name)
     return os.getpid()
 
 
