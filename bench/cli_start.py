@@ -12,8 +12,6 @@ command once, in turn (load from other users hits all alike); the table gives me
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -25,7 +23,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _report import ROOT, update_section, write_json  # noqa: E402
+from _render import f2, table, target  # noqa: E402
+
+from _report import ROOT, Section  # noqa: E402
 
 COMMAND = ".venv/bin/python bench/cli_start.py"
 RESULTS = HERE / "results" / "cli_start.json"
@@ -73,8 +73,7 @@ def measure(before: str, repeats: int) -> dict:
 def render(r: dict) -> str:
     m, before = r["median_s"], r["before"]
     now, old = m["isotropy --help"], m[f"isotropy --help at {before}"]
-    rows = [f"| `{name}` | {m[name]:.3f} | {m[name] / now:.2f} |" for name in m]
-    met = "met" if now <= TARGET else f"not met ({now:.2f} s)"
+    body = [[f"`{name}`", f2(m[name], 3), f2(m[name] / now)] for name in m]
     return "\n".join(
         [
             "## Command-line start (`bench/cli_start.py`, issue #44)",
@@ -83,35 +82,25 @@ def render(r: dict) -> str:
             f"(load average {r['load']}); `at {before}` is the same command on the code before the start was made light "
             "(checked out beside this one, same interpreter and packages).",
             "",
-            "| command | median s | vs `isotropy --help` now |",
-            "|---|---:|---:|",
-            *rows,
+            *table(["command", "median s", "vs `isotropy --help` now"], body, "r"),
             "",
-            f"`isotropy --help` {old:.2f} s -> {now:.2f} s ({old / now:.1f}x); target <= {TARGET} s on this machine: {met}. "
-            "What changed: the storage layer phrases its messages through `isotropy._spelling` (no scikit-learn), and "
-            "every command, group and `fit NAME` is built when it is used (lazy click groups: the root lists each "
-            "command from a line kept in `cli/app.py`), so no command module, no transform class, hence no "
-            "scikit-learn, is imported to start; `tests/test_cli_start.py` asserts which modules "
-            "`isotropy --help` and every `COMMAND --help` import.",
+            target(
+                f"`isotropy --help` <= {TARGET} s on this machine", now <= TARGET, f"{old:.2f} s -> {now:.2f} s, {old / now:.1f}x"
+            ),
         ]
     )
 
 
+SECTION = Section("BENCHMARKS.md", "cli-start", render, RESULTS)
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = SECTION.parser(__doc__)
     ap.add_argument("--before", default=BEFORE)
     ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--no-write", action="store_true")
-    ap.add_argument("--render", action="store_true", help="rewrite the section from the saved results only")
     args = ap.parse_args()
-    if args.render:
-        update_section("BENCHMARKS.md", "cli-start", render(json.loads(RESULTS.read_text(encoding="utf-8"))))
-        return
-    r = measure(args.before, args.repeats)
-    print(render(r))
-    if not args.no_write:
-        write_json(RESULTS, r)
-        update_section("BENCHMARKS.md", "cli-start", render(r))
+    if not SECTION.rendered(args):
+        SECTION.publish(measure(args.before, args.repeats), args)
 
 
 if __name__ == "__main__":
