@@ -536,7 +536,7 @@ def static_speed(results: list[dict], quiet_load: float, where: str) -> str:
     ]
     for res in results:
         for n, r in res["sizes"].items():
-            lines += _sspeed_run(res["name"], n, r, quiet_load)
+            lines += _sspeed_run(res["name"], int(n), r, quiet_load)  # int: the saved JSON's keys are text
     return "\n".join(lines)
 
 

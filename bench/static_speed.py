@@ -31,7 +31,6 @@ LOAD and are not results.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import statistics
@@ -47,7 +46,7 @@ sys.path.insert(0, str(HERE))
 
 import _render  # noqa: E402
 
-from _report import DATA, machine, portable, update_section, write_json  # noqa: E402
+from _report import DATA, load_json, machine, portable, update_section, write_json  # noqa: E402
 
 RESULTS = HERE / "results" / "static_speed.json"  # the last run's figures (--render rewrites the section from them)
 CHUNK = 8192
@@ -228,24 +227,18 @@ def main() -> None:
     ap.add_argument("--render", action="store_true", help=f"only re-render the section from {RESULTS.name}")
     args = ap.parse_args()
     if args.render:
-        saved = json.loads(RESULTS.read_text(encoding="utf-8"))
-        for res in saved["results"]:
-            res["sizes"] = {int(n): r for n, r in res["sizes"].items()}
-        md = _render.static_speed(saved["results"], args.quiet_load, saved["machine"])
-        print(md)
-        if not args.no_write:
-            update_section("BENCHMARKS.md", "static-speed", md)
-        return
-    base = sts_sentences()
-    caps = {"st-static": args.st_max, "teacher": args.teacher_n}
-    repeats = {"small": args.repeats, "large": args.repeats if args.repeats_1m is None else args.repeats_1m}
-    results = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for name in args.models:
-            label = {"glove": "GloVe 6B 50d (model2vec folder)", "distilled": "default model distilled to 256 d"}[name]
-            results.append(run_model(label, model_folder(name, Path(tmp)), args.sizes, repeats, base, caps))
-    write_json(RESULTS, portable({"machine": machine(), "results": results}), indent=1)
-    md = _render.static_speed(results, args.quiet_load, machine())
+        saved = load_json(RESULTS)
+    else:
+        base = sts_sentences()
+        caps = {"st-static": args.st_max, "teacher": args.teacher_n}
+        repeats = {"small": args.repeats, "large": args.repeats if args.repeats_1m is None else args.repeats_1m}
+        saved = {"machine": machine(), "results": []}
+        with tempfile.TemporaryDirectory() as tmp:
+            for name in args.models:
+                label = {"glove": "GloVe 6B 50d (model2vec folder)", "distilled": "default model distilled to 256 d"}[name]
+                saved["results"].append(run_model(label, model_folder(name, Path(tmp)), args.sizes, repeats, base, caps))
+        write_json(RESULTS, portable(saved), indent=1)
+    md = _render.static_speed(saved["results"], args.quiet_load, saved["machine"])
     print(md)
     if not args.no_write:
         update_section("BENCHMARKS.md", "static-speed", md)
