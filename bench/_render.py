@@ -37,6 +37,12 @@ def target(what: str, ok: bool | None, figure: str) -> str:
     return f"Target ({what}): {said} ({figure})."
 
 
+def md(*blocks: str | list[str] | None) -> str:
+    """Markdown paragraphs: each block (a line, or a list of lines such as a table) apart from the next by a blank
+    line; an empty block (a part a run did not make) is left out."""
+    return "\n\n".join(b if isinstance(b, str) else "\n".join(b) for b in blocks if b)
+
+
 def num(x: float | None) -> float:
     """NaN (a transform that could not be fitted, or not run) sorts below every number."""
     return -math.inf if x is None or math.isnan(x) else x
@@ -902,15 +908,13 @@ def serve(r: dict) -> str:
         [f"`GET /search?q=...&k=10`, as the client sees it (ms, {r['requests']} requests)", *(f2(x, 1) for x in r["latency_ms"])],
         ["of which the search itself (ms, the server's `took_ms`)", *(f2(x, 1) for x in r["took_ms"])],
     ]
-    return "\n".join([
+    return md(
         "## Serving searches (`isotropy serve`)",
-        "",
         f"An index of a generated {r['lines']}-line corpus, default model, `isotropy index build`'s default (soft "
         f"whitening to 128 dims, flat), on {r['machine']} (load {load0:.1f} -> {load1:.1f}). Regenerate: "
         "`.venv/bin/python bench/serve.py`.",
-        "",
-        *table(["", "median", "90th percentile"], body, "r"),
-    ])  # fmt: skip
+        table(["", "median", "90th percentile"], body, "r"),
+    )
 
 
 # --------------------------------------------------------------------------- onnx (BENCHMARKS.md)
@@ -926,19 +930,15 @@ def onnx(r: dict) -> str:
         for x in r["rows"]
     ]  # fmt: skip
     speed, loss = next(x["ratio"] for x in r["rows"] if x["pipeline"] == "ONNX int8"), r["loss"]
-    return "\n".join([
+    return md(
         "## onnx",
-        "",
         f"The {r['n']:,} sentences of the STS-B test pairs, default model, last-avg, max_length 64, batch 64; median of "
         f"{r['repeats']} rounds, the pipelines taking turns on chunks of {r['chunk']}, on {r['machine']}. Regenerate: "
         "`.venv/bin/python bench/onnx_speed.py`.",
-        "",
-        *table(head, body, [*["---"], *["---:"] * 7, "---"]),
-        "",
+        table(head, body, [*["---"], *["---:"] * 7, "---"]),
         target("int8 >= 1.5x PyTorch's throughput, <= 0.3 Spearman points lost", speed >= 1.5 and loss <= 0.3, f"{speed:.2f}x, {-loss:+.2f} points"),
-        "",
         f"int8 with whitening in the graph, against PyTorch + whitening: {r['whitening_change']:+.2f} Spearman points.",
-    ])  # fmt: skip
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- flow (BENCHMARKS.md)
@@ -962,27 +962,24 @@ def flow(r: dict) -> str:
     ]  # fmt: skip
     if t_w is not None:
         body.append(["`Whitening().fit` (reference)", f"{t_w:.3f} s", _runs(r["whitening_runs"]), "1x"])
-    fit_what, fit_got = (
-        f"fit in at most {r['fit_target_s']:.0f} s",
-        f"{t_fit:.1f} s, {r['steps']} steps; repeated fits bit-identical: {r['same']}",
-    )
-    out = [
-        "## flow",
-        "",
-        f"BERT-flow on {source}: {r['n']} x {r['d']} float32, on {r['machine']} (load {r['load'][0]:.1f} -> "
-        f"{r['load'][1]:.1f}). Regenerate: `.venv/bin/python bench/flow.py`.",
-        "",
-        *table(["what", "median", "all runs (s)", "vs whitening fit"], body),
-        "",
-        "- " + target(fit_what, t_fit <= r["fit_target_s"], fit_got),
-        "- " + target(f"transform at least {r['transform_target']:,.0f} vectors/s", rate >= r["transform_target"], f"{rate:,.0f} vectors/s"),
-        f"- Round trip `inverse_transform(transform(X))`: max abs error {r['err']:.2e} (float32).",
-    ]  # fmt: skip
+    fit_got = f"{t_fit:.1f} s, {r['steps']} steps; repeated fits bit-identical: {r['same']}"
+    quality = None
     if q:
         cells = [f"raw {q['raw']:.2f}", f"flow {q['flow']:.2f} ({q['flow'] - q['raw']:+.2f})"]
         cells += [f"whitening {q['whitening']:.2f} ({q['whitening'] - q['raw']:+.2f})"] if "whitening" in q else []
-        out += ["", "STS-B test Spearman x100 (cls, fitted on train+dev+test): " + ", ".join(cells) + "."]
-    return "\n".join(out) + "\n"
+        quality = "STS-B test Spearman x100 (cls, fitted on train+dev+test): " + ", ".join(cells) + "."
+    return md(
+        "## flow",
+        f"BERT-flow on {source}: {r['n']} x {r['d']} float32, on {r['machine']} (load {r['load'][0]:.1f} -> "
+        f"{r['load'][1]:.1f}). Regenerate: `.venv/bin/python bench/flow.py`.",
+        table(["what", "median", "all runs (s)", "vs whitening fit"], body),
+        [
+            "- " + target(f"fit in at most {r['fit_target_s']:.0f} s", t_fit <= r["fit_target_s"], fit_got),
+            "- " + target(f"transform at least {r['transform_target']:,.0f} vectors/s", rate >= r["transform_target"], f"{rate:,.0f} vectors/s"),
+            f"- Round trip `inverse_transform(transform(X))`: max abs error {r['err']:.2e} (float32).",
+        ],
+        quality,
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- whitening (BENCHMARKS.md)
@@ -997,22 +994,20 @@ def whitening(r: dict) -> str:
         ["`Moments().update(X)` on the in-memory array (no file reading), float64", f2(r["mem_s"]), f"{r['mem_ratio']:.2f}x"],
         [f"for scale: `X.T @ X` on a {r['slice_rows']:,}-row slice, float64 vs float32", f"{r['t64']:.2f} vs {r['t32']:.2f}", f"{r['t64_ratio']:.2f}x"],
     ]  # fmt: skip
-    return "\n".join([
+    return md(
         "## whitening",
-        "",
         f"BERT-whitening fitted on {r['rows']:,} x {r['d']} float32 rows streamed from {r['shards']} `.npy` shards "
         f"(page-cached) against one `X.T @ X` on the same rows in memory; median of {r['repeats']} interleaved repeats "
         f"on {r['machine']}, BLAS {r['blas']} (load {r['load']:.1f} at the end). Regenerate: "
         f"`.venv/bin/python bench/whitening.py{f' --threads {th}' if th else ''}`.",
-        "",
-        *table(["what", "time (s)", "vs `X.T @ X`"], body, "r"),
-        "",
-        "- " + target("within 1.5x of `X.T @ X`", r["ratio"] <= 1.5, f"{r['ratio']:.2f}x"),
-        f"- The float64 path agrees with a one-shot float64 `numpy.cov` to {r['err_ours']:.1e} (relative, max entry).",
-        f"- Peak extra memory of the streamed fit (tracemalloc): {r['mem_small_mib']:.1f} MiB at {r['rows_small']:,} rows, "
-        f"{r['mem_full_mib']:.1f} MiB at {r['rows']:,} rows.",
-        "",
-    ])  # fmt: skip
+        table(["what", "time (s)", "vs `X.T @ X`"], body, "r"),
+        [
+            "- " + target("within 1.5x of `X.T @ X`", r["ratio"] <= 1.5, f"{r['ratio']:.2f}x"),
+            f"- The float64 path agrees with a one-shot float64 `numpy.cov` to {r['err_ours']:.1e} (relative, max entry).",
+            f"- Peak extra memory of the streamed fit (tracemalloc): {r['mem_small_mib']:.1f} MiB at {r['rows_small']:,} rows, "
+            f"{r['mem_full_mib']:.1f} MiB at {r['rows']:,} rows.",
+        ],
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- distributed (BENCHMARKS.md)
@@ -1029,38 +1024,26 @@ def distributed(r: dict) -> str:
     ]  # fmt: skip
     subset = f": the first {n:,} of its {r['n_all']:,}" if n < r["n_all"] else ""
     cost = [[f"{c} CPU cores", f"{core_hours / c:,.1f} h", f"${core_hours * r['price_core']:,.0f}"] for c in (64, 512, 4096)]
-    cost += [
-        [
-            f"{g} GPUs (assumed {r['gpu_rate']:,.0f} sentences/s each)",
-            f"{gpu_hours / g:,.1f} h",
-            f"${gpu_hours * r['price_gpu']:,.0f}",
-        ]
-        for g in (8, 64)
-    ]
-    return "\n".join([
+    gpus = f"GPUs (assumed {r['gpu_rate']:,.0f} sentences/s each)"
+    cost += [[f"{g} {gpus}", f"{gpu_hours / g:,.1f} h", f"${gpu_hours * r['price_gpu']:,.0f}"] for g in (8, 64)]
+    return md(
         "## Distributed fit (`bench/distributed_fit.py`)",
-        "",
         f"{n:,} unique sentences ({', '.join(r['tasks'])}{subset}) "
         f"in {r['shards']} shards, all-MiniLM-L6-v2 (mean pooling, max_length {r['max_length']}, {d} dims), whitening fit; one "
         f"run each on {r['machine']} (load {r['load'][0]:.1f} -> {r['load'][1]:.1f}).",
-        "",
-        *table(["run", "wall time", "vs one process"], [[what, f"{t:.1f} s", f"{t / t_single:.2f}"] for what, t in runs]),
-        "",
-        f"- Cold and warm cluster fits agree to {r['same_runs']:.1e} relative; against the one-process fit the mean differs by "
-        f"{r['vs_single_mean']:.1e} and the covariance by {r['vs_single_cov']:.1e} (max |difference| / max |value|).",
-        f"- Throughput: {r['per_core']:,.1f} sentences per core-second in the cluster, {r['per_core_single']:,.1f} in one process.",
-        "",
+        table(["run", "wall time", "vs one process"], [[what, f"{t:.1f} s", f"{t / t_single:.2f}"] for what, t in runs]),
+        [
+            f"- Cold and warm cluster fits agree to {r['same_runs']:.1e} relative; against the one-process fit the mean differs by "
+            f"{r['vs_single_mean']:.1e} and the covariance by {r['vs_single_cov']:.1e} (max |difference| / max |value|).",
+            f"- Throughput: {r['per_core']:,.1f} sentences per core-second in the cluster, {r['per_core_single']:,.1f} in one process.",
+        ],
         "### Paper estimate: 1 billion sentences",
-        "",
         f"Assumed: ${r['price_core']:.2f} per core-hour at the cluster's measured per-core rate; {r['gpu_rate']:,.0f} "
         f"sentences/s per T4/L4-class GPU (not measured) at ${r['price_gpu']:.2f} per GPU-hour; reading and merging "
         f"negligible (one merge moves {d * d * 8 / 2**20:.1f} MiB).",
-        "",
-        *table(["workers", "wall time", "cost"], cost),
-        "",
+        table(["workers", "wall time", "cost"], cost),
         f"Total CPU work: {core_hours:,.0f} core-hours; GPU: {gpu_hours:,.0f} GPU-hours (assumed rate).",
-        "",
-    ])  # fmt: skip
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- analysis (BENCHMARKS.md)
