@@ -1049,58 +1049,46 @@ def distributed(r: dict) -> str:
 # --------------------------------------------------------------------------- analysis (BENCHMARKS.md)
 
 
-def _analysis_time(t: dict) -> list[str]:
+def _analysis_time(t: dict) -> str:
     """``isotropy analyze`` against ``isotropy encode`` on a generated corpus."""
     body = [
         ["`isotropy encode` (reference: load + encode)", f"{t['encode_s']:.1f}", f"{t['encode_cpu_s']:.1f}", "1.00"],
         ["`isotropy analyze` (everything, word level and figures included)", f"{t['analyze_s']:.1f}", f"{t['analyze_cpu_s']:.1f}", f2(t["ratio"])],
     ]  # fmt: skip
     inside = ", ".join(f"{k.removesuffix('_s')} {v:.1f}" for k, v in t["inside"].items())
-    return [
+    return md(
         f"`isotropy analyze` on the default model and a generated {t['lines']}-line corpus (median of {t['repeats']}; "
         f"load {t['load'][0]:.1f} -> {t['load'][1]:.1f}).",
-        "",
-        *table(["command", "wall s", "CPU s (user+sys)", "wall vs encode"], body, "r"),
-        "",
+        table(["command", "wall s", "CPU s (user+sys)", "wall vs encode"], body, "r"),
         f"Inside the last analyze run (wall s): {inside}.",
-        "",
         target(f"at most {t['target_s']} s on 2 cores", t["analyze_s"] <= t["target_s"], f"{t['analyze_s']:.1f} s wall, {t['analyze_cpu_s']:.1f} s CPU"),
-    ]  # fmt: skip
+    )  # fmt: skip
 
 
-def _analysis_stsb(s: dict) -> list[str]:
+def _analysis_stsb(s: dict) -> str:
     """The anisotropy tables on STS-B: one per pooling, then the word level (all tokens, then those seen only)."""
     w, drop, cos = s["word"], s["drop"], s["word"]["average_cosine"]
-    out = [
+    return md(
         f"STS-B, all {s['sentences']} unique sentences, default model, max_length 64; whitening (shrinkage 0) fitted on them.",
-        "",
-    ]
-    for pooling, t in s["poolings"].items():
-        out += [f"**Pooling `{pooling}`**", "", *table(t["header"], t["rows"], "r"), ""]
-    out += [
+        *(md(f"**Pooling `{pooling}`**", table(t["header"], t["rows"], "r")) for pooling, t in s["poolings"].items()),
         f"**Word level** ({w['model']}, {w['ranked_tokens']} tokens ranked, {w['seen_tokens']} seen in STS-B, "
         f"{w['corpus_tokens']} token occurrences; kNN over at most {w['max_queries']} queries per bucket):",
-        "",
-        *table(w["header"], w["rows"], "r"),
-        "",
+        table(w["header"], w["rows"], "r"),
         f"Random token pairs: average cosine {cos['mean']:.3f} (std {cos['std']:.3f}), I(W) {w['partition_isotropy']:.3f}, "
         f"IsoScore {w['isoscore']:.3f}.",
-        "",
         f'The same with `unseen="drop"` (only the {drop["ranked_tokens"]} tokens seen in STS-B):',
-        "",
-        *table(drop["header"], drop["rows"], "r"),
-    ]
-    return out
+        table(drop["header"], drop["rows"], "r"),
+    )
 
 
 def analysis(r: dict) -> str:
     """``isotropy analyze``: its time and the anisotropy figures on STS-B (BENCHMARKS.md)."""
-    parts = ["## Analysis (`isotropy analyze`)", "", f"On {r['machine']}. Regenerate: `.venv/bin/python bench/analysis.py`.", ""]
-    if "timing" in r:
-        parts += ["### Time", "", *_analysis_time(r["timing"]), ""]
-    if "stsb" in r:
-        parts += ["### Anisotropy on STS-B", "", *_analysis_stsb(r["stsb"]), ""]
-    return "\n".join(parts)
+    return md(
+        "## Analysis (`isotropy analyze`)",
+        f"On {r['machine']}. Regenerate: `.venv/bin/python bench/analysis.py`.",
+        *(["### Time", _analysis_time(r["timing"])] if "timing" in r else []),
+        *(["### Anisotropy on STS-B", _analysis_stsb(r["stsb"])] if "stsb" in r else []),
+    )
 
 
 # --------------------------------------------------------------------------- calibrate (ECOSYSTEM.md)
