@@ -484,21 +484,17 @@ def auto_speed(res: dict) -> str:
     """``calibrate --method auto`` against ``encode`` on the STS-B sentences (BENCHMARKS.md)."""
     body = [[i, f"{r['encode_s']:.1f}", f"{r['auto_s']:.1f}", f"**{r['ratio']:.2f}x**"] for i, r in enumerate(res["rounds"], 1)]
     worst, sv = max(r["ratio"] for r in res["rounds"]), res["same_vectors"]
-    return "\n".join([
+    return md(
         "## `calibrate --method auto` against `encode` (issue #34)",
-        "",
         f"The {res['sentences']:,} distinct STS-B sentences, the default model, each command in a new process with a fresh "
         f"vector cache; auto encodes a sample of {res['signal_rows']:,} sentences and writes the base model "
         f"({' -> '.join(res['modules'])}). Ran on {res['machine']} (load {max(x[0] for x in res['loadavg']):.2f} at most). "
         "Regenerate: `.venv/bin/python bench/auto_speed.py`.",
-        "",
-        *table(["round", "`isotropy encode` (s)", "`calibrate --method auto` (s)", "auto / encode"], body, "---:"),
-        "",
+        table(["round", "`isotropy encode` (s)", "`calibrate --method auto` (s)", "auto / encode"], body, "---:"),
         target("auto <= 0.35x encode", worst <= 0.35, f"worst {worst:.2f}x, choice {res['choice']}"),
-        "",
         f"The folder against the base model through sentence-transformers (200 sentences and one longer than the window): "
         f"largest difference {sv['max_abs_diff']:.2e}, norms {sv['norm_min']:.4f} to {sv['norm_max']:.4f}.",
-    ])  # fmt: skip
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- static-speed (BENCHMARKS.md)
@@ -845,14 +841,12 @@ def poolings(result: dict, names: list[str], new: set[str], speed_rows: int) -> 
     both = "all in one encode_multi"
     body = [[f"**{p}**" if p in new else p, f2(scores[p]), f"{speed[p]:.0f}", f"{relative[p]:.2f}x"] for p in names]
     body.append([f"all {len(names)} in one `encode_multi`", "", f"{speed[both]:.0f}", f"{relative[both]:.2f}x"])
-    return "\n".join([
+    return md(
         "## Poolings (issue #14)",
-        "",
         f"`bench/poolings.py`: {result['setting']}. New poolings in bold, each with its paper's defaults. Speed: each "
         f"pooling alone on {speed_rows} test sentences, median of {result['rounds']} interleaved rounds ({result['machine']}).",
-        "",
-        *table(["pooling", "Spearman x 100", "sentences / s", "speed vs last-avg"], body, "r"),
-    ])  # fmt: skip
+        table(["pooling", "Spearman x 100", "sentences / s", "speed vs last-avg"], body, "r"),
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- search (BENCHMARKS.md)
@@ -869,19 +863,16 @@ def search(data: dict, threshold: float, max_length: int) -> str:
          f"{r['bytes'] / ref['bytes']:.2f}x" if ref else "-", f"{r['build_s']:.1f}"]
         for r in rows
     ]  # fmt: skip
-    return "\n".join([
+    return md(
         "## Search: whitened, smaller vectors on a faiss index",
-        "",
         f"Corpus: the {m['n_corpus']} unique sentences of {', '.join(m['task_names'])}; queries: sentence1 of every pair "
         f"with gold >= {threshold} ({m['n_queries']} queries, {m['n_pairs']} pairs), the relevant document its sentence2. "
         f"Default model, last-avg, max_length {max_length}, encoding {m['enc_rate']:.0f} sentences/s here. Median of "
         f"{m['repeats']} interleaved sweeps on {m['machine']} ({m['date']}); faiss threads {m['faiss_threads']} for "
         f"batches, 1 for single queries ({m['n_single']} queries). Regenerate: `.venv/bin/python bench/search.py`.",
-        "",
-        *table(head, body, ["---", "---", *["---:"] * 11]),
-        "",
+        table(head, body, ["---", "---", *["---:"] * 11]),
         search_verdict(rows, ref),
-    ])  # fmt: skip
+    )  # fmt: skip
 
 
 def search_verdict(rows, ref) -> str:
@@ -1104,20 +1095,15 @@ def calibrate(res: dict) -> str:
         [f"calibrated folder through MTEB's STS evaluator ({r['mteb_s']:.0f} s)", f2(r["mteb"])],
         ["calibrated folder, int8 graph for sentence-transformers' ONNX backend", f2(r["int8"])],
     ]
-    return "\n".join([
+    return md(
         "## Measured (bench/calibrate.py)",
-        "",
         f"Parity: every affine method fitted on the {res['train']:,} STS-B train sentences (all-MiniLM-L6-v2, max_length "
         f"64), the folder loaded by plain `SentenceTransformer(path)` where isotropy is not importable, against `Encoder` + "
         f"the float64 transform on the {res['test']:,} STS-B test sentences.",
-        "",
-        *table(["pooling", "method", "calibration module", "max abs difference", "largest entry"], [[c.strip() for c in p] for p in parity], ["---"] * 3 + ["---:"] * 2),
-        "",
+        table(["pooling", "method", "calibration module", "max abs difference", "largest entry"], [[c.strip() for c in p] for p in parity], ["---"] * 3 + ["---:"] * 2),
         f"`run_calibration` on {r['train']:,} STS-B train sentences (last-avg, whitening with Ledoit-Wolf shrinkage, "
         f"`--onnx --quantize int8 --eval STSBenchmark`): {r['total_s']:.0f} s in all, encoding {r['encode_s']:.0f} s, "
         f"fitting {r['fit_s']:.2f} s; peak RSS {r['peak_mib']:.0f} MiB.",
-        "",
-        *table(["STS-B test (1,379 pairs), Spearman x 100", ""], scores, "r"),
-        "",
+        table(["STS-B test (1,379 pairs), Spearman x 100", ""], scores, "r"),
         f"MTEB minus isotropy eval: {r['mteb_minus_eval']:+.4f}. On {res['machine']}.",
-    ])  # fmt: skip
+    )  # fmt: skip
