@@ -59,23 +59,10 @@ def static_factory(data: dict) -> str:
     head = ["model", "corpus", "lines", "STS avg", *tasks, "Cranfield nDCG@10", "recall@100", "fit / train s (runs)"]
 
     def line(name: str, corpus: str, r: dict) -> list:
-        cran = r.get("cranfield") or {}
-        runs = r.get("seconds_runs")
-        secs = (
-            "-"
-            if r.get("seconds") is None
-            else f"{r['seconds']:.1f}" + (f" ({', '.join(f'{v:.1f}' for v in runs)})" if runs else "")
-        )
-        return [
-            name,
-            corpus,
-            r.get("sentences", "-"),
-            f"**{f2(r['avg'])}**",
-            *map(f2, r["sts"]),
-            f2(cran.get("ndcg@10")),
-            f2(cran.get("recall@100")),
-            secs,
-        ]
+        cran, runs = r.get("cranfield") or {}, r.get("seconds_runs")
+        secs = "-" if r.get("seconds") is None else f"{r['seconds']:.1f}" + (f" ({_runs(runs, 1)})" if runs else "")
+        scores = [f"**{f2(r['avg'])}**", *map(f2, r["sts"]), f2(cran.get("ndcg@10")), f2(cran.get("recall@100"))]
+        return [name, corpus, r.get("sentences", "-"), *scores, secs]
 
     body = [line("teacher (all-MiniLM-L6-v2, mean)", "-", {"avg": mean(data["teacher_sts"]), "sts": data["teacher_sts"]})]
     body += [line(name, "-", rows[name]) for name in (raw, potion) if name in rows]
@@ -85,20 +72,10 @@ def static_factory(data: dict) -> str:
             if r is not None:
                 shown = "7 fits" if corpus == "others" else r.get("sentences", "-")
                 body.append(line(f"`{name}`" if name == product else name, corpus, {**r, "sentences": shown}))
-    return f"""## Static models fitted on a corpus: `isotropy distill --corpus`
-
-`isotropy distill --corpus FILE` with its defaults (token fit from the full-width distill, halves, dropped-word and cut \
-copies of the lines as spans, targets x n^-0.5, strength by held-out cosine agreement), tokenlearn 0.2.1 trained on the \
-same lines and teacher vectors, and potion-base-8M (model2vec's own static model, no corpus) scored the same way. \
-Spearman x 100, all pairs of each STS task pooled; `others`: per task one fit on the six other tasks' sentences, scored \
-on that task. Fit seconds: statistics + solve (the teacher's encoding, cached, apart), medians of the runs listed, each \
-in turn with tokenlearn's. Every field: `bench/results/static_factory.json`.
-
-```
-nice -n 5 .venv/bin/python bench/static_factory.py --others   # runs the fits; --render rewrites this from the JSON
-```
-
-{chr(10).join(table(head, body))}"""
+    command = (
+        "nice -n 5 .venv/bin/python bench/static_factory.py --others   # runs the fits; --render rewrites this from the JSON"
+    )
+    return md(f"```\n{command}\n```", table(head, body))
 
 
 # --------------------------------------------------------------------------- sts-default-model (RESULTS.md)
@@ -935,8 +912,8 @@ def onnx(r: dict) -> str:
 # --------------------------------------------------------------------------- flow (BENCHMARKS.md)
 
 
-def _runs(times: list[float]) -> str:
-    return ", ".join(f"{t:.2f}" for t in times)
+def _runs(times: list[float], d: int = 2) -> str:
+    return ", ".join(f"{t:.{d}f}" for t in times)
 
 
 def flow(r: dict) -> str:
