@@ -397,28 +397,21 @@ def auto_zoo(zoo: dict) -> str:
 
     rule, meta = zoo["rule"], zoo["meta"]
     entries = len(dict.fromkeys(k.split("|")[0] for k in zoo["cells"]))
-    return "\n".join([
+    return md(
         "## Model zoo: label-free `auto` by the encoder's kind (issue #24)",
-        "",
         f"Label-free `auto`: **{rule['act']['static']}** on a static table, **{rule['act']['transformer']}** on a "
         f"transformer (`SIGNAL_RULE`); few-label `auto`: `DEV_RULE` `{DEV_RULE['test']}@{DEV_RULE['level']:g}`, {meta.get('draws', 20)} draws of 100 dev pairs per "
         f"cell. {entries} zoo entries x {len(meta['tasks'])} tasks, leave one task out, fitted on `others`; Spearman x 100."
         + (" PARTIAL RUN." if meta.get("partial") else ""),
-        "",
-        *zoo_targets(zoo),
-        "",
+        zoo_targets(zoo),
         "### The rule and each signal deciding alone, on the held-out cells",
-        "",
-        *signal_table(zoo, rule),
-        "",
+        signal_table(zoo, rule),
         "### Pooling: the rule (`POOLING_RULE`) held out task by task",
-        "",
-        *pooling_table(zoo),
-        "",
+        pooling_table(zoo),
         f"Run: {len(zoo['cells'])} cells in {meta.get('wall_s', float('nan')) / 60:.1f} min. Every cell is in "
         "`bench/results/auto.json` (`zoo`). Regenerate: `.venv/bin/python bench/auto.py --zoo` "
         "(`--render`: from the JSON).",
-    ])  # fmt: skip
+    )  # fmt: skip
 
 
 def _means(e: dict, rows: np.ndarray) -> dict[str, float]:
@@ -438,20 +431,16 @@ def auto_search(res: dict) -> str:
                          f"{m[sim]:.2f} ({sim}, {m[sim] - m['raw']:+.2f})", f"{m[best]:.2f} ({best})"])  # fmt: skip
         static += [m[s] - m["raw"]] if e["kind"] == "static" else []
     below = sum(g < 0 for g in static)
-    return "\n".join([
+    return md(
         "## Search: label-free `auto --for search`, tuned on half of Cranfield's queries (issue #34)",
-        "",
         f"Cranfield's queries split by `SEARCH_SPLIT` (seed {res['split']['seed']}): {len(tune)} tuning, {len(held)} "
         f"held out; candidates fitted on the 1400 documents; nDCG@10 x 100, exact search; the library's `SEARCH_RULE`: "
         + ", ".join(f"**{v}** on a {k} encoder" for k, v in SEARCH_RULE["act"].items() if k != "unknown") + ".",
-        "",
-        *table(["entry", "raw", "**auto --for search**", "auto --for similarity", "best in hindsight"], held_out, "r"),
-        "",
+        table(["entry", "raw", "**auto --for search**", "auto --for similarity", "best in hindsight"], held_out, "r"),
         target("for search no static model below raw on the held-out queries", below == 0,
                f"{below} of {len(static)} static entries below raw; smallest change {min(static):+.2f}"),
-        "",
         f"Ran on {res['machine']}. Regenerate: `nice -n 5 .venv/bin/python bench/auto_search.py` (`--render-only`: from the JSON).",
-    ])  # fmt: skip
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- auto-speed (BENCHMARKS.md)
@@ -480,7 +469,7 @@ def auto_speed(res: dict) -> str:
 COMMAND = "nice -n 5 .venv/bin/python bench/static_speed.py"
 
 
-def _sspeed_run(name: str, n: int, r: dict, quiet_load: float) -> list[str]:
+def _sspeed_run(name: str, n: int, r: dict, quiet_load: float) -> str:
     med = r["median"]
     rate = {k: r["counts"][k] / t for k, t in med.items()}
     (b1, _, _), (a1, _, _) = r["load"]
@@ -501,22 +490,17 @@ def _sspeed_run(name: str, n: int, r: dict, quiet_load: float) -> list[str]:
     ]  # fmt: skip
     if "teacher" in rate:
         lines.append(target(">= 50x the teacher", rate["ours"] / rate["teacher"] >= 50, f"{rate['ours'] / rate['teacher']:.0f}x"))
-    out = ["", f"### {name}, {n:,} sentences, median of {r['rounds']} round(s), {tag} (load {b1:.1f} -> {a1:.1f})", ""]
-    out += table(head, body) + [""] + [f"- {line}" for line in lines]
-    return out
+    title = f"### {name}, {n:,} sentences, median of {r['rounds']} round(s), {tag} (load {b1:.1f} -> {a1:.1f})"
+    return md(title, table(head, body), [f"- {line}" for line in lines])
 
 
 def static_speed(results: list[dict], quiet_load: float, where: str) -> str:
-    lines = [
+    return md(
         "## Static encode speed (#23, #33)",
-        "",
         f"Sentences of the 7 STS tasks (unique, then recombined halves of two, shuffled), median of the rounds (each "
         f"encoder in turn) in one process; {where}. Regenerate: `{COMMAND}`.",
-    ]
-    for res in results:
-        for n, r in res["sizes"].items():
-            lines += _sspeed_run(res["name"], int(n), r, quiet_load)  # int: the saved JSON's keys are text
-    return "\n".join(lines)
+        *(_sspeed_run(res["name"], int(n), r, quiet_load) for res in results for n, r in res["sizes"].items()),
+    )  # int(n): the saved JSON's keys are text
 
 
 # --------------------------------------------------------------------------- encode (BENCHMARKS.md)
@@ -577,21 +561,19 @@ def enc_targets(result: dict, tab: dict[str, list[dict]]) -> list[str]:
     return [f"- {line}" for line in lines]
 
 
-def _speed_tables(result: dict, tab: dict) -> list[str]:
-    md = []
+def _speed_tables(result: dict, tab: dict) -> str:
+    out = []
     head = ["backend", "median s", "CPU s", "texts/s", "x ST torch (same process)", "x by CPU time", "GFLOP/s", "% of peak"]
     for k in SETTINGS:
         s, p = result["tokens"][k], result["peaks"][k]
-        md += [
-            "",
+        out.append(
             f"**{k.replace('@', ', max_length ')}**: {s['texts']} texts, {s['real_tokens']:,} real tokens, "
             f"{s['flops']['total'] / 1e9:.1f} GFLOP; peaks (GFLOP/s) fp32 {p['model_peak']['fp32']:.0f}, "
-            f"bf16 {p['model_peak']['bf16']:.0f}, int8 {p['model_peak']['int8']:.0f}.",
-            "",
-        ]
-        md += table(head, [[r["name"], f2(r["wall"]), f2(r["cpu"]), f"{r['rate']:.0f}", f2(r["speedup"]), f2(r["speedup_cpu"]),
-                            f"{r['gflops']:.0f}", f"{100 * r['of_peak']:.0f}% {r['kind']}"] for r in tab[k]], "r")  # fmt: skip
-    return md
+            f"bf16 {p['model_peak']['bf16']:.0f}, int8 {p['model_peak']['int8']:.0f}."
+        )
+        out.append(table(head, [[r["name"], f2(r["wall"]), f2(r["cpu"]), f"{r['rate']:.0f}", f2(r["speedup"]), f2(r["speedup_cpu"]),
+                                 f"{r['gflops']:.0f}", f"{100 * r['of_peak']:.0f}% {r['kind']}"] for r in tab[k]], "r"))  # fmt: skip
+    return md(*out)
 
 
 def _accuracy_table(result: dict) -> list[str]:
@@ -618,33 +600,21 @@ def _levers(result: dict) -> list[str]:
     return table(["lever", *SETTINGS], body, "r")
 
 
-def memory_section(mem: dict | None) -> list[str]:
-    """The ``isotropy encode`` memory check (bench/encode_memory.py's JSON), if it was run."""
-    if not mem:
-        return ["", "### Memory", "", "Not measured yet: run `.venv/bin/python bench/encode_memory.py`."]
+def memory_section(mem: dict) -> str:
+    """The ``isotropy encode`` memory check (bench/encode_memory.py's JSON)."""
     runs = mem["runs"]
     body = [[f"{r['lines']:,}", f"{r['wall_s']:.0f}", f"{r['cpu_s']:.0f}", f"{r['sentences_per_s']:.0f}",
              f"{r['lines'] / r['cpu_s']:.0f}", f"{r['peak_rss_mib']:.0f}"] for r in runs]  # fmt: skip
-    md = ["", "### Memory: `isotropy encode` on a large file", ""]
-    md += [
-        f"`isotropy encode FILE -o OUT.npy --precision {mem['precision']}`, {mem['threads']} thread(s), a child process; peak RSS: its `ru_maxrss`.",
-        "",
-    ]
-    md += table(["lines", "wall s", "CPU s", "sentences/s", "per CPU second", "peak RSS MiB"], body, "---:")
-    if len(runs) >= 2:
-        a, z = runs[0], runs[-1]
-        grew = z["peak_rss_mib"] - a["peak_rss_mib"]
-        md += [
-            "",
-            target(
-                "peak RSS does not grow with N",
-                grew < 0.05 * a["peak_rss_mib"],
-                f"{a['lines']:,} -> {z['lines']:,} lines: {grew:+.0f} MiB",
-            ),
-        ]
+    a, z = runs[0], runs[-1]
+    grew = z["peak_rss_mib"] - a["peak_rss_mib"]
     frame = next((r["progress_frame"] for r in reversed(runs) if r.get("progress_frame")), None)
-    md += ["", f"The progress bar's last frame (on a pseudo-terminal): `{frame}`."] if frame else []
-    return md
+    return md(
+        "### Memory: `isotropy encode` on a large file",
+        f"`isotropy encode FILE -o OUT.npy --precision {mem['precision']}`, {mem['threads']} thread(s), a child process; peak RSS: its `ru_maxrss`.",
+        table(["lines", "wall s", "CPU s", "sentences/s", "per CPU second", "peak RSS MiB"], body, "---:"),
+        len(runs) >= 2 and target("peak RSS does not grow with N", grew < 0.05 * a["peak_rss_mib"], f"{a['lines']:,} -> {z['lines']:,} lines: {grew:+.0f} MiB"),
+        frame and f"The progress bar's last frame (on a pseudo-terminal): `{frame}`.",
+    )  # fmt: skip
 
 
 def encode(result: dict) -> str:
@@ -653,31 +623,21 @@ def encode(result: dict) -> str:
     if peers:
         pv = peers["versions"]
         versions += f"; peers: sentence-transformers {pv['sentence_transformers']}, OpenVINO {pv['openvino'].split('-')[0]}"
-    md = [
+    return md(
         "## Encoder throughput vs sentence-transformers",
-        "",
         f"Default model (all-MiniLM-L6-v2), {su['threads']} thread(s), batch size {su['batch_size']}, median of "
         f"{su['rounds']} interleaved rounds, on {su['machine']} (load average {su['loadavg_after'][0]} at the end); {versions}.",
-        "",
-        *enc_targets(result, tab),
-        "",
+        enc_targets(result, tab),
         "### Speed",
-        *_speed_tables(result, tab),
-        "",
+        _speed_tables(result, tab),
         "### Accuracy (STS-B test, Spearman x 100, max_length 256)",
-        "",
-        *_accuracy_table(result),
-        "",
+        _accuracy_table(result),
         "### Levers",
-        "",
-        *_levers(result),
-        "",
-        *memory_section(result.get("memory")),
-        "",
+        _levers(result),
+        result.get("memory") and memory_section(result["memory"]),
         "Regenerate: `.venv/bin/python bench/encode.py --peers-python .venv-peers/bin/python` and "
         "`bench/encode_memory.py`; `--render bench/results/encode.json` redraws this section.",
-    ]  # fmt: skip
-    return "\n".join(md)
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- scale (BENCHMARKS.md)
