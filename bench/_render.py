@@ -117,61 +117,51 @@ def sts_default_model(data: dict) -> str:
     s = next(iter(runs.values()))["all"].settings
     poolings, methods = s["poolings"], list(dict.fromkeys(m for by in runs.values() for m in by["all"].settings["methods"]))
     flow = ", ".join(f"`{x}`" for x in meta.get("flow_on", [])) if "flow" in methods else "no setting"
-    out = [
-        "## Default model on the seven STS tasks: every pooling x every training-free method",
-        "",
-        f"Model `{s['model']}` ({s['dim']} d), max_length {s['max_length']}, whitening shrinkage `{s['shrinkage']}`; "
-        f"Spearman x 100 of cosine; `flow` fitted on {flow} only. Full run {meta['wall_s'] / 60:.1f} min on "
-        f"{meta['machine']} (load {meta['load_average'][0]:.1f} -> {meta['load_average'][1]:.1f}).",
-        "",
-    ]
+    summaries = []
     for setting, by in runs.items():
         t = by["all"].settings["tasks"]
         fitted = ", ".join(f"{k} {v.get('fit_sentences', '?')} ({v.get('overlap_removed', 0)} removed)" for k, v in t.items())
-        out += [f"### Summary: fitted on {setting}", ""]
-        out += [f"{len(by['all'].tasks)}-task average, `all` / `wmean`; best per column in bold."]
-        out += [f" Sentences fitted on per test task (overlap removed): {fitted}." if setting == "others" else ""]
-        out[-2:] = ["".join(out[-2:]), ""]
-        out += summary_table(by, methods, poolings) + [""]
-    out += _checks(runs) + _subsets(runs)
-    out.append(
+        said = f"{len(by['all'].tasks)}-task average, `all` / `wmean`; best per column in bold."
+        said += f" Sentences fitted on per test task (overlap removed): {fitted}." if setting == "others" else ""
+        summaries += [f"### Summary: fitted on {setting}", said, summary_table(by, methods, poolings)]
+    return md(
+        "## Default model on the seven STS tasks: every pooling x every training-free method",
+        f"Model `{s['model']}` ({s['dim']} d), max_length {s['max_length']}, whitening shrinkage `{s['shrinkage']}`; "
+        f"Spearman x 100 of cosine; `flow` fitted on {flow} only. Full run {meta['wall_s'] / 60:.1f} min on "
+        f"{meta['machine']} (load {meta['load_average'][0]:.1f} -> {meta['load_average'][1]:.1f}).",
+        *summaries,
+        _checks(runs),
+        _subsets(runs),
         "Every row (each task, each aggregation, the published BERT-base figures beside them) is in `docs/RESULTS.json`. "
         "Regenerate with `.venv/bin/python bench/results.py` (writes this section and `docs/RESULTS.json`); "
-        "`--render-only` rewrites this section from the JSON."
+        "`--render-only` rewrites this section from the JSON.",
     )
-    return "\n".join(out)
 
 
-def _checks(runs: dict) -> list[str]:
+def _checks(runs: dict) -> str | None:
     res = runs.get("target", {}).get("all")
     if res is None or "STS-B" not in res.tasks or "last-avg" not in res.settings["poolings"]:
-        return []
+        return None
     raw = res.score("last-avg", "raw", "STS-B")
     d = {m: res.score("last-avg", m, "STS-B") - raw for m in ("center", "abtt") if m in res.settings["methods"]}
     figure = ", ".join(f"`{m}` {v:+.2f}" for m, v in d.items())
     what = f"`center` and `abtt` within 0.5 of raw {f2(raw)}, `last-avg` on STS-B, fitted on target"
-    return [target(what, all(v >= -0.5 for v in d.values()), figure), ""]
+    return target(what, all(v >= -0.5 for v in d.values()), figure)
 
 
-def _subsets(runs: dict) -> list[str]:
+def _subsets(runs: dict) -> str | None:
     res = runs.get("target", {}).get("all")
     if res is None:
-        return []
+        return None
     best = max(res.rows, key=lambda r: num(sts_avg(r)))
-    years = [t for t in res.tasks if best.scores[t].extra.get("aggregate")]
     rows = []
-    for t in years:
+    for t in (t for t in res.tasks if best.scores[t].extra.get("aggregate")):
         sc = best.scores[t]
         subs = ", ".join(f"{k} {f2(v)} ({sc.extra['subset_pairs'][k]})" for k, v in sc.subsets.items())
         rows.append([t, *(f2(sc.extra[k]) for k in ("pooled", "subset_mean", "subset_wmean")), subs])
-    if not rows:
-        return []
     head, align = ["task", "all", "mean", "wmean", "subsets (pairs)"], ["---", "---:", "---:", "---:", "---"]
-    return (
-        [f"Per-subset Spearman of the best row on target (`{best.pooling}` + `{best.method}`):", ""]
-        + table(head, rows, align)
-        + [""]
-    )
+    said = f"Per-subset Spearman of the best row on target (`{best.pooling}` + `{best.method}`):"
+    return md(said, table(head, rows, align)) if rows else None
 
 
 # --------------------------------------------------------------------------- retrieval (RESULTS.md)
@@ -224,26 +214,28 @@ def _dev_table(results: list[dict]) -> list[str]:
 
 def retrieval(results: list[dict], ran_on: str) -> str:
     total = sum(r["settings"].get("total_s", 0.0) for r in results)
-    parts = [
+    dev = any(r.get("dev") for r in results) and md(
+        "#### Few-label auto on dev queries (`calibrate --method auto --dev FOLDER`)",
+        "Mean test nDCG@10 x 100 over seeded draws of dev queries from the held-out half (`SEARCH_SPLIT`), scored on "
+        "the queries that were not dev queries.",
+        _dev_table(results),
+    )
+    models = [
+        md(
+            f"### {res['name']} (`{res['key']}`, max_length {res['settings']['max_length']})",
+            *(md(f"#### {p}: calibrations, exact search", _method_table(res["rows"], p)) for p in res["settings"]["poolings"]),
+        )
+        for res in results
+    ]
+    return md(
         "Cranfield 1400 (1400 abstracts, 225 queries, graded qrels), every fixed calibration fitted on the documents "
         "(no label). Metrics x 100 from trec_eval (nDCG@10 with gains 5 - code), every query. "
-        f"Generated by `bench/retrieval.py` on {ran_on} ({total / 60:.1f} minutes of running)."
-    ]
-    if any(r.get("dev") for r in results):
-        parts.append(
-            "#### Few-label auto on dev queries (`calibrate --method auto --dev FOLDER`)\n\n"
-            "Mean test nDCG@10 x 100 over seeded draws of dev queries from the held-out half (`SEARCH_SPLIT`), scored on "
-            "the queries that were not dev queries.\n\n" + "\n".join(_dev_table(results))
-        )
-    for res in results:
-        parts.append(f"### {res['name']} (`{res['key']}`, max_length {res['settings']['max_length']})")
-        for p in res["settings"]["poolings"]:
-            parts.append(f"#### {p}: calibrations, exact search\n\n" + "\n".join(_method_table(res["rows"], p)))
-    parts.append(
+        f"Generated by `bench/retrieval.py` on {ran_on} ({total / 60:.1f} minutes of running).",
+        dev,
+        *models,
         "Every row (sq8, binary and IVF searches, whitening-K and pca-K at every size, query times) is in "
-        "`bench/results/retrieval.json`; `.venv/bin/python bench/retrieval.py --render-only` rewrites this section from it."
+        "`bench/results/retrieval.json`; `.venv/bin/python bench/retrieval.py --render-only` rewrites this section from it.",
     )
-    return "\n\n".join(parts)
 
 
 # --------------------------------------------------------------------------- sts-static (RESULTS.md)
@@ -290,7 +282,7 @@ def st_targets(data: dict) -> list[str]:
     ]
 
 
-def model_table(name: str, m: dict, tasks: list[str], teacher: list[float] | None) -> list[str]:
+def model_table(name: str, m: dict, tasks: list[str], teacher: list[float] | None) -> str:
     raw = st_avg(m["rows"]["others"]["raw"])
     body = []
     for setting in ("others", "target"):
@@ -304,19 +296,18 @@ def model_table(name: str, m: dict, tasks: list[str], teacher: list[float] | Non
     if teacher is not None:
         body.append(["*teacher transformer (all-MiniLM-L6-v2)*", "-", *map(f2, teacher), f2(st_avg(teacher)), ""])
     oov = f"Out-of-vocabulary tokens over the 7 tasks' sentences: {100 * m['coverage']['oov_rate']:.2f}%."
-    return [f"#### {name}", "", *table(["calibration", "fit", *tasks, "avg", "vs raw"], body), "", oov, ""]
+    return md(f"#### {name}", table(["calibration", "fit", *tasks, "avg", "vs raw"], body), oov)
 
 
 def sts_static(data: dict) -> str:
-    lines = ["## Static models on the seven STS tasks (issue #23)", "", *st_targets(data), ""]
-    for name, m in data["models"].items():
-        lines += model_table(name, m, data["tasks"], data["teacher"])
-    lines += [
+    return md(
+        "## Static models on the seven STS tasks (issue #23)",
+        st_targets(data),
+        *(model_table(name, m, data["tasks"], data["teacher"]) for name, m in data["models"].items()),
         f"Spearman x 100 of cosine, all evaluation pairs of a task pooled; data `{data['settings']['data']}`. "
         f"Ran in {data['meta']['wall_s'] / 60:.1f} min on {data['meta']['machine']}. "
         "Regenerate with `nice -n 10 .venv/bin/python bench/static.py` (writes this section and `bench/results/static.json`).",
-    ]
-    return "\n".join(lines)
+    )
 
 
 # --------------------------------------------------------------------------- auto-zoo, auto-search (AUTO.md)
