@@ -639,7 +639,7 @@ PRICE_CORE_HOUR = 0.04  # assumption: US$ per vCPU-hour, on-demand order of magn
 RAM_OVERHEAD = 1.3  # assumption: inverted lists' slack, ids, coarse quantiser, OS
 
 
-def _grid(res: dict) -> list[str]:
+def _grid(res: dict) -> str:
     def dims(r: dict) -> str:
         if r["calibration"] == "raw+opq":  # OPQ rotates and projects to the largest multiple of M
             return f"{r['dims']} -> {(r['dims'] // r['bytes']) * r['bytes']}"
@@ -657,20 +657,20 @@ def _grid(res: dict) -> list[str]:
     tuned = any("tuning" in r for r in res["grid"])
     nlists = ", ".join(f"{v:,}" for v in sorted({r.get("nlist", 1024) for r in res["grid"]}))
     how = "nprobe tuned per row on 1,000 other queries (the sweep below)" if tuned else "nprobe 32"
-    return [f"**{res['rows']:,} vectors** (GloVe 50 d windows), nlist {nlists}, {how}:", "", *table(head, body)]
+    return md(f"**{res['rows']:,} vectors** (GloVe 50 d windows), nlist {nlists}, {how}:", table(head, body))
 
 
-def _tuning(res: dict) -> list[str]:
+def _tuning(res: dict) -> str | None:
     rows = sorted((r for r in res["grid"] if "tuning" in r), key=lambda r: (r["budget"], r["calibration"]))
     if not rows:
-        return []
+        return None
     body = []
     for r in rows:
         cells = [f"{f2(t['recall@10'], 3)} / {f2(t['recall@10_rerank'], 3)}" for t in r["tuning"]]
         cells = [f"**{c}**" if t["nprobe"] == r["nprobe"] else c for c, t in zip(cells, r["tuning"])]
         body.append([r["budget"], r["calibration"], *cells])
     head = ["budget", "calibration", *(f"nprobe {t['nprobe']}" for t in rows[0]["tuning"])]
-    return ["", "The nprobe sweep on the tuning queries (recall@10 plain / re-ranked; chosen in bold):", "", *table(head, body)]
+    return md("The nprobe sweep on the tuning queries (recall@10 plain / re-ranked; chosen in bold):", table(head, body))
 
 
 def _targets(res: dict) -> list[str]:
@@ -694,13 +694,13 @@ def _targets(res: dict) -> list[str]:
         b, opq = max(cal, key=lambda r: r["recall@10"]), at16["raw+opq"]["recall@10"]
         what = "at 16 bytes a calibration in front of PQ beats raw + OPQ by >= 2 recall@10 points"
         lines.append(target(what, b["recall@10"] - opq >= 0.02, f"{b['calibration']} {f2(b['recall@10'], 3)} vs {f2(opq, 3)}"))
-    return ["", *(f"- {line}" for line in lines)]
+    return [f"- {line}" for line in lines]
 
 
-def _estimate(res: dict) -> list[str]:
+def _estimate(res: dict) -> str | None:
     rows, n = [r for r in res["grid"] if r["bytes"] <= 32], res["rows"]
     if not rows:
-        return []
+        return None
     # medians over the rows (the load moved between rows); the add ran on 2 threads
     add_rate = float(np.median([n / r["add_s"] / 2 for r in rows]))
     # codes scanned a second by one thread: the lists visited (nprobe of nlist) times the single-query rate
@@ -717,47 +717,40 @@ def _estimate(res: dict) -> list[str]:
     body = [[m, f"{mem_gb / m:,.0f}", f"{train_core_h / CORES_PER_MACHINE:,.0f}", f"{add_core_h / (m * CORES_PER_MACHINE):.2f}",
              f"{core_h:,.0f}", f"{core_h * PRICE_CORE_HOUR:,.0f}", f"{q_ms:.0f}"] for m in (1, 4, 16)]  # fmt: skip
     head = ["machines", "codes in RAM per machine (GB)", "train (h, client, 32 cores)", "add (h)", "core-hours", "cost (US$)", "single query (ms, 1 core, one index)"]  # fmt: skip
-    return [
+    return md(
         f"**Paper estimate for 1B vectors**, from the medians of the {len(rows)} rows of <= 32 bytes at {n:,} vectors: "
         f"adding {add_rate:,.0f} vectors/s per core, a single-thread query scanning {scan_rate / 1e6:,.1f}M codes/s. "
         f"Assumed: {code}-byte codes + 8-byte ids, x{RAM_OVERHEAD} overhead, nlist 262,144, nprobe 64, coarse training "
         f"scaled as rows x nlist, {CORES_PER_MACHINE} cores a machine, US${PRICE_CORE_HOUR}/core-hour, vectors already encoded.",
-        "",
-        *table(head, body),
-    ]
+        table(head, body),
+    )
 
 
 def scale(results: dict) -> str:
-    lines = ["## Compressed search at scale: calibrations in front of PQ (`bench/scale.py`)", ""]
+    parts = ["## Compressed search at scale: calibrations in front of PQ (`bench/scale.py`)"]
     sizes = sorted((k for k in results if k.isdigit()), key=int)
     for key in sizes:
         res = results[key]
-        lines += _grid(res) + _tuning(res) + _targets(res)
+        parts += [_grid(res), _tuning(res), _targets(res)]
         if "dask" in res:
             d = res["dask"]
             same = d.get("same_codes")
-            lines += ["", f"Build of the soft whitening-48, 16-byte index: one process {d['one_process_s']:.0f} s, "
+            parts += [f"Build of the soft whitening-48, 16-byte index: one process {d['one_process_s']:.0f} s, "
                       f"`build_index_dask` (2 single-threaded workers, 10 shards) {d['dask_2_workers_s']:.0f} s"
                       + ("." if same is None else f"; the two indexes hold {'the same' if same else '**different**'} lists, ids and codes.")]  # fmt: skip
-        lines.append("")
     if sizes:  # the 1B estimate from the largest size measured
-        lines += _estimate(results[sizes[-1]]) + [""]
+        parts.append(_estimate(results[sizes[-1]]))
     if "cranfield" in results:
         body = [
             [r["calibration"], r["bytes"], *(f2(r[k], 3) for k in ("ndcg@10", "exact_ndcg@10", "recall@10_vs_exact"))]
             for r in results["cranfield"]
         ]
         head = ["calibration", "bytes", "nDCG@10 index", "nDCG@10 exact", "recall@10 vs exact"]
-        lines += [
-            "**Cranfield nDCG@10 through the compressed index** (GloVe 50 d; nlist 35, nprobe 8):",
-            "",
-            *table(head, body),
-            "",
-        ]
-    lines.append(
+        parts += ["**Cranfield nDCG@10 through the compressed index** (GloVe 50 d; nlist 35, nprobe 8):", table(head, body)]
+    parts.append(
         "Regenerate: `nice -n 5 .venv/bin/python bench/scale.py` (its docstring holds the method); `--render` redraws this."
     )
-    return "\n".join(lines)
+    return md(*parts)
 
 
 # --------------------------------------------------------------------------- poolings (BENCHMARKS.md)
