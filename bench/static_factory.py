@@ -65,7 +65,7 @@ def _teacher(parts: list[list[str]]) -> CachedTeacher:
 
 def _product(start, sents: list[str], teacher) -> tuple:
     load0 = os.getloadavg()[0]
-    static, info, secs, _ = fit(start, sents, teacher, "tokens", spans=True, criterion="cosine")
+    static, info, secs = fit(start, sents, teacher, "tokens", spans=True, criterion="cosine")
     row = {"sentences": len(sents), "seconds": secs, "load": [load0, os.getloadavg()[0]], "strength": info["tokens"]["lambda"]}
     row["spans"] = int(info["spans"].split()[0])
     return static, row
