@@ -20,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 DATA = Path(os.environ.get("ISOTROPY_DATA", ROOT.parent / "shared" / "data")).resolve()
+POTION = DATA.parent / "models" / "potion-base-8M"  # model2vec's own static model: the static factory's reference
 
 
 def update_section(doc: str | Path, name: str, markdown: str, title: str | None = None) -> Path:

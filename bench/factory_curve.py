@@ -53,11 +53,10 @@ sys.path.insert(0, str(HERE))
 
 from _render import f2, table  # noqa: E402
 
-from _report import DATA, ROOT, load_json, machine, portable, update_section, write_json  # noqa: E402
+from _report import DATA, POTION, ROOT, load_json, machine, portable, update_section, write_json  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "factory_curve.json"
 CORPUS = DATA / "corpus" / "wiki-1m.txt"
-POTION = DATA.parent / "models" / "potion-base-8M"
 COMMAND = "nice -n 5 .venv/bin/python bench/factory_curve.py"
 TOKENLEARN = "tokenlearn 0.2.1"
 

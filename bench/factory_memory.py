@@ -37,12 +37,11 @@ sys.path.insert(0, str(HERE))
 
 from _render import f2, table, target  # noqa: E402
 
-from _report import DATA, ROOT, Section, load_json  # noqa: E402
+from _report import DATA, POTION, Section, load_json  # noqa: E402
 
 COMMAND = "nice -n 5 .venv/bin/python bench/factory_memory.py"
 RESULTS = HERE / "results" / "factory_memory.json"
 WIKI = DATA / "corpus" / "wiki-1m.txt"
-POTION = ROOT.parent / "shared" / "models" / "potion-base-8M"
 SIZES = (12_000, 100_000, 999_998)
 TARGET_MB = 2048
 

@@ -34,11 +34,10 @@ import _factory_data as fd  # noqa: E402
 import _render  # noqa: E402
 from _factory_common import CachedTeacher, encode, evaluate, fit, tokenlearn_fit  # noqa: E402
 
-from _report import DATA, ROOT, Section, machine, portable  # noqa: E402
+from _report import DATA, POTION, ROOT, Section, machine, portable  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "static_factory.json"
 SECTION = Section("RESULTS.md", "static-factory", _render.static_factory, OUT)
-POTION = ROOT.parent / "shared" / "models" / "potion-base-8M"
 PRODUCT, TOKENLEARN, RAW, POTION_ROW = _render.FACTORY_ROWS
 
 
