@@ -96,7 +96,6 @@ def render(r: dict) -> str:
 
     m = r["median"]
     body = [[STARTS[s], *(f2(v[k], 1) for k in ("up_s", "up_cpu_s", "restart_s", "restart_cpu_s"))] for s, v in m.items()]
-    sp, iso = m["spawn"], m["isotropy"]
     return md(
         "## Local Dask cluster start (`bench/dask_start.py`, issue #44)",
         f"Regenerate: `{COMMAND}`. Two single-threaded worker processes, each running a task that imports what "
@@ -104,9 +103,6 @@ def render(r: dict) -> str:
         f"CPU seconds, median of {r['repeats']} trials each, alternating, every trial a fresh interpreter "
         f"({r['cpus']} cores, load average {r['load']}).",
         table(["worker start", "up, s", "up, CPU s", "restart, s", "restart, CPU s"], body, "r"),
-        f"isotropy's start takes {sp['up_cpu_s'] / iso['up_cpu_s']:.1f}x less CPU to bring the cluster up and "
-        f"{sp['restart_cpu_s'] / max(iso['restart_cpu_s'], 0.01):.0f}x less to replace a lost worker: the imports "
-        "happen once, in the forkserver, instead of in every worker process it starts.",
     )
 
 
