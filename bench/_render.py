@@ -169,16 +169,12 @@ def _subsets(runs: dict) -> str | None:
 FIXED = ["raw", "center", "abtt", "common-component", "whitening", "soft-0.25", "soft-0.5", "soft-0.75"]
 
 
-def ret_f(v) -> str:
-    return "-" if v is None else f"{100 * v:.2f}"
-
-
 def _method_table(rows: list[dict], pooling: str) -> list[str]:
     ex = {r["method"]: r for r in rows if r["pooling"] == pooling and r.get("kind") == "exact"}
     raw = ex["raw"]["ndcg@10"]
     head = ["method", "dim", "bytes/vector", "nDCG@10", "recall@100", "MRR@10", "nDCG@10 - raw"]
     body = [
-        [m, r["dim"], f"{r['bytes_per_vector']:.0f}", *(ret_f(r[k]) for k in ("ndcg@10", "recall@100", "mrr@10")), f2(100 * (r["ndcg@10"] - raw), sign=True)]
+        [m, r["dim"], f"{r['bytes_per_vector']:.0f}", *(f2(100 * r[k]) for k in ("ndcg@10", "recall@100", "mrr@10")), f2(100 * (r["ndcg@10"] - raw), sign=True)]
         for m, r in ex.items()
     ]  # fmt: skip
     return table(head, body, "r")
@@ -196,18 +192,15 @@ def _dev_table(results: list[dict]) -> list[str]:
             if not dev:
                 continue
             m = {
-                k: float(np.mean([r[k] for r in dev]))
-                for k in ("test_raw", "test_label_free", "test_auto", "test_whitening", "test_best")
+                k: 100 * float(np.mean([r[f"test_{k}"] for r in dev])) for k in ("raw", "label_free", "auto", "whitening", "best")
             }
             worst = min(100 * (r["test_auto"] - r["test_raw"]) for r in dev)
             picks = ", ".join(f"{c} x{k}" for c, k in Counter(r["choice"] for r in dev).most_common())
             kept = sum(r["choice"] == r["incumbent"] for r in dev)
             best = Counter(r["best_in_hindsight"] for r in dev).most_common(1)[0][0]
             body.append([
-                res["name"], p, dev[0]["incumbent"], picks, f"{kept} of {len(dev)}", ret_f(m["test_raw"]),
-                ret_f(m["test_label_free"]), ret_f(m["test_auto"]),
-                f"{100 * (m['test_auto'] - m['test_raw']):+.2f} ({worst:+.2f})", ret_f(m["test_whitening"]),
-                f"{ret_f(m['test_best'])} ({best})",
+                res["name"], p, dev[0]["incumbent"], picks, f"{kept} of {len(dev)}", f2(m["raw"]), f2(m["label_free"]),
+                f2(m["auto"]), f"{m['auto'] - m['raw']:+.2f} ({worst:+.2f})", f2(m["whitening"]), f"{f2(m['best'])} ({best})",
             ])  # fmt: skip
     return table(head, body, ["---", "---", "---", "---", *["---:"] * 7])
 
