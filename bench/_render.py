@@ -861,12 +861,11 @@ def flow(r: dict) -> str:
         else "all STS-B sentence vectors, default model, `cls`, max_length 64"
     )
     body = [
-        ["`Flow().fit` (l2_d3_w32, additive, 1 epoch, batch 32)", f"{t_fit:.2f} s", _runs(r["fit_runs"]), f"{t_fit / t_w:.0f}x" if t_w else "-"],
+        ["`Flow().fit` (l2_d3_w32, additive, 1 epoch, batch 32)", f"{t_fit:.2f} s", _runs(r["fit_runs"]), f"{t_fit / t_w:.0f}x"],
         ["`Flow.transform`", f"{r['transform_s']:.3f} s = {rate:,.0f} vectors/s", _runs(r["transform_runs"]), "-"],
         ["`Flow.inverse_transform(transform(X))`", f"{r['inverse_s']:.3f} s", "-", "-"],
+        ["`Whitening().fit` (reference)", f"{t_w:.3f} s", _runs(r["whitening_runs"]), "1x"],
     ]  # fmt: skip
-    if t_w is not None:
-        body.append(["`Whitening().fit` (reference)", f"{t_w:.3f} s", _runs(r["whitening_runs"]), "1x"])
     fit_got = f"{t_fit:.1f} s, {r['steps']} steps; repeated fits bit-identical: {r['same']}"
     quality = None
     if q:

@@ -198,7 +198,7 @@ def main() -> None:
     args = parse_args()
     md = render({**(load_json(args.render) if args.render else measure(args)), **side_results()})
     if args.render or not args.quick:
-        update_section("BENCHMARKS.md", "encode", md, title="Benchmarks")
+        update_section("BENCHMARKS.md", "encode", md)
     print(md)
 
 
