@@ -51,7 +51,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _render import f2, table  # noqa: E402
+from _render import f2, md, table  # noqa: E402
 
 from _report import DATA, POTION, ROOT, load_json, machine, portable, update_section, write_json  # noqa: E402
 
@@ -337,27 +337,24 @@ def render(data: dict) -> str:
     body = []
     for r in rows:
         first, spans = r["runs"][0], "none" if r["spans"] == "none" else "default"
+        scores = [
+            r.get("avg"),
+            *r.get("sts", [None] * len(names)),
+            r.get("stsb_train"),
+            (r.get("cranfield") or {}).get("ndcg@10"),
+        ]
+        seconds = (first["wall_s"], first.get("cpu_s"), first["teacher_s"], _teacher_total(rows, r))
         body.append(
-            [r.get("model", "isotropy distill"), f"{r['sentences']:,}", spans, _teacher(r), _width(r), f2(r.get("avg"))]
-            + [
-                *map(f2, r.get("sts", [None] * len(names))),
-                f2(r.get("stsb_train")),
-                f2((r.get("cranfield") or {}).get("ndcg@10")),
-            ]
-            + [*(f2(x, 0) for x in (first["wall_s"], first.get("cpu_s"), first["teacher_s"], _teacher_total(rows, r)))]
-            + [first["teacher_cache"].replace("cached chunks used: ", ""), first.get("table_cache")]
+            [r.get("model", "isotropy distill"), f"{r['sentences']:,}", spans, _teacher(r), _width(r), *map(f2, scores)]
+            + [*(f2(x, 0) for x in seconds), first["teacher_cache"].replace("cached chunks used: ", ""), first.get("table_cache")]
         )
     if potion := data.get("potion-base-8M"):
-        body.append(
-            ["potion-base-8M", "-", "-", "-", 256, f2(potion["avg"]), *map(f2, potion["sts"]), f2(potion.get("stsb_train"))]
-            + [f2(potion["cranfield"]["ndcg@10"]), *["-"] * 6]
-        )
-    out = table(head, body) + [f"\n{note}" for note in data.get("notes", [])]
+        scores = [potion["avg"], *potion["sts"], potion.get("stsb_train"), potion["cranfield"]["ndcg@10"]]
+        body.append(["potion-base-8M", "-", "-", "-", 256, *map(f2, scores), *["-"] * 6])
     loads = [x for r in rows for x in r["runs"][0]["load"]]
     load = f"load average {min(loads):.1f} to {max(loads):.1f}" if loads else "load not recorded"
-    machine_ = data.get("meta", {}).get("machine", "?")
-    out += ["", f"Ran on {machine_}, a shared machine ({load}). Regenerate with `{COMMAND}`, then `--score`."]
-    return "\n".join(out)
+    ran = f"Ran on {data.get('meta', {}).get('machine', '?')}, a shared machine ({load})."
+    return md(table(head, body), *data.get("notes", []), f"{ran} Regenerate with `{COMMAND}`, then `--score`.")
 
 
 def main() -> None:
