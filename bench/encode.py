@@ -96,12 +96,6 @@ def token_stats(tokenizer, texts: list[str], max_length: int, batch_size: int, m
     }
 
 
-def side_results() -> dict:
-    """bench/encode_memory.py's numbers, shown in the same docs section."""
-    path = HERE / "results" / "encode_memory.json"
-    return {"memory": json.loads(path.read_text(encoding="utf-8")) if path.exists() else None}
-
-
 def run_peers(args, model_dir: Path) -> dict | None:
     if args.peers_json:
         return json.loads(args.peers_json.read_text(encoding="utf-8"))
@@ -196,7 +190,8 @@ def main() -> None:
     from _report import load_json, update_section
 
     args = parse_args()
-    md = render({**(load_json(args.render) if args.render else measure(args)), **side_results()})
+    memory = HERE / "results" / "encode_memory.json"  # bench/encode_memory.py's figures, shown in the same section
+    md = render({**(load_json(args.render) if args.render else measure(args)), "memory": memory.exists() and load_json(memory)})
     if args.render or not args.quick:
         update_section("BENCHMARKS.md", "encode", md)
     print(md)
