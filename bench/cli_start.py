@@ -61,13 +61,8 @@ def measure(before: str, repeats: int) -> dict:
                     times[name].append(_time(args, src))
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(ref)], check=False)
-    load = os.getloadavg()[0]
-    return {
-        "before": before,
-        "repeats": repeats,
-        "load": round(load, 2),
-        "median_s": {k: statistics.median(v) for k, v in times.items()},
-    }
+    median = {k: statistics.median(v) for k, v in times.items()}
+    return {"before": before, "repeats": repeats, "load": round(os.getloadavg()[0], 2), "median_s": median}
 
 
 def render(r: dict) -> str:
