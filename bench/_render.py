@@ -207,12 +207,14 @@ def _dev_table(results: list[dict]) -> list[str]:
 
 def retrieval(results: list[dict], ran_on: str) -> str:
     total = sum(r["settings"].get("total_s", 0.0) for r in results)
-    dev = any(r.get("dev") for r in results) and md(
-        "#### Few-label auto on dev queries (`calibrate --method auto --dev FOLDER`)",
-        "Mean test nDCG@10 x 100 over seeded draws of dev queries from the held-out half (`SEARCH_SPLIT`), scored on "
-        "the queries that were not dev queries.",
-        _dev_table(results),
-    )
+    dev = None
+    if any(r.get("dev") for r in results):
+        dev = md(
+            "#### Few-label auto on dev queries (`calibrate --method auto --dev FOLDER`)",
+            "Mean test nDCG@10 x 100 over seeded draws of dev queries from the held-out half (`SEARCH_SPLIT`), scored on "
+            "the queries that were not dev queries.",
+            _dev_table(results),
+        )
     models = [
         md(
             f"### {res['name']} (`{res['key']}`, max_length {res['settings']['max_length']})",
@@ -596,8 +598,8 @@ def memory_section(mem: dict) -> str:
         "### Memory: `isotropy encode` on a large file",
         f"`isotropy encode FILE -o OUT.npy --precision {mem['precision']}`, {mem['threads']} thread(s), a child process; peak RSS: its `ru_maxrss`.",
         table(["lines", "wall s", "CPU s", "sentences/s", "per CPU second", "peak RSS MiB"], body, "---:"),
-        len(runs) >= 2 and target("peak RSS does not grow with N", grew < 0.05 * a["peak_rss_mib"], f"{a['lines']:,} -> {z['lines']:,} lines: {grew:+.0f} MiB"),
-        frame and f"The progress bar's last frame (on a pseudo-terminal): `{frame}`.",
+        target("peak RSS does not grow with N", grew < 0.05 * a["peak_rss_mib"], f"{a['lines']:,} -> {z['lines']:,} lines: {grew:+.0f} MiB") if len(runs) >= 2 else None,
+        f"The progress bar's last frame (on a pseudo-terminal): `{frame}`." if frame else None,
     )  # fmt: skip
 
 
@@ -618,7 +620,7 @@ def encode(result: dict) -> str:
         _accuracy_table(result),
         "### Levers",
         _levers(result),
-        result.get("memory") and memory_section(result["memory"]),
+        memory_section(result["memory"]) if result.get("memory") else None,
         "Regenerate: `.venv/bin/python bench/encode.py --peers-python .venv-peers/bin/python` and "
         "`bench/encode_memory.py`; `--render bench/results/encode.json` redraws this section.",
     )  # fmt: skip

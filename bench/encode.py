@@ -191,7 +191,9 @@ def main() -> None:
 
     args = parse_args()
     memory = HERE / "results" / "encode_memory.json"  # bench/encode_memory.py's figures, shown in the same section
-    md = render({**(load_json(args.render) if args.render else measure(args)), "memory": memory.exists() and load_json(memory)})
+    md = render(
+        {**(load_json(args.render) if args.render else measure(args)), "memory": load_json(memory) if memory.exists() else None}
+    )
     if args.render or not args.quick:
         update_section("BENCHMARKS.md", "encode", md)
     print(md)
