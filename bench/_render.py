@@ -593,14 +593,16 @@ def memory_section(mem: dict) -> str:
              f"{r['lines'] / r['cpu_s']:.0f}", f"{r['peak_rss_mib']:.0f}"] for r in runs]  # fmt: skip
     a, z = runs[0], runs[-1]
     grew = z["peak_rss_mib"] - a["peak_rss_mib"]
+    ok, figure = grew < 0.05 * a["peak_rss_mib"], f"{a['lines']:,} -> {z['lines']:,} lines: {grew:+.0f} MiB"
+    flat = target("peak RSS does not grow with N", ok, figure) if len(runs) >= 2 else None
     frame = next((r["progress_frame"] for r in reversed(runs) if r.get("progress_frame")), None)
     return md(
         "### Memory: `isotropy encode` on a large file",
         f"`isotropy encode FILE -o OUT.npy --precision {mem['precision']}`, {mem['threads']} thread(s), a child process; peak RSS: its `ru_maxrss`.",
         table(["lines", "wall s", "CPU s", "sentences/s", "per CPU second", "peak RSS MiB"], body, "---:"),
-        target("peak RSS does not grow with N", grew < 0.05 * a["peak_rss_mib"], f"{a['lines']:,} -> {z['lines']:,} lines: {grew:+.0f} MiB") if len(runs) >= 2 else None,
+        flat,
         f"The progress bar's last frame (on a pseudo-terminal): `{frame}`." if frame else None,
-    )  # fmt: skip
+    )
 
 
 def encode(result: dict) -> str:
