@@ -213,12 +213,7 @@ def run_model(name: str, folder: Path, sizes: list[int], repeats: dict, base: li
     return out
 
 
-SECTION = Section(
-    "BENCHMARKS.md",
-    "static-speed",
-    lambda saved: _render.static_speed(saved["results"], saved.get("quiet_load", 2.5), saved["machine"]),
-    RESULTS,
-)
+SECTION = Section("BENCHMARKS.md", "static-speed", _render.static_speed, RESULTS)
 
 
 def main() -> None:
