@@ -561,8 +561,12 @@ def _speed_tables(result: dict, tab: dict) -> str:
             f"{s['flops']['total'] / 1e9:.1f} GFLOP; peaks (GFLOP/s) fp32 {p['model_peak']['fp32']:.0f}, "
             f"bf16 {p['model_peak']['bf16']:.0f}, int8 {p['model_peak']['int8']:.0f}."
         )
-        out.append(table(head, [[r["name"], f2(r["wall"]), f2(r["cpu"]), f"{r['rate']:.0f}", f2(r["speedup"]), f2(r["speedup_cpu"]),
-                                 f"{r['gflops']:.0f}", f"{100 * r['of_peak']:.0f}% {r['kind']}"] for r in tab[k]], "r"))  # fmt: skip
+        body = [
+            [r["name"], *(f2(r[c]) for c in ("wall", "cpu")), f"{r['rate']:.0f}", *(f2(r[c]) for c in ("speedup", "speedup_cpu"))]
+            + [f"{r['gflops']:.0f}", f"{100 * r['of_peak']:.0f}% {r['kind']}"]
+            for r in tab[k]
+        ]
+        out.append(table(head, body, "r"))
     return md(*out)
 
 
@@ -1028,3 +1032,118 @@ def calibrate(res: dict) -> str:
         table(["STS-B test (1,379 pairs), Spearman x 100", ""], scores, "r"),
         f"MTEB minus isotropy eval: {r['mteb_minus_eval']:+.4f}. On {res['machine']}.",
     )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- cli-start, factory-memory, dask-start,
+# factory-curve
+
+CLI_START_TARGET_S = 0.35  # issue #44: `isotropy --help` on this machine
+FACTORY_TARGET_MB = 2048  # issue #43: the static factory's peak at 1M lines
+
+
+def cli_start(r: dict) -> str:
+    """``isotropy --help`` and ``isotropy calibrate --help`` against the code before the start was made light."""
+    m, before = r["median_s"], r["before"]
+    now, old = m["isotropy --help"], m[f"isotropy --help at {before}"]
+    body = [[f"`{name}`", f2(m[name], 3), f2(m[name] / now)] for name in m]
+    what, figure = f"`isotropy --help` <= {CLI_START_TARGET_S} s on this machine", f"{old:.2f} s -> {now:.2f} s, {old / now:.1f}x"
+    return md(
+        "## Command-line start (`bench/cli_start.py`, issue #44)",
+        f"Regenerate: `.venv/bin/python bench/cli_start.py`. Each command in a fresh interpreter, in turn, median of "
+        f"{r['repeats']} rounds (load average {r['load']}); `at {before}` is the same command on the code before the start "
+        "was made light (checked out beside this one, same interpreter and packages).",
+        table(["command", "median s", "vs `isotropy --help` now"], body, "r"),
+        target(what, now <= CLI_START_TARGET_S, figure),
+    )
+
+
+def factory_memory(rows: list[dict], full: int) -> str:
+    """The static factory's fit, peak memory per corpus size (``full``: the size of the target, 1M lines)."""
+    head = ["lines", "spans", "baseline MB", "peak MB (maximum resident set)", "peak - baseline MB"]
+    body = [
+        [f"{r['lines']:,}", "none" if r["spans"].startswith("none") else "default"]
+        + [f2(x, 0) for x in (r["baseline_mb"], r["peak_mb"], r["peak_mb"] - r["baseline_mb"], r["seconds"])]
+        for r in rows
+    ]
+    last = max(rows, key=lambda r: (r["lines"], not r["spans"].startswith("none")))
+    ok = last["peak_mb"] <= FACTORY_TARGET_MB if last["lines"] >= full else None
+    what = f"peak <= {FACTORY_TARGET_MB} MB at 1M lines, the real teacher's activations aside, which one chunk bounds"
+    head.append("seconds (pass + solve, no teacher)")
+    return md(
+        "Regenerate: `nice -n 5 .venv/bin/python bench/factory_memory.py`.",
+        table(head, body, ["---:", "---", "---:", "---:", "---:", "---:"]),
+        target(what, ok, f"{last['peak_mb']:.0f} MB at {last['lines']:,} lines"),
+    )
+
+
+def dask_start(r: dict, labels: dict[str, str]) -> str:
+    """A local Dask cluster's two workers up, and a lost one replaced: Dask's own start against isotropy's."""
+    body = [
+        [labels[s], *(f2(v[k], 1) for k in ("up_s", "up_cpu_s", "restart_s", "restart_cpu_s"))] for s, v in r["median"].items()
+    ]
+    return md(
+        "## Local Dask cluster start (`bench/dask_start.py`, issue #44)",
+        "Regenerate: `.venv/bin/python bench/dask_start.py`. Two single-threaded worker processes, each running a task that "
+        "imports what isotropy's tasks import; then one worker killed and started again by its nanny. Wall and whole-machine "
+        f"CPU seconds, median of {r['repeats']} trials each, alternating, every trial a fresh interpreter "
+        f"({r['cpus']} cores, load average {r['load']}).",
+        table(["worker start", "up, s", "up, CPU s", "restart, s", "restart, CPU s"], body, "r"),
+    )
+
+
+def factory_curve(data: dict) -> str:
+    """The static factory's curve with the real teacher (RESULTS.md): one row per distill or tokenlearn run."""
+    rows = sorted(data.get("rows", {}).values(), key=lambda r: (r["sentences"], "model" in r, r["spans"], _teacher(r)))
+    names = data.get("tasks", [])
+    head = ["model", "lines", "spans", "teacher", "d", "7-task avg", *names, "STS-B train", "Cranfield nDCG@10", "wall s"]
+    head += ["CPU s", "teacher s (run)", "teacher s (all lines)", "cached chunks", "table"]
+    body = []
+    for r in rows:
+        first, spans = r["runs"][0], "none" if r["spans"] == "none" else "default"
+        scores = [
+            r.get("avg"),
+            *r.get("sts", [None] * len(names)),
+            r.get("stsb_train"),
+            (r.get("cranfield") or {}).get("ndcg@10"),
+        ]
+        seconds = (first["wall_s"], first.get("cpu_s"), first["teacher_s"], _teacher_total(rows, r))
+        body.append(
+            [r.get("model", "isotropy distill"), f"{r['sentences']:,}", spans, _teacher(r), _width(r), *map(f2, scores)]
+            + [*(f2(x, 0) for x in seconds), first["teacher_cache"].replace("cached chunks used: ", ""), first.get("table_cache")]
+        )
+    if potion := data.get("potion-base-8M"):
+        scores = [potion["avg"], *potion["sts"], potion.get("stsb_train"), potion["cranfield"]["ndcg@10"]]
+        body.append(["potion-base-8M", "-", "-", "-", 256, *map(f2, scores), *["-"] * 6])
+    loads = [x for r in rows for x in r["runs"][0]["load"]]
+    load = f"load average {min(loads):.1f} to {max(loads):.1f}" if loads else "load not recorded"
+    meta = data.get("meta", {})
+    ran = f"Ran on {meta.get('machine', '?')}, a shared machine ({load})."
+    return md(table(head, body), *data.get("notes", []), f"{ran} Regenerate with `{meta.get('command')}`, then `--score`.")
+
+
+def _teacher_total(rows: list[dict], row: dict) -> float | None:
+    """The teacher seconds of all of ``row``'s texts, as one uncached run would have spent them (module docs): a base
+    row's (spans none, 256 d) with the smaller base rows' whose chunks it read; a variant's (spans, another width) with
+    its base row's, whose lines it read."""
+    first = row["runs"][0]
+    if first.get("teacher_s") is None:
+        return None
+    base = [
+        r
+        for r in rows
+        if _teacher(r) == _teacher(row) and r["spans"] == "none" and r.get("dims", 256) == 256 and "model" not in r
+    ]
+    if row["spans"] != "none" or row.get("dims", 256) != 256:
+        lines = [_teacher_total(rows, r) for r in base if r["sentences"] == row["sentences"]]
+        return (first["teacher_s"] if row["spans"] != "none" else 0.0) + (lines[0] or 0.0 if lines else 0.0)
+    return first["teacher_s"] + sum(r["runs"][0]["teacher_s"] or 0.0 for r in base if r["sentences"] < row["sentences"])
+
+
+def _width(row: dict) -> str:
+    """The row's width, and its whole-word rows (``--words``) where it has any."""
+    words = row["runs"][0].get("words", 0)
+    return f"{row.get('dims', 256)}" + (f" + {words:,} word rows" if words else "")
+
+
+def _teacher(row: dict) -> str:
+    return row.get("teacher", "torch fp32")

@@ -23,14 +23,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _render import f2, table, target  # noqa: E402
+import _render  # noqa: E402
 
 from _report import ROOT, Section  # noqa: E402
 
-COMMAND = ".venv/bin/python bench/cli_start.py"
 RESULTS = HERE / "results" / "cli_start.json"
 BEFORE = "6e4e491"  # main before the start was made light (issue #44's "today": 1.4-1.6 s)
-TARGET = 0.35
 
 
 def _time(args: list[str], src: Path) -> float:
@@ -65,28 +63,7 @@ def measure(before: str, repeats: int) -> dict:
     return {"before": before, "repeats": repeats, "load": round(os.getloadavg()[0], 2), "median_s": median}
 
 
-def render(r: dict) -> str:
-    m, before = r["median_s"], r["before"]
-    now, old = m["isotropy --help"], m[f"isotropy --help at {before}"]
-    body = [[f"`{name}`", f2(m[name], 3), f2(m[name] / now)] for name in m]
-    return "\n".join(
-        [
-            "## Command-line start (`bench/cli_start.py`, issue #44)",
-            "",
-            f"Regenerate: `{COMMAND}`. Each command in a fresh interpreter, in turn, median of {r['repeats']} rounds "
-            f"(load average {r['load']}); `at {before}` is the same command on the code before the start was made light "
-            "(checked out beside this one, same interpreter and packages).",
-            "",
-            *table(["command", "median s", "vs `isotropy --help` now"], body, "r"),
-            "",
-            target(
-                f"`isotropy --help` <= {TARGET} s on this machine", now <= TARGET, f"{old:.2f} s -> {now:.2f} s, {old / now:.1f}x"
-            ),
-        ]
-    )
-
-
-SECTION = Section("BENCHMARKS.md", "cli-start", render, RESULTS)
+SECTION = Section("BENCHMARKS.md", "cli-start", _render.cli_start, RESULTS)
 
 
 def main() -> None:

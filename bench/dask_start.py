@@ -27,7 +27,6 @@ sys.path.insert(0, str(HERE))
 
 from _report import Section  # noqa: E402
 
-COMMAND = ".venv/bin/python bench/dask_start.py"
 STARTS = {"spawn": "Dask's own (spawn)", "isotropy": "isotropy's (forkserver, preloaded)"}
 
 
@@ -92,18 +91,9 @@ def measure(repeats: int) -> dict:
 
 
 def render(r: dict) -> str:
-    from _render import f2, md, table  # here: a trial's process imports nothing it does not measure
+    from _render import dask_start  # here: a trial's process imports nothing it does not measure
 
-    m = r["median"]
-    body = [[STARTS[s], *(f2(v[k], 1) for k in ("up_s", "up_cpu_s", "restart_s", "restart_cpu_s"))] for s, v in m.items()]
-    return md(
-        "## Local Dask cluster start (`bench/dask_start.py`, issue #44)",
-        f"Regenerate: `{COMMAND}`. Two single-threaded worker processes, each running a task that imports what "
-        "isotropy's tasks import; then one worker killed and started again by its nanny. Wall and whole-machine "
-        f"CPU seconds, median of {r['repeats']} trials each, alternating, every trial a fresh interpreter "
-        f"({r['cpus']} cores, load average {r['load']}).",
-        table(["worker start", "up, s", "up, CPU s", "restart, s", "restart, CPU s"], body, "r"),
-    )
+    return dask_start(r, STARTS)
 
 
 SECTION = Section("BENCHMARKS.md", "dask-start", render, HERE / "results" / "dask_start.json")

@@ -51,7 +51,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _render import f2, md, table  # noqa: E402
+import _render  # noqa: E402
 
 from _report import DATA, POTION, ROOT, load_json, machine, portable, update_section, write_json  # noqa: E402
 
@@ -301,62 +301,6 @@ def run(args) -> dict:
     return data
 
 
-def _teacher_total(rows: list[dict], row: dict) -> float | None:
-    """The teacher seconds of all of ``row``'s texts, as one uncached run would have spent them (module docs): a base
-    row's (spans none, 256 d) with the smaller base rows' whose chunks it read; a variant's (spans, another width) with
-    its base row's, whose lines it read."""
-    first = row["runs"][0]
-    if first.get("teacher_s") is None:
-        return None
-    base = [
-        r
-        for r in rows
-        if _teacher(r) == _teacher(row) and r["spans"] == "none" and r.get("dims", 256) == 256 and "model" not in r
-    ]
-    if row["spans"] != "none" or row.get("dims", 256) != 256:
-        lines = [_teacher_total(rows, r) for r in base if r["sentences"] == row["sentences"]]
-        return (first["teacher_s"] if row["spans"] != "none" else 0.0) + (lines[0] or 0.0 if lines else 0.0)
-    return first["teacher_s"] + sum(r["runs"][0]["teacher_s"] or 0.0 for r in base if r["sentences"] < row["sentences"])
-
-
-def _width(row: dict) -> str:
-    """The row's width, and its whole-word rows (``--words``) where it has any."""
-    words = row["runs"][0].get("words", 0)
-    return f"{row.get('dims', 256)}" + (f" + {words:,} word rows" if words else "")
-
-
-def _teacher(row: dict) -> str:
-    return row.get("teacher", "torch fp32")
-
-
-def render(data: dict) -> str:
-    rows = sorted(data.get("rows", {}).values(), key=lambda r: (r["sentences"], "model" in r, r["spans"], _teacher(r)))
-    names = data.get("tasks", [])
-    head = ["model", "lines", "spans", "teacher", "d", "7-task avg", *names, "STS-B train", "Cranfield nDCG@10", "wall s"]
-    head += ["CPU s", "teacher s (run)", "teacher s (all lines)", "cached chunks", "table"]
-    body = []
-    for r in rows:
-        first, spans = r["runs"][0], "none" if r["spans"] == "none" else "default"
-        scores = [
-            r.get("avg"),
-            *r.get("sts", [None] * len(names)),
-            r.get("stsb_train"),
-            (r.get("cranfield") or {}).get("ndcg@10"),
-        ]
-        seconds = (first["wall_s"], first.get("cpu_s"), first["teacher_s"], _teacher_total(rows, r))
-        body.append(
-            [r.get("model", "isotropy distill"), f"{r['sentences']:,}", spans, _teacher(r), _width(r), *map(f2, scores)]
-            + [*(f2(x, 0) for x in seconds), first["teacher_cache"].replace("cached chunks used: ", ""), first.get("table_cache")]
-        )
-    if potion := data.get("potion-base-8M"):
-        scores = [potion["avg"], *potion["sts"], potion.get("stsb_train"), potion["cranfield"]["ndcg@10"]]
-        body.append(["potion-base-8M", "-", "-", "-", 256, *map(f2, scores), *["-"] * 6])
-    loads = [x for r in rows for x in r["runs"][0]["load"]]
-    load = f"load average {min(loads):.1f} to {max(loads):.1f}" if loads else "load not recorded"
-    ran = f"Ran on {data.get('meta', {}).get('machine', '?')}, a shared machine ({load})."
-    return md(table(head, body), *data.get("notes", []), f"{ran} Regenerate with `{COMMAND}`, then `--score`.")
-
-
 def main() -> None:
     default_root = Path(os.environ.get("ISOTROPY_CACHE", Path.home() / ".cache" / "isotropy"))
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -385,7 +329,7 @@ def main() -> None:
     args = p.parse_args()
     data = load_json(args.results) if args.render else run(args)
     if not args.no_write:
-        print(update_section("RESULTS.md", "factory-curve", render(data)), file=sys.stderr)
+        print(update_section("RESULTS.md", "factory-curve", _render.factory_curve(data)), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -35,15 +35,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _render import f2, table, target  # noqa: E402
+import _render  # noqa: E402
 
 from _report import DATA, POTION, Section, load_json  # noqa: E402
 
-COMMAND = "nice -n 5 .venv/bin/python bench/factory_memory.py"
 RESULTS = HERE / "results" / "factory_memory.json"
 WIKI = DATA / "corpus" / "wiki-1m.txt"
 SIZES = (12_000, 100_000, 999_998)
-TARGET_MB = 2048
 
 
 class SeededTeacher:
@@ -116,22 +114,7 @@ def measure(sizes, spans: bool = True) -> list[dict]:
     return rows
 
 
-def render(rows: list[dict]) -> str:
-    head = ["lines", "spans", "baseline MB", "peak MB (maximum resident set)", "peak - baseline MB"]
-    body = [
-        [f"{r['lines']:,}", "none" if r["spans"].startswith("none") else "default"]
-        + [f2(x, 0) for x in (r["baseline_mb"], r["peak_mb"], r["peak_mb"] - r["baseline_mb"], r["seconds"])]
-        for r in rows
-    ]
-    last = max(rows, key=lambda r: (r["lines"], not r["spans"].startswith("none")))
-    ok = last["peak_mb"] <= TARGET_MB if last["lines"] >= SIZES[-1] else None  # the target is at 1M lines
-    what = f"peak <= {TARGET_MB} MB at 1M lines, the real teacher's activations aside, which one chunk bounds"
-    head.append("seconds (pass + solve, no teacher)")
-    align = ["---:", "---", "---:", "---:", "---:", "---:"]
-    return "\n".join([*table(head, body, align), "", target(what, ok, f"{last['peak_mb']:.0f} MB at {last['lines']:,} lines")])
-
-
-SECTION = Section("BENCHMARKS.md", "factory-memory", render, RESULTS)
+SECTION = Section("BENCHMARKS.md", "factory-memory", lambda rows: _render.factory_memory(rows, SIZES[-1]), RESULTS)
 
 
 def main() -> None:
