@@ -67,27 +67,13 @@ def encoder(model: str):
     return Encoder(source, pooling=LIBRARY_POOLING.get(ZOO[model][0], ZOO[model][0]))
 
 
-def is_static(model: str) -> bool:
-    return encoder(model).backend == "static"
-
-
 def zoo_vectors(model: str, pooling: str, sentences: Sequence[str]) -> np.ndarray:
     """``len(sentences) x d`` float32 sentence vectors of ``model`` under ``pooling``, through the shared vector cache."""
     from isotropy.encoders.cache import VectorCache, encode_cached
 
-    if model not in ZOO or pooling not in ZOO[model]:
-        raise ValueError(f"unknown zoo entry {model}/{pooling}; the zoo: {ZOO}")
     names = [LIBRARY_POOLING.get(p, p) if model != "minilm" else p for p in ZOO[model]]
     got = encode_cached(encoder(model), [str(s) for s in sentences], names, VectorCache(), show_progress=None)
     return np.asarray(got[LIBRARY_POOLING.get(pooling, pooling) if model != "minilm" else pooling], dtype=np.float32)
-
-
-def entries() -> list[tuple[str, str]]:
-    return [(m, p) for m, ps in ZOO.items() for p in ps]
-
-
-def label(model: str, pooling: str) -> str:
-    return f"{model}/{pooling}"
 
 
 def candidates(X: np.ndarray):
@@ -151,7 +137,7 @@ def run_zoo(data_dir: str, tasks_names: list[str], draws: int = DRAWS, checkpoin
     reused = 0
     plan = plan_others(tasks)
     cells: dict[str, dict] = {}
-    for model, pooling in entries():
+    for model, pooling in ((m, p) for m, ps in ZOO.items() for p in ps):
         t1 = time.perf_counter()
         corpora = [Corpus(t, {pooling: zoo_vectors(model, pooling, t.sentences())}) for t in tasks]
         devs = [dev_pool(corpora, i) for i in range(len(corpora))]
@@ -175,7 +161,7 @@ def run_zoo(data_dir: str, tasks_names: list[str], draws: int = DRAWS, checkpoin
                 if k == 0 and product != first:
                     raise SystemExit(f"{model}/{pooling} {c.task.name}: dev_decide gave {product}, few_label {first}")
                 few.append(product)
-            key = f"{label(model, pooling)}|{c.task.name}"
+            key = f"{model}/{pooling}|{c.task.name}"
             truth = truths(sel, c.vectors[pooling].astype(np.float64), a, b, gold)
             old = (reuse or {}).get(key)
             if old is not None:
@@ -187,7 +173,7 @@ def run_zoo(data_dir: str, tasks_names: list[str], draws: int = DRAWS, checkpoin
                 "truth": truth,
                 "signals": old["signals"] if old is not None else corpus_signals(X, 0),
                 "incumbent": incumbent,
-                "kind": "static" if is_static(model) else "transformer",
+                "kind": "static" if encoder(model).backend == "static" else "transformer",
                 "few_label": few,
                 "dev_source": devs[i][0],
                 "fit_rows": int(len(X)),

@@ -8,14 +8,12 @@ from token counts passed in.
 from __future__ import annotations
 
 import csv
-import os
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("ISOTROPY_DATA", ROOT.parent / "shared" / "data")).resolve()
+from _report import DATA
+
 STSB = DATA / "sts" / "STSBenchmark"
 LONG_TOKENS = 200  # target length of a long passage (word pieces, special tokens included)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import os
 import time
-import tracemalloc
 
 import numpy as np
 
@@ -21,23 +20,16 @@ class CachedTeacher:
         return self.Y[[self.row[s] for s in sentences]]
 
 
-def fit(start, sentences: list[str], teacher: CachedTeacher, how: str, memory: bool = False, **kw) -> tuple:
-    """(the fitted StaticModel, what was recorded, seconds of statistics + solve, peak traced MiB or None)."""
+def fit(start, sentences: list[str], teacher: CachedTeacher, how: str, **kw) -> tuple:
+    """(the fitted StaticModel, what was recorded, seconds of statistics + solve)."""
     import torch  # noqa: F401  the product's teacher is a torch model, loaded before its fit; the cached one is not
 
     from isotropy.distill.run import fit_on_corpus
 
     static = copy.deepcopy(start)
-    if memory:
-        tracemalloc.start()
     t0 = time.perf_counter()
     info = fit_on_corpus(static, teacher, sentences, 256, 0.0, how, None, False, **kw)
-    seconds = time.perf_counter() - t0 - info["seconds"]["teacher"]
-    peak = None
-    if memory:
-        peak = tracemalloc.get_traced_memory()[1] / 2**20
-        tracemalloc.stop()
-    return static, info, seconds, peak
+    return static, info, time.perf_counter() - t0 - info["seconds"]["teacher"]
 
 
 def encode(static, sentences: list[str]) -> np.ndarray:

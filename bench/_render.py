@@ -2,8 +2,9 @@
 
 A bench script measures and saves; its ``--render`` mode reads the JSON and calls the function here named after its
 section, so a section is rewritten without running a model, and re-rendering leaves the docs unchanged. A section is
-its tables (one writer, ``table``; one number format, ``f2``), one ``target`` line where it has a target, and the
-command that makes it; what the tables mean is written by hand outside the generated markers.
+its tables (one writer, ``table``; one number format, ``f2``; paragraphs joined by ``md``), one ``target`` line where
+it has a target, and the command that makes it; what the tables mean, and any fixed caption, is written by hand
+outside the generated markers.
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ def target(what: str, ok: bool | None, figure: str) -> str:
     return f"Target ({what}): {said} ({figure})."
 
 
+def md(*blocks: str | list[str] | None) -> str:
+    """Markdown paragraphs: each block (a line, or a list of lines such as a table) apart from the next by a blank
+    line; an empty block (a part a run did not make) is left out."""
+    return "\n\n".join(b if isinstance(b, str) else "\n".join(b) for b in blocks if b)
+
+
 def num(x: float | None) -> float:
     """NaN (a transform that could not be fitted, or not run) sorts below every number."""
     return -math.inf if x is None or math.isnan(x) else x
@@ -53,23 +60,10 @@ def static_factory(data: dict) -> str:
     head = ["model", "corpus", "lines", "STS avg", *tasks, "Cranfield nDCG@10", "recall@100", "fit / train s (runs)"]
 
     def line(name: str, corpus: str, r: dict) -> list:
-        cran = r.get("cranfield") or {}
-        runs = r.get("seconds_runs")
-        secs = (
-            "-"
-            if r.get("seconds") is None
-            else f"{r['seconds']:.1f}" + (f" ({', '.join(f'{v:.1f}' for v in runs)})" if runs else "")
-        )
-        return [
-            name,
-            corpus,
-            r.get("sentences", "-"),
-            f"**{f2(r['avg'])}**",
-            *map(f2, r["sts"]),
-            f2(cran.get("ndcg@10")),
-            f2(cran.get("recall@100")),
-            secs,
-        ]
+        cran, runs = r.get("cranfield") or {}, r.get("seconds_runs")
+        secs = "-" if r.get("seconds") is None else f"{r['seconds']:.1f}" + (f" ({_runs(runs, 1)})" if runs else "")
+        scores = [f"**{f2(r['avg'])}**", *map(f2, r["sts"]), f2(cran.get("ndcg@10")), f2(cran.get("recall@100"))]
+        return [name, corpus, r.get("sentences", "-"), *scores, secs]
 
     body = [line("teacher (all-MiniLM-L6-v2, mean)", "-", {"avg": mean(data["teacher_sts"]), "sts": data["teacher_sts"]})]
     body += [line(name, "-", rows[name]) for name in (raw, potion) if name in rows]
@@ -79,20 +73,10 @@ def static_factory(data: dict) -> str:
             if r is not None:
                 shown = "7 fits" if corpus == "others" else r.get("sentences", "-")
                 body.append(line(f"`{name}`" if name == product else name, corpus, {**r, "sentences": shown}))
-    return f"""## Static models fitted on a corpus: `isotropy distill --corpus`
-
-`isotropy distill --corpus FILE` with its defaults (token fit from the full-width distill, halves, dropped-word and cut \
-copies of the lines as spans, targets x n^-0.5, strength by held-out cosine agreement), tokenlearn 0.2.1 trained on the \
-same lines and teacher vectors, and potion-base-8M (model2vec's own static model, no corpus) scored the same way. \
-Spearman x 100, all pairs of each STS task pooled; `others`: per task one fit on the six other tasks' sentences, scored \
-on that task. Fit seconds: statistics + solve (the teacher's encoding, cached, apart), medians of the runs listed, each \
-in turn with tokenlearn's. Every field: `bench/results/static_factory.json`.
-
-```
-nice -n 5 .venv/bin/python bench/static_factory.py --others   # runs the fits; --render rewrites this from the JSON
-```
-
-{chr(10).join(table(head, body))}"""
+    command = (
+        "nice -n 5 .venv/bin/python bench/static_factory.py --others   # runs the fits; --render rewrites this from the JSON"
+    )
+    return md(f"```\n{command}\n```", table(head, body))
 
 
 # --------------------------------------------------------------------------- sts-default-model (RESULTS.md)
@@ -134,61 +118,51 @@ def sts_default_model(data: dict) -> str:
     s = next(iter(runs.values()))["all"].settings
     poolings, methods = s["poolings"], list(dict.fromkeys(m for by in runs.values() for m in by["all"].settings["methods"]))
     flow = ", ".join(f"`{x}`" for x in meta.get("flow_on", [])) if "flow" in methods else "no setting"
-    out = [
-        "## Default model on the seven STS tasks: every pooling x every training-free method",
-        "",
-        f"Model `{s['model']}` ({s['dim']} d), max_length {s['max_length']}, whitening shrinkage `{s['shrinkage']}`; "
-        f"Spearman x 100 of cosine; `flow` fitted on {flow} only. Full run {meta['wall_s'] / 60:.1f} min on "
-        f"{meta['machine']} (load {meta['load_average'][0]:.1f} -> {meta['load_average'][1]:.1f}).",
-        "",
-    ]
+    summaries = []
     for setting, by in runs.items():
         t = by["all"].settings["tasks"]
         fitted = ", ".join(f"{k} {v.get('fit_sentences', '?')} ({v.get('overlap_removed', 0)} removed)" for k, v in t.items())
-        out += [f"### Summary: fitted on {setting}", ""]
-        out += [f"{len(by['all'].tasks)}-task average, `all` / `wmean`; best per column in bold."]
-        out += [f" Sentences fitted on per test task (overlap removed): {fitted}." if setting == "others" else ""]
-        out[-2:] = ["".join(out[-2:]), ""]
-        out += summary_table(by, methods, poolings) + [""]
-    out += _checks(runs) + _subsets(runs)
-    out.append(
+        said = f"{len(by['all'].tasks)}-task average, `all` / `wmean`; best per column in bold."
+        said += f" Sentences fitted on per test task (overlap removed): {fitted}." if setting == "others" else ""
+        summaries += [f"### Summary: fitted on {setting}", said, summary_table(by, methods, poolings)]
+    return md(
+        "## Default model on the seven STS tasks: every pooling x every training-free method",
+        f"Model `{s['model']}` ({s['dim']} d), max_length {s['max_length']}, whitening shrinkage `{s['shrinkage']}`; "
+        f"Spearman x 100 of cosine; `flow` fitted on {flow} only. Full run {meta['wall_s'] / 60:.1f} min on "
+        f"{meta['machine']} (load {meta['load_average'][0]:.1f} -> {meta['load_average'][1]:.1f}).",
+        *summaries,
+        _checks(runs),
+        _subsets(runs),
         "Every row (each task, each aggregation, the published BERT-base figures beside them) is in `docs/RESULTS.json`. "
         "Regenerate with `.venv/bin/python bench/results.py` (writes this section and `docs/RESULTS.json`); "
-        "`--render-only` rewrites this section from the JSON."
+        "`--render-only` rewrites this section from the JSON.",
     )
-    return "\n".join(out)
 
 
-def _checks(runs: dict) -> list[str]:
+def _checks(runs: dict) -> str | None:
     res = runs.get("target", {}).get("all")
     if res is None or "STS-B" not in res.tasks or "last-avg" not in res.settings["poolings"]:
-        return []
+        return None
     raw = res.score("last-avg", "raw", "STS-B")
     d = {m: res.score("last-avg", m, "STS-B") - raw for m in ("center", "abtt") if m in res.settings["methods"]}
     figure = ", ".join(f"`{m}` {v:+.2f}" for m, v in d.items())
     what = f"`center` and `abtt` within 0.5 of raw {f2(raw)}, `last-avg` on STS-B, fitted on target"
-    return [target(what, all(v >= -0.5 for v in d.values()), figure), ""]
+    return target(what, all(v >= -0.5 for v in d.values()), figure)
 
 
-def _subsets(runs: dict) -> list[str]:
+def _subsets(runs: dict) -> str | None:
     res = runs.get("target", {}).get("all")
     if res is None:
-        return []
+        return None
     best = max(res.rows, key=lambda r: num(sts_avg(r)))
-    years = [t for t in res.tasks if best.scores[t].extra.get("aggregate")]
     rows = []
-    for t in years:
+    for t in (t for t in res.tasks if best.scores[t].extra.get("aggregate")):
         sc = best.scores[t]
         subs = ", ".join(f"{k} {f2(v)} ({sc.extra['subset_pairs'][k]})" for k, v in sc.subsets.items())
         rows.append([t, *(f2(sc.extra[k]) for k in ("pooled", "subset_mean", "subset_wmean")), subs])
-    if not rows:
-        return []
     head, align = ["task", "all", "mean", "wmean", "subsets (pairs)"], ["---", "---:", "---:", "---:", "---"]
-    return (
-        [f"Per-subset Spearman of the best row on target (`{best.pooling}` + `{best.method}`):", ""]
-        + table(head, rows, align)
-        + [""]
-    )
+    said = f"Per-subset Spearman of the best row on target (`{best.pooling}` + `{best.method}`):"
+    return md(said, table(head, rows, align)) if rows else None
 
 
 # --------------------------------------------------------------------------- retrieval (RESULTS.md)
@@ -196,18 +170,14 @@ def _subsets(runs: dict) -> list[str]:
 FIXED = ["raw", "center", "abtt", "common-component", "whitening", "soft-0.25", "soft-0.5", "soft-0.75"]
 
 
-def ret_f(v) -> str:
-    return "-" if v is None else f"{100 * v:.2f}"
-
-
 def _method_table(rows: list[dict], pooling: str) -> list[str]:
     ex = {r["method"]: r for r in rows if r["pooling"] == pooling and r.get("kind") == "exact"}
     raw = ex["raw"]["ndcg@10"]
     head = ["method", "dim", "bytes/vector", "nDCG@10", "recall@100", "MRR@10", "nDCG@10 - raw"]
-    body = [
-        [m, r["dim"], f"{r['bytes_per_vector']:.0f}", *(ret_f(r[k]) for k in ("ndcg@10", "recall@100", "mrr@10")), f2(100 * (r["ndcg@10"] - raw), sign=True)]
-        for m, r in ex.items()
-    ]  # fmt: skip
+    body = []
+    for m, r in ex.items():
+        scores = [f2(100 * r[k]) for k in ("ndcg@10", "recall@100", "mrr@10")]
+        body.append([m, r["dim"], f"{r['bytes_per_vector']:.0f}", *scores, f2(100 * (r["ndcg@10"] - raw), sign=True)])
     return table(head, body, "r")
 
 
@@ -223,44 +193,47 @@ def _dev_table(results: list[dict]) -> list[str]:
             if not dev:
                 continue
             m = {
-                k: float(np.mean([r[k] for r in dev]))
-                for k in ("test_raw", "test_label_free", "test_auto", "test_whitening", "test_best")
+                k: 100 * float(np.mean([r[f"test_{k}"] for r in dev])) for k in ("raw", "label_free", "auto", "whitening", "best")
             }
             worst = min(100 * (r["test_auto"] - r["test_raw"]) for r in dev)
             picks = ", ".join(f"{c} x{k}" for c, k in Counter(r["choice"] for r in dev).most_common())
             kept = sum(r["choice"] == r["incumbent"] for r in dev)
             best = Counter(r["best_in_hindsight"] for r in dev).most_common(1)[0][0]
             body.append([
-                res["name"], p, dev[0]["incumbent"], picks, f"{kept} of {len(dev)}", ret_f(m["test_raw"]),
-                ret_f(m["test_label_free"]), ret_f(m["test_auto"]),
-                f"{100 * (m['test_auto'] - m['test_raw']):+.2f} ({worst:+.2f})", ret_f(m["test_whitening"]),
-                f"{ret_f(m['test_best'])} ({best})",
+                res["name"], p, dev[0]["incumbent"], picks, f"{kept} of {len(dev)}", f2(m["raw"]), f2(m["label_free"]),
+                f2(m["auto"]), f"{m['auto'] - m['raw']:+.2f} ({worst:+.2f})", f2(m["whitening"]), f"{f2(m['best'])} ({best})",
             ])  # fmt: skip
     return table(head, body, ["---", "---", "---", "---", *["---:"] * 7])
 
 
-def retrieval(results: list[dict], ran_on: str) -> str:
+def retrieval(saved: dict) -> str:
+    results, ran_on = saved["results"], saved["machine"]
     total = sum(r["settings"].get("total_s", 0.0) for r in results)
-    parts = [
+    dev = None
+    if any(r.get("dev") for r in results):
+        dev = md(
+            "#### Few-label auto on dev queries (`calibrate --method auto --dev FOLDER`)",
+            "Mean test nDCG@10 x 100 over seeded draws of dev queries from the held-out half (`SEARCH_SPLIT`), scored on "
+            "the queries that were not dev queries.",
+            _dev_table(results),
+        )
+    models = [
+        md(
+            f"### {res['name']} (`{res['key']}`, max_length {res['settings']['max_length']})",
+            *(md(f"#### {p}: calibrations, exact search", _method_table(res["rows"], p)) for p in res["settings"]["poolings"]),
+        )
+        for res in results
+    ]
+    return md(
+        "## Retrieval: Cranfield",
         "Cranfield 1400 (1400 abstracts, 225 queries, graded qrels), every fixed calibration fitted on the documents "
         "(no label). Metrics x 100 from trec_eval (nDCG@10 with gains 5 - code), every query. "
-        f"Generated by `bench/retrieval.py` on {ran_on} ({total / 60:.1f} minutes of running)."
-    ]
-    if any(r.get("dev") for r in results):
-        parts.append(
-            "#### Few-label auto on dev queries (`calibrate --method auto --dev FOLDER`)\n\n"
-            "Mean test nDCG@10 x 100 over seeded draws of dev queries from the held-out half (`SEARCH_SPLIT`), scored on "
-            "the queries that were not dev queries.\n\n" + "\n".join(_dev_table(results))
-        )
-    for res in results:
-        parts.append(f"### {res['name']} (`{res['key']}`, max_length {res['settings']['max_length']})")
-        for p in res["settings"]["poolings"]:
-            parts.append(f"#### {p}: calibrations, exact search\n\n" + "\n".join(_method_table(res["rows"], p)))
-    parts.append(
+        f"Generated by `bench/retrieval.py` on {ran_on} ({total / 60:.1f} minutes of running).",
+        dev,
+        *models,
         "Every row (sq8, binary and IVF searches, whitening-K and pca-K at every size, query times) is in "
-        "`bench/results/retrieval.json`; `.venv/bin/python bench/retrieval.py --render-only` rewrites this section from it."
+        "`bench/results/retrieval.json`; `.venv/bin/python bench/retrieval.py --render-only` rewrites this section from it.",
     )
-    return "\n\n".join(parts)
 
 
 # --------------------------------------------------------------------------- sts-static (RESULTS.md)
@@ -307,7 +280,7 @@ def st_targets(data: dict) -> list[str]:
     ]
 
 
-def model_table(name: str, m: dict, tasks: list[str], teacher: list[float] | None) -> list[str]:
+def model_table(name: str, m: dict, tasks: list[str], teacher: list[float] | None) -> str:
     raw = st_avg(m["rows"]["others"]["raw"])
     body = []
     for setting in ("others", "target"):
@@ -321,19 +294,18 @@ def model_table(name: str, m: dict, tasks: list[str], teacher: list[float] | Non
     if teacher is not None:
         body.append(["*teacher transformer (all-MiniLM-L6-v2)*", "-", *map(f2, teacher), f2(st_avg(teacher)), ""])
     oov = f"Out-of-vocabulary tokens over the 7 tasks' sentences: {100 * m['coverage']['oov_rate']:.2f}%."
-    return [f"#### {name}", "", *table(["calibration", "fit", *tasks, "avg", "vs raw"], body), "", oov, ""]
+    return md(f"#### {name}", table(["calibration", "fit", *tasks, "avg", "vs raw"], body), oov)
 
 
 def sts_static(data: dict) -> str:
-    lines = ["## Static models on the seven STS tasks (issue #23)", "", *st_targets(data), ""]
-    for name, m in data["models"].items():
-        lines += model_table(name, m, data["tasks"], data["teacher"])
-    lines += [
+    return md(
+        "## Static models on the seven STS tasks (issue #23)",
+        st_targets(data),
+        *(model_table(name, m, data["tasks"], data["teacher"]) for name, m in data["models"].items()),
         f"Spearman x 100 of cosine, all evaluation pairs of a task pooled; data `{data['settings']['data']}`. "
         f"Ran in {data['meta']['wall_s'] / 60:.1f} min on {data['meta']['machine']}. "
         "Regenerate with `nice -n 10 .venv/bin/python bench/static.py` (writes this section and `bench/results/static.json`).",
-    ]
-    return "\n".join(lines)
+    )
 
 
 # --------------------------------------------------------------------------- auto-zoo, auto-search (AUTO.md)
@@ -414,28 +386,21 @@ def auto_zoo(zoo: dict) -> str:
 
     rule, meta = zoo["rule"], zoo["meta"]
     entries = len(dict.fromkeys(k.split("|")[0] for k in zoo["cells"]))
-    return "\n".join([
+    return md(
         "## Model zoo: label-free `auto` by the encoder's kind (issue #24)",
-        "",
         f"Label-free `auto`: **{rule['act']['static']}** on a static table, **{rule['act']['transformer']}** on a "
         f"transformer (`SIGNAL_RULE`); few-label `auto`: `DEV_RULE` `{DEV_RULE['test']}@{DEV_RULE['level']:g}`, {meta.get('draws', 20)} draws of 100 dev pairs per "
         f"cell. {entries} zoo entries x {len(meta['tasks'])} tasks, leave one task out, fitted on `others`; Spearman x 100."
         + (" PARTIAL RUN." if meta.get("partial") else ""),
-        "",
-        *zoo_targets(zoo),
-        "",
+        zoo_targets(zoo),
         "### The rule and each signal deciding alone, on the held-out cells",
-        "",
-        *signal_table(zoo, rule),
-        "",
+        signal_table(zoo, rule),
         "### Pooling: the rule (`POOLING_RULE`) held out task by task",
-        "",
-        *pooling_table(zoo),
-        "",
+        pooling_table(zoo),
         f"Run: {len(zoo['cells'])} cells in {meta.get('wall_s', float('nan')) / 60:.1f} min. Every cell is in "
         "`bench/results/auto.json` (`zoo`). Regenerate: `.venv/bin/python bench/auto.py --zoo` "
         "(`--render`: from the JSON).",
-    ])  # fmt: skip
+    )  # fmt: skip
 
 
 def _means(e: dict, rows: np.ndarray) -> dict[str, float]:
@@ -455,20 +420,16 @@ def auto_search(res: dict) -> str:
                          f"{m[sim]:.2f} ({sim}, {m[sim] - m['raw']:+.2f})", f"{m[best]:.2f} ({best})"])  # fmt: skip
         static += [m[s] - m["raw"]] if e["kind"] == "static" else []
     below = sum(g < 0 for g in static)
-    return "\n".join([
+    return md(
         "## Search: label-free `auto --for search`, tuned on half of Cranfield's queries (issue #34)",
-        "",
         f"Cranfield's queries split by `SEARCH_SPLIT` (seed {res['split']['seed']}): {len(tune)} tuning, {len(held)} "
         f"held out; candidates fitted on the 1400 documents; nDCG@10 x 100, exact search; the library's `SEARCH_RULE`: "
         + ", ".join(f"**{v}** on a {k} encoder" for k, v in SEARCH_RULE["act"].items() if k != "unknown") + ".",
-        "",
-        *table(["entry", "raw", "**auto --for search**", "auto --for similarity", "best in hindsight"], held_out, "r"),
-        "",
+        table(["entry", "raw", "**auto --for search**", "auto --for similarity", "best in hindsight"], held_out, "r"),
         target("for search no static model below raw on the held-out queries", below == 0,
                f"{below} of {len(static)} static entries below raw; smallest change {min(static):+.2f}"),
-        "",
         f"Ran on {res['machine']}. Regenerate: `nice -n 5 .venv/bin/python bench/auto_search.py` (`--render-only`: from the JSON).",
-    ])  # fmt: skip
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- auto-speed (BENCHMARKS.md)
@@ -478,21 +439,17 @@ def auto_speed(res: dict) -> str:
     """``calibrate --method auto`` against ``encode`` on the STS-B sentences (BENCHMARKS.md)."""
     body = [[i, f"{r['encode_s']:.1f}", f"{r['auto_s']:.1f}", f"**{r['ratio']:.2f}x**"] for i, r in enumerate(res["rounds"], 1)]
     worst, sv = max(r["ratio"] for r in res["rounds"]), res["same_vectors"]
-    return "\n".join([
+    return md(
         "## `calibrate --method auto` against `encode` (issue #34)",
-        "",
         f"The {res['sentences']:,} distinct STS-B sentences, the default model, each command in a new process with a fresh "
         f"vector cache; auto encodes a sample of {res['signal_rows']:,} sentences and writes the base model "
         f"({' -> '.join(res['modules'])}). Ran on {res['machine']} (load {max(x[0] for x in res['loadavg']):.2f} at most). "
         "Regenerate: `.venv/bin/python bench/auto_speed.py`.",
-        "",
-        *table(["round", "`isotropy encode` (s)", "`calibrate --method auto` (s)", "auto / encode"], body, "---:"),
-        "",
+        table(["round", "`isotropy encode` (s)", "`calibrate --method auto` (s)", "auto / encode"], body, "---:"),
         target("auto <= 0.35x encode", worst <= 0.35, f"worst {worst:.2f}x, choice {res['choice']}"),
-        "",
         f"The folder against the base model through sentence-transformers (200 sentences and one longer than the window): "
         f"largest difference {sv['max_abs_diff']:.2e}, norms {sv['norm_min']:.4f} to {sv['norm_max']:.4f}.",
-    ])  # fmt: skip
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- static-speed (BENCHMARKS.md)
@@ -501,7 +458,7 @@ def auto_speed(res: dict) -> str:
 COMMAND = "nice -n 5 .venv/bin/python bench/static_speed.py"
 
 
-def _sspeed_run(name: str, n: int, r: dict, quiet_load: float) -> list[str]:
+def _sspeed_run(name: str, n: int, r: dict, quiet_load: float) -> str:
     med = r["median"]
     rate = {k: r["counts"][k] / t for k, t in med.items()}
     (b1, _, _), (a1, _, _) = r["load"]
@@ -522,22 +479,18 @@ def _sspeed_run(name: str, n: int, r: dict, quiet_load: float) -> list[str]:
     ]  # fmt: skip
     if "teacher" in rate:
         lines.append(target(">= 50x the teacher", rate["ours"] / rate["teacher"] >= 50, f"{rate['ours'] / rate['teacher']:.0f}x"))
-    out = ["", f"### {name}, {n:,} sentences, median of {r['rounds']} round(s), {tag} (load {b1:.1f} -> {a1:.1f})", ""]
-    out += table(head, body) + [""] + [f"- {line}" for line in lines]
-    return out
+    title = f"### {name}, {n:,} sentences, median of {r['rounds']} round(s), {tag} (load {b1:.1f} -> {a1:.1f})"
+    return md(title, table(head, body), [f"- {line}" for line in lines])
 
 
-def static_speed(results: list[dict], quiet_load: float, where: str) -> str:
-    lines = [
+def static_speed(saved: dict) -> str:
+    results, quiet_load, where = saved["results"], saved.get("quiet_load", 2.5), saved["machine"]
+    return md(
         "## Static encode speed (#23, #33)",
-        "",
         f"Sentences of the 7 STS tasks (unique, then recombined halves of two, shuffled), median of the rounds (each "
         f"encoder in turn) in one process; {where}. Regenerate: `{COMMAND}`.",
-    ]
-    for res in results:
-        for n, r in res["sizes"].items():
-            lines += _sspeed_run(res["name"], n, r, quiet_load)
-    return "\n".join(lines)
+        *(_sspeed_run(res["name"], int(n), r, quiet_load) for res in results for n, r in res["sizes"].items()),
+    )  # int(n): the saved JSON's keys are text
 
 
 # --------------------------------------------------------------------------- encode (BENCHMARKS.md)
@@ -598,21 +551,23 @@ def enc_targets(result: dict, tab: dict[str, list[dict]]) -> list[str]:
     return [f"- {line}" for line in lines]
 
 
-def _speed_tables(result: dict, tab: dict) -> list[str]:
-    md = []
+def _speed_tables(result: dict, tab: dict) -> str:
+    out = []
     head = ["backend", "median s", "CPU s", "texts/s", "x ST torch (same process)", "x by CPU time", "GFLOP/s", "% of peak"]
     for k in SETTINGS:
         s, p = result["tokens"][k], result["peaks"][k]
-        md += [
-            "",
+        out.append(
             f"**{k.replace('@', ', max_length ')}**: {s['texts']} texts, {s['real_tokens']:,} real tokens, "
             f"{s['flops']['total'] / 1e9:.1f} GFLOP; peaks (GFLOP/s) fp32 {p['model_peak']['fp32']:.0f}, "
-            f"bf16 {p['model_peak']['bf16']:.0f}, int8 {p['model_peak']['int8']:.0f}.",
-            "",
+            f"bf16 {p['model_peak']['bf16']:.0f}, int8 {p['model_peak']['int8']:.0f}."
+        )
+        body = [
+            [r["name"], *(f2(r[c]) for c in ("wall", "cpu")), f"{r['rate']:.0f}", *(f2(r[c]) for c in ("speedup", "speedup_cpu"))]
+            + [f"{r['gflops']:.0f}", f"{100 * r['of_peak']:.0f}% {r['kind']}"]
+            for r in tab[k]
         ]
-        md += table(head, [[r["name"], f2(r["wall"]), f2(r["cpu"]), f"{r['rate']:.0f}", f2(r["speedup"]), f2(r["speedup_cpu"]),
-                            f"{r['gflops']:.0f}", f"{100 * r['of_peak']:.0f}% {r['kind']}"] for r in tab[k]], "r")  # fmt: skip
-    return md
+        out.append(table(head, body, "r"))
+    return md(*out)
 
 
 def _accuracy_table(result: dict) -> list[str]:
@@ -639,33 +594,23 @@ def _levers(result: dict) -> list[str]:
     return table(["lever", *SETTINGS], body, "r")
 
 
-def memory_section(mem: dict | None) -> list[str]:
-    """The ``isotropy encode`` memory check (bench/encode_memory.py's JSON), if it was run."""
-    if not mem:
-        return ["", "### Memory", "", "Not measured yet: run `.venv/bin/python bench/encode_memory.py`."]
+def memory_section(mem: dict) -> str:
+    """The ``isotropy encode`` memory check (bench/encode_memory.py's JSON)."""
     runs = mem["runs"]
     body = [[f"{r['lines']:,}", f"{r['wall_s']:.0f}", f"{r['cpu_s']:.0f}", f"{r['sentences_per_s']:.0f}",
              f"{r['lines'] / r['cpu_s']:.0f}", f"{r['peak_rss_mib']:.0f}"] for r in runs]  # fmt: skip
-    md = ["", "### Memory: `isotropy encode` on a large file", ""]
-    md += [
-        f"`isotropy encode FILE -o OUT.npy --precision {mem['precision']}`, {mem['threads']} thread(s), a child process; peak RSS: its `ru_maxrss`.",
-        "",
-    ]
-    md += table(["lines", "wall s", "CPU s", "sentences/s", "per CPU second", "peak RSS MiB"], body, "---:")
-    if len(runs) >= 2:
-        a, z = runs[0], runs[-1]
-        grew = z["peak_rss_mib"] - a["peak_rss_mib"]
-        md += [
-            "",
-            target(
-                "peak RSS does not grow with N",
-                grew < 0.05 * a["peak_rss_mib"],
-                f"{a['lines']:,} -> {z['lines']:,} lines: {grew:+.0f} MiB",
-            ),
-        ]
+    a, z = runs[0], runs[-1]
+    grew = z["peak_rss_mib"] - a["peak_rss_mib"]
+    ok, figure = grew < 0.05 * a["peak_rss_mib"], f"{a['lines']:,} -> {z['lines']:,} lines: {grew:+.0f} MiB"
+    flat = target("peak RSS does not grow with N", ok, figure) if len(runs) >= 2 else None
     frame = next((r["progress_frame"] for r in reversed(runs) if r.get("progress_frame")), None)
-    md += ["", f"The progress bar's last frame (on a pseudo-terminal): `{frame}`."] if frame else []
-    return md
+    return md(
+        "### Memory: `isotropy encode` on a large file",
+        f"`isotropy encode FILE -o OUT.npy --precision {mem['precision']}`, {mem['threads']} thread(s), a child process; peak RSS: its `ru_maxrss`.",
+        table(["lines", "wall s", "CPU s", "sentences/s", "per CPU second", "peak RSS MiB"], body, "---:"),
+        flat,
+        f"The progress bar's last frame (on a pseudo-terminal): `{frame}`." if frame else None,
+    )
 
 
 def encode(result: dict) -> str:
@@ -674,31 +619,21 @@ def encode(result: dict) -> str:
     if peers:
         pv = peers["versions"]
         versions += f"; peers: sentence-transformers {pv['sentence_transformers']}, OpenVINO {pv['openvino'].split('-')[0]}"
-    md = [
+    return md(
         "## Encoder throughput vs sentence-transformers",
-        "",
         f"Default model (all-MiniLM-L6-v2), {su['threads']} thread(s), batch size {su['batch_size']}, median of "
         f"{su['rounds']} interleaved rounds, on {su['machine']} (load average {su['loadavg_after'][0]} at the end); {versions}.",
-        "",
-        *enc_targets(result, tab),
-        "",
+        enc_targets(result, tab),
         "### Speed",
-        *_speed_tables(result, tab),
-        "",
+        _speed_tables(result, tab),
         "### Accuracy (STS-B test, Spearman x 100, max_length 256)",
-        "",
-        *_accuracy_table(result),
-        "",
+        _accuracy_table(result),
         "### Levers",
-        "",
-        *_levers(result),
-        "",
-        *memory_section(result.get("memory")),
-        "",
+        _levers(result),
+        memory_section(result["memory"]) if result.get("memory") else None,
         "Regenerate: `.venv/bin/python bench/encode.py --peers-python .venv-peers/bin/python` and "
         "`bench/encode_memory.py`; `--render bench/results/encode.json` redraws this section.",
-    ]  # fmt: skip
-    return "\n".join(md)
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- scale (BENCHMARKS.md)
@@ -709,7 +644,7 @@ PRICE_CORE_HOUR = 0.04  # assumption: US$ per vCPU-hour, on-demand order of magn
 RAM_OVERHEAD = 1.3  # assumption: inverted lists' slack, ids, coarse quantiser, OS
 
 
-def _grid(res: dict) -> list[str]:
+def _grid(res: dict) -> str:
     def dims(r: dict) -> str:
         if r["calibration"] == "raw+opq":  # OPQ rotates and projects to the largest multiple of M
             return f"{r['dims']} -> {(r['dims'] // r['bytes']) * r['bytes']}"
@@ -727,20 +662,20 @@ def _grid(res: dict) -> list[str]:
     tuned = any("tuning" in r for r in res["grid"])
     nlists = ", ".join(f"{v:,}" for v in sorted({r.get("nlist", 1024) for r in res["grid"]}))
     how = "nprobe tuned per row on 1,000 other queries (the sweep below)" if tuned else "nprobe 32"
-    return [f"**{res['rows']:,} vectors** (GloVe 50 d windows), nlist {nlists}, {how}:", "", *table(head, body)]
+    return md(f"**{res['rows']:,} vectors** (GloVe 50 d windows), nlist {nlists}, {how}:", table(head, body))
 
 
-def _tuning(res: dict) -> list[str]:
+def _tuning(res: dict) -> str | None:
     rows = sorted((r for r in res["grid"] if "tuning" in r), key=lambda r: (r["budget"], r["calibration"]))
     if not rows:
-        return []
+        return None
     body = []
     for r in rows:
         cells = [f"{f2(t['recall@10'], 3)} / {f2(t['recall@10_rerank'], 3)}" for t in r["tuning"]]
         cells = [f"**{c}**" if t["nprobe"] == r["nprobe"] else c for c, t in zip(cells, r["tuning"])]
         body.append([r["budget"], r["calibration"], *cells])
     head = ["budget", "calibration", *(f"nprobe {t['nprobe']}" for t in rows[0]["tuning"])]
-    return ["", "The nprobe sweep on the tuning queries (recall@10 plain / re-ranked; chosen in bold):", "", *table(head, body)]
+    return md("The nprobe sweep on the tuning queries (recall@10 plain / re-ranked; chosen in bold):", table(head, body))
 
 
 def _targets(res: dict) -> list[str]:
@@ -764,13 +699,13 @@ def _targets(res: dict) -> list[str]:
         b, opq = max(cal, key=lambda r: r["recall@10"]), at16["raw+opq"]["recall@10"]
         what = "at 16 bytes a calibration in front of PQ beats raw + OPQ by >= 2 recall@10 points"
         lines.append(target(what, b["recall@10"] - opq >= 0.02, f"{b['calibration']} {f2(b['recall@10'], 3)} vs {f2(opq, 3)}"))
-    return ["", *(f"- {line}" for line in lines)]
+    return [f"- {line}" for line in lines]
 
 
-def _estimate(res: dict) -> list[str]:
+def _estimate(res: dict) -> str | None:
     rows, n = [r for r in res["grid"] if r["bytes"] <= 32], res["rows"]
     if not rows:
-        return []
+        return None
     # medians over the rows (the load moved between rows); the add ran on 2 threads
     add_rate = float(np.median([n / r["add_s"] / 2 for r in rows]))
     # codes scanned a second by one thread: the lists visited (nprobe of nlist) times the single-query rate
@@ -787,47 +722,40 @@ def _estimate(res: dict) -> list[str]:
     body = [[m, f"{mem_gb / m:,.0f}", f"{train_core_h / CORES_PER_MACHINE:,.0f}", f"{add_core_h / (m * CORES_PER_MACHINE):.2f}",
              f"{core_h:,.0f}", f"{core_h * PRICE_CORE_HOUR:,.0f}", f"{q_ms:.0f}"] for m in (1, 4, 16)]  # fmt: skip
     head = ["machines", "codes in RAM per machine (GB)", "train (h, client, 32 cores)", "add (h)", "core-hours", "cost (US$)", "single query (ms, 1 core, one index)"]  # fmt: skip
-    return [
+    return md(
         f"**Paper estimate for 1B vectors**, from the medians of the {len(rows)} rows of <= 32 bytes at {n:,} vectors: "
         f"adding {add_rate:,.0f} vectors/s per core, a single-thread query scanning {scan_rate / 1e6:,.1f}M codes/s. "
         f"Assumed: {code}-byte codes + 8-byte ids, x{RAM_OVERHEAD} overhead, nlist 262,144, nprobe 64, coarse training "
         f"scaled as rows x nlist, {CORES_PER_MACHINE} cores a machine, US${PRICE_CORE_HOUR}/core-hour, vectors already encoded.",
-        "",
-        *table(head, body),
-    ]
+        table(head, body),
+    )
 
 
 def scale(results: dict) -> str:
-    lines = ["## Compressed search at scale: calibrations in front of PQ (`bench/scale.py`)", ""]
+    parts = ["## Compressed search at scale: calibrations in front of PQ (`bench/scale.py`)"]
     sizes = sorted((k for k in results if k.isdigit()), key=int)
     for key in sizes:
         res = results[key]
-        lines += _grid(res) + _tuning(res) + _targets(res)
+        parts += [_grid(res), _tuning(res), _targets(res)]
         if "dask" in res:
             d = res["dask"]
             same = d.get("same_codes")
-            lines += ["", f"Build of the soft whitening-48, 16-byte index: one process {d['one_process_s']:.0f} s, "
+            parts += [f"Build of the soft whitening-48, 16-byte index: one process {d['one_process_s']:.0f} s, "
                       f"`build_index_dask` (2 single-threaded workers, 10 shards) {d['dask_2_workers_s']:.0f} s"
                       + ("." if same is None else f"; the two indexes hold {'the same' if same else '**different**'} lists, ids and codes.")]  # fmt: skip
-        lines.append("")
     if sizes:  # the 1B estimate from the largest size measured
-        lines += _estimate(results[sizes[-1]]) + [""]
+        parts.append(_estimate(results[sizes[-1]]))
     if "cranfield" in results:
         body = [
             [r["calibration"], r["bytes"], *(f2(r[k], 3) for k in ("ndcg@10", "exact_ndcg@10", "recall@10_vs_exact"))]
             for r in results["cranfield"]
         ]
         head = ["calibration", "bytes", "nDCG@10 index", "nDCG@10 exact", "recall@10 vs exact"]
-        lines += [
-            "**Cranfield nDCG@10 through the compressed index** (GloVe 50 d; nlist 35, nprobe 8):",
-            "",
-            *table(head, body),
-            "",
-        ]
-    lines.append(
+        parts += ["**Cranfield nDCG@10 through the compressed index** (GloVe 50 d; nlist 35, nprobe 8):", table(head, body)]
+    parts.append(
         "Regenerate: `nice -n 5 .venv/bin/python bench/scale.py` (its docstring holds the method); `--render` redraws this."
     )
-    return "\n".join(lines)
+    return md(*parts)
 
 
 # --------------------------------------------------------------------------- poolings (BENCHMARKS.md)
@@ -839,14 +767,12 @@ def poolings(result: dict, names: list[str], new: set[str], speed_rows: int) -> 
     both = "all in one encode_multi"
     body = [[f"**{p}**" if p in new else p, f2(scores[p]), f"{speed[p]:.0f}", f"{relative[p]:.2f}x"] for p in names]
     body.append([f"all {len(names)} in one `encode_multi`", "", f"{speed[both]:.0f}", f"{relative[both]:.2f}x"])
-    return "\n".join([
+    return md(
         "## Poolings (issue #14)",
-        "",
         f"`bench/poolings.py`: {result['setting']}. New poolings in bold, each with its paper's defaults. Speed: each "
         f"pooling alone on {speed_rows} test sentences, median of {result['rounds']} interleaved rounds ({result['machine']}).",
-        "",
-        *table(["pooling", "Spearman x 100", "sentences / s", "speed vs last-avg"], body, "r"),
-    ])  # fmt: skip
+        table(["pooling", "Spearman x 100", "sentences / s", "speed vs last-avg"], body, "r"),
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- search (BENCHMARKS.md)
@@ -863,19 +789,16 @@ def search(data: dict, threshold: float, max_length: int) -> str:
          f"{r['bytes'] / ref['bytes']:.2f}x" if ref else "-", f"{r['build_s']:.1f}"]
         for r in rows
     ]  # fmt: skip
-    return "\n".join([
+    return md(
         "## Search: whitened, smaller vectors on a faiss index",
-        "",
         f"Corpus: the {m['n_corpus']} unique sentences of {', '.join(m['task_names'])}; queries: sentence1 of every pair "
         f"with gold >= {threshold} ({m['n_queries']} queries, {m['n_pairs']} pairs), the relevant document its sentence2. "
         f"Default model, last-avg, max_length {max_length}, encoding {m['enc_rate']:.0f} sentences/s here. Median of "
         f"{m['repeats']} interleaved sweeps on {m['machine']} ({m['date']}); faiss threads {m['faiss_threads']} for "
         f"batches, 1 for single queries ({m['n_single']} queries). Regenerate: `.venv/bin/python bench/search.py`.",
-        "",
-        *table(head, body, ["---", "---", *["---:"] * 11]),
-        "",
+        table(head, body, ["---", "---", *["---:"] * 11]),
         search_verdict(rows, ref),
-    ])  # fmt: skip
+    )  # fmt: skip
 
 
 def search_verdict(rows, ref) -> str:
@@ -902,15 +825,13 @@ def serve(r: dict) -> str:
         [f"`GET /search?q=...&k=10`, as the client sees it (ms, {r['requests']} requests)", *(f2(x, 1) for x in r["latency_ms"])],
         ["of which the search itself (ms, the server's `took_ms`)", *(f2(x, 1) for x in r["took_ms"])],
     ]
-    return "\n".join([
+    return md(
         "## Serving searches (`isotropy serve`)",
-        "",
         f"An index of a generated {r['lines']}-line corpus, default model, `isotropy index build`'s default (soft "
         f"whitening to 128 dims, flat), on {r['machine']} (load {load0:.1f} -> {load1:.1f}). Regenerate: "
         "`.venv/bin/python bench/serve.py`.",
-        "",
-        *table(["", "median", "90th percentile"], body, "r"),
-    ])  # fmt: skip
+        table(["", "median", "90th percentile"], body, "r"),
+    )
 
 
 # --------------------------------------------------------------------------- onnx (BENCHMARKS.md)
@@ -926,26 +847,22 @@ def onnx(r: dict) -> str:
         for x in r["rows"]
     ]  # fmt: skip
     speed, loss = next(x["ratio"] for x in r["rows"] if x["pipeline"] == "ONNX int8"), r["loss"]
-    return "\n".join([
+    return md(
         "## onnx",
-        "",
         f"The {r['n']:,} sentences of the STS-B test pairs, default model, last-avg, max_length 64, batch 64; median of "
         f"{r['repeats']} rounds, the pipelines taking turns on chunks of {r['chunk']}, on {r['machine']}. Regenerate: "
         "`.venv/bin/python bench/onnx_speed.py`.",
-        "",
-        *table(head, body, [*["---"], *["---:"] * 7, "---"]),
-        "",
+        table(head, body, [*["---"], *["---:"] * 7, "---"]),
         target("int8 >= 1.5x PyTorch's throughput, <= 0.3 Spearman points lost", speed >= 1.5 and loss <= 0.3, f"{speed:.2f}x, {-loss:+.2f} points"),
-        "",
         f"int8 with whitening in the graph, against PyTorch + whitening: {r['whitening_change']:+.2f} Spearman points.",
-    ])  # fmt: skip
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- flow (BENCHMARKS.md)
 
 
-def _runs(times: list[float]) -> str:
-    return ", ".join(f"{t:.2f}" for t in times)
+def _runs(times: list[float], d: int = 2) -> str:
+    return ", ".join(f"{t:.{d}f}" for t in times)
 
 
 def flow(r: dict) -> str:
@@ -956,33 +873,29 @@ def flow(r: dict) -> str:
         else "all STS-B sentence vectors, default model, `cls`, max_length 64"
     )
     body = [
-        ["`Flow().fit` (l2_d3_w32, additive, 1 epoch, batch 32)", f"{t_fit:.2f} s", _runs(r["fit_runs"]), f"{t_fit / t_w:.0f}x" if t_w else "-"],
+        ["`Flow().fit` (l2_d3_w32, additive, 1 epoch, batch 32)", f"{t_fit:.2f} s", _runs(r["fit_runs"]), f"{t_fit / t_w:.0f}x"],
         ["`Flow.transform`", f"{r['transform_s']:.3f} s = {rate:,.0f} vectors/s", _runs(r["transform_runs"]), "-"],
         ["`Flow.inverse_transform(transform(X))`", f"{r['inverse_s']:.3f} s", "-", "-"],
+        ["`Whitening().fit` (reference)", f"{t_w:.3f} s", _runs(r["whitening_runs"]), "1x"],
     ]  # fmt: skip
-    if t_w is not None:
-        body.append(["`Whitening().fit` (reference)", f"{t_w:.3f} s", _runs(r["whitening_runs"]), "1x"])
-    fit_what, fit_got = (
-        f"fit in at most {r['fit_target_s']:.0f} s",
-        f"{t_fit:.1f} s, {r['steps']} steps; repeated fits bit-identical: {r['same']}",
-    )
-    out = [
-        "## flow",
-        "",
-        f"BERT-flow on {source}: {r['n']} x {r['d']} float32, on {r['machine']} (load {r['load'][0]:.1f} -> "
-        f"{r['load'][1]:.1f}). Regenerate: `.venv/bin/python bench/flow.py`.",
-        "",
-        *table(["what", "median", "all runs (s)", "vs whitening fit"], body),
-        "",
-        "- " + target(fit_what, t_fit <= r["fit_target_s"], fit_got),
-        "- " + target(f"transform at least {r['transform_target']:,.0f} vectors/s", rate >= r["transform_target"], f"{rate:,.0f} vectors/s"),
-        f"- Round trip `inverse_transform(transform(X))`: max abs error {r['err']:.2e} (float32).",
-    ]  # fmt: skip
+    fit_got = f"{t_fit:.1f} s, {r['steps']} steps; repeated fits bit-identical: {r['same']}"
+    quality = None
     if q:
         cells = [f"raw {q['raw']:.2f}", f"flow {q['flow']:.2f} ({q['flow'] - q['raw']:+.2f})"]
         cells += [f"whitening {q['whitening']:.2f} ({q['whitening'] - q['raw']:+.2f})"] if "whitening" in q else []
-        out += ["", "STS-B test Spearman x100 (cls, fitted on train+dev+test): " + ", ".join(cells) + "."]
-    return "\n".join(out) + "\n"
+        quality = "STS-B test Spearman x100 (cls, fitted on train+dev+test): " + ", ".join(cells) + "."
+    return md(
+        "## flow",
+        f"BERT-flow on {source}: {r['n']} x {r['d']} float32, on {r['machine']} (load {r['load'][0]:.1f} -> "
+        f"{r['load'][1]:.1f}). Regenerate: `.venv/bin/python bench/flow.py`.",
+        table(["what", "median", "all runs (s)", "vs whitening fit"], body),
+        [
+            "- " + target(f"fit in at most {r['fit_target_s']:.0f} s", t_fit <= r["fit_target_s"], fit_got),
+            "- " + target(f"transform at least {r['transform_target']:,.0f} vectors/s", rate >= r["transform_target"], f"{rate:,.0f} vectors/s"),
+            f"- Round trip `inverse_transform(transform(X))`: max abs error {r['err']:.2e} (float32).",
+        ],
+        quality,
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- whitening (BENCHMARKS.md)
@@ -997,22 +910,20 @@ def whitening(r: dict) -> str:
         ["`Moments().update(X)` on the in-memory array (no file reading), float64", f2(r["mem_s"]), f"{r['mem_ratio']:.2f}x"],
         [f"for scale: `X.T @ X` on a {r['slice_rows']:,}-row slice, float64 vs float32", f"{r['t64']:.2f} vs {r['t32']:.2f}", f"{r['t64_ratio']:.2f}x"],
     ]  # fmt: skip
-    return "\n".join([
+    return md(
         "## whitening",
-        "",
         f"BERT-whitening fitted on {r['rows']:,} x {r['d']} float32 rows streamed from {r['shards']} `.npy` shards "
         f"(page-cached) against one `X.T @ X` on the same rows in memory; median of {r['repeats']} interleaved repeats "
         f"on {r['machine']}, BLAS {r['blas']} (load {r['load']:.1f} at the end). Regenerate: "
         f"`.venv/bin/python bench/whitening.py{f' --threads {th}' if th else ''}`.",
-        "",
-        *table(["what", "time (s)", "vs `X.T @ X`"], body, "r"),
-        "",
-        "- " + target("within 1.5x of `X.T @ X`", r["ratio"] <= 1.5, f"{r['ratio']:.2f}x"),
-        f"- The float64 path agrees with a one-shot float64 `numpy.cov` to {r['err_ours']:.1e} (relative, max entry).",
-        f"- Peak extra memory of the streamed fit (tracemalloc): {r['mem_small_mib']:.1f} MiB at {r['rows_small']:,} rows, "
-        f"{r['mem_full_mib']:.1f} MiB at {r['rows']:,} rows.",
-        "",
-    ])  # fmt: skip
+        table(["what", "time (s)", "vs `X.T @ X`"], body, "r"),
+        [
+            "- " + target("within 1.5x of `X.T @ X`", r["ratio"] <= 1.5, f"{r['ratio']:.2f}x"),
+            f"- The float64 path agrees with a one-shot float64 `numpy.cov` to {r['err_ours']:.1e} (relative, max entry).",
+            f"- Peak extra memory of the streamed fit (tracemalloc): {r['mem_small_mib']:.1f} MiB at {r['rows_small']:,} rows, "
+            f"{r['mem_full_mib']:.1f} MiB at {r['rows']:,} rows.",
+        ],
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- distributed (BENCHMARKS.md)
@@ -1029,95 +940,71 @@ def distributed(r: dict) -> str:
     ]  # fmt: skip
     subset = f": the first {n:,} of its {r['n_all']:,}" if n < r["n_all"] else ""
     cost = [[f"{c} CPU cores", f"{core_hours / c:,.1f} h", f"${core_hours * r['price_core']:,.0f}"] for c in (64, 512, 4096)]
-    cost += [
-        [
-            f"{g} GPUs (assumed {r['gpu_rate']:,.0f} sentences/s each)",
-            f"{gpu_hours / g:,.1f} h",
-            f"${gpu_hours * r['price_gpu']:,.0f}",
-        ]
-        for g in (8, 64)
-    ]
-    return "\n".join([
+    gpus = f"GPUs (assumed {r['gpu_rate']:,.0f} sentences/s each)"
+    cost += [[f"{g} {gpus}", f"{gpu_hours / g:,.1f} h", f"${gpu_hours * r['price_gpu']:,.0f}"] for g in (8, 64)]
+    return md(
         "## Distributed fit (`bench/distributed_fit.py`)",
-        "",
         f"{n:,} unique sentences ({', '.join(r['tasks'])}{subset}) "
         f"in {r['shards']} shards, all-MiniLM-L6-v2 (mean pooling, max_length {r['max_length']}, {d} dims), whitening fit; one "
         f"run each on {r['machine']} (load {r['load'][0]:.1f} -> {r['load'][1]:.1f}).",
-        "",
-        *table(["run", "wall time", "vs one process"], [[what, f"{t:.1f} s", f"{t / t_single:.2f}"] for what, t in runs]),
-        "",
-        f"- Cold and warm cluster fits agree to {r['same_runs']:.1e} relative; against the one-process fit the mean differs by "
-        f"{r['vs_single_mean']:.1e} and the covariance by {r['vs_single_cov']:.1e} (max |difference| / max |value|).",
-        f"- Throughput: {r['per_core']:,.1f} sentences per core-second in the cluster, {r['per_core_single']:,.1f} in one process.",
-        "",
+        table(["run", "wall time", "vs one process"], [[what, f"{t:.1f} s", f"{t / t_single:.2f}"] for what, t in runs]),
+        [
+            f"- Cold and warm cluster fits agree to {r['same_runs']:.1e} relative; against the one-process fit the mean differs by "
+            f"{r['vs_single_mean']:.1e} and the covariance by {r['vs_single_cov']:.1e} (max |difference| / max |value|).",
+            f"- Throughput: {r['per_core']:,.1f} sentences per core-second in the cluster, {r['per_core_single']:,.1f} in one process.",
+        ],
         "### Paper estimate: 1 billion sentences",
-        "",
         f"Assumed: ${r['price_core']:.2f} per core-hour at the cluster's measured per-core rate; {r['gpu_rate']:,.0f} "
         f"sentences/s per T4/L4-class GPU (not measured) at ${r['price_gpu']:.2f} per GPU-hour; reading and merging "
         f"negligible (one merge moves {d * d * 8 / 2**20:.1f} MiB).",
-        "",
-        *table(["workers", "wall time", "cost"], cost),
-        "",
+        table(["workers", "wall time", "cost"], cost),
         f"Total CPU work: {core_hours:,.0f} core-hours; GPU: {gpu_hours:,.0f} GPU-hours (assumed rate).",
-        "",
-    ])  # fmt: skip
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- analysis (BENCHMARKS.md)
 
 
-def _analysis_time(t: dict) -> list[str]:
+def _analysis_time(t: dict) -> str:
     """``isotropy analyze`` against ``isotropy encode`` on a generated corpus."""
     body = [
         ["`isotropy encode` (reference: load + encode)", f"{t['encode_s']:.1f}", f"{t['encode_cpu_s']:.1f}", "1.00"],
         ["`isotropy analyze` (everything, word level and figures included)", f"{t['analyze_s']:.1f}", f"{t['analyze_cpu_s']:.1f}", f2(t["ratio"])],
     ]  # fmt: skip
     inside = ", ".join(f"{k.removesuffix('_s')} {v:.1f}" for k, v in t["inside"].items())
-    return [
+    return md(
         f"`isotropy analyze` on the default model and a generated {t['lines']}-line corpus (median of {t['repeats']}; "
         f"load {t['load'][0]:.1f} -> {t['load'][1]:.1f}).",
-        "",
-        *table(["command", "wall s", "CPU s (user+sys)", "wall vs encode"], body, "r"),
-        "",
+        table(["command", "wall s", "CPU s (user+sys)", "wall vs encode"], body, "r"),
         f"Inside the last analyze run (wall s): {inside}.",
-        "",
         target(f"at most {t['target_s']} s on 2 cores", t["analyze_s"] <= t["target_s"], f"{t['analyze_s']:.1f} s wall, {t['analyze_cpu_s']:.1f} s CPU"),
-    ]  # fmt: skip
+    )  # fmt: skip
 
 
-def _analysis_stsb(s: dict) -> list[str]:
+def _analysis_stsb(s: dict) -> str:
     """The anisotropy tables on STS-B: one per pooling, then the word level (all tokens, then those seen only)."""
     w, drop, cos = s["word"], s["drop"], s["word"]["average_cosine"]
-    out = [
+    return md(
         f"STS-B, all {s['sentences']} unique sentences, default model, max_length 64; whitening (shrinkage 0) fitted on them.",
-        "",
-    ]
-    for pooling, t in s["poolings"].items():
-        out += [f"**Pooling `{pooling}`**", "", *table(t["header"], t["rows"], "r"), ""]
-    out += [
+        *(md(f"**Pooling `{pooling}`**", table(t["header"], t["rows"], "r")) for pooling, t in s["poolings"].items()),
         f"**Word level** ({w['model']}, {w['ranked_tokens']} tokens ranked, {w['seen_tokens']} seen in STS-B, "
         f"{w['corpus_tokens']} token occurrences; kNN over at most {w['max_queries']} queries per bucket):",
-        "",
-        *table(w["header"], w["rows"], "r"),
-        "",
+        table(w["header"], w["rows"], "r"),
         f"Random token pairs: average cosine {cos['mean']:.3f} (std {cos['std']:.3f}), I(W) {w['partition_isotropy']:.3f}, "
         f"IsoScore {w['isoscore']:.3f}.",
-        "",
         f'The same with `unseen="drop"` (only the {drop["ranked_tokens"]} tokens seen in STS-B):',
-        "",
-        *table(drop["header"], drop["rows"], "r"),
-    ]
-    return out
+        table(drop["header"], drop["rows"], "r"),
+    )
 
 
 def analysis(r: dict) -> str:
     """``isotropy analyze``: its time and the anisotropy figures on STS-B (BENCHMARKS.md)."""
-    parts = ["## Analysis (`isotropy analyze`)", "", f"On {r['machine']}. Regenerate: `.venv/bin/python bench/analysis.py`.", ""]
-    if "timing" in r:
-        parts += ["### Time", "", *_analysis_time(r["timing"]), ""]
-    if "stsb" in r:
-        parts += ["### Anisotropy on STS-B", "", *_analysis_stsb(r["stsb"]), ""]
-    return "\n".join(parts)
+    return md(
+        "## Analysis (`isotropy analyze`)",
+        f"On {r['machine']}. Regenerate: `.venv/bin/python bench/analysis.py`.",
+        *(["### Time", _analysis_time(r["timing"])] if "timing" in r else []),
+        *(["### Anisotropy on STS-B", _analysis_stsb(r["stsb"])] if "stsb" in r else []),
+    )
 
 
 # --------------------------------------------------------------------------- calibrate (ECOSYSTEM.md)
@@ -1133,20 +1020,130 @@ def calibrate(res: dict) -> str:
         [f"calibrated folder through MTEB's STS evaluator ({r['mteb_s']:.0f} s)", f2(r["mteb"])],
         ["calibrated folder, int8 graph for sentence-transformers' ONNX backend", f2(r["int8"])],
     ]
-    return "\n".join([
+    return md(
         "## Measured (bench/calibrate.py)",
-        "",
         f"Parity: every affine method fitted on the {res['train']:,} STS-B train sentences (all-MiniLM-L6-v2, max_length "
         f"64), the folder loaded by plain `SentenceTransformer(path)` where isotropy is not importable, against `Encoder` + "
         f"the float64 transform on the {res['test']:,} STS-B test sentences.",
-        "",
-        *table(["pooling", "method", "calibration module", "max abs difference", "largest entry"], [[c.strip() for c in p] for p in parity], ["---"] * 3 + ["---:"] * 2),
-        "",
+        table(["pooling", "method", "calibration module", "max abs difference", "largest entry"], [[c.strip() for c in p] for p in parity], ["---"] * 3 + ["---:"] * 2),
         f"`run_calibration` on {r['train']:,} STS-B train sentences (last-avg, whitening with Ledoit-Wolf shrinkage, "
         f"`--onnx --quantize int8 --eval STSBenchmark`): {r['total_s']:.0f} s in all, encoding {r['encode_s']:.0f} s, "
         f"fitting {r['fit_s']:.2f} s; peak RSS {r['peak_mib']:.0f} MiB.",
-        "",
-        *table(["STS-B test (1,379 pairs), Spearman x 100", ""], scores, "r"),
-        "",
+        table(["STS-B test (1,379 pairs), Spearman x 100", ""], scores, "r"),
         f"MTEB minus isotropy eval: {r['mteb_minus_eval']:+.4f}. On {res['machine']}.",
-    ])  # fmt: skip
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- cli-start, factory-memory, dask-start,
+# factory-curve
+
+CLI_START_TARGET_S = 0.35  # issue #44: `isotropy --help` on this machine
+FACTORY_TARGET_MB = 2048  # issue #43: the static factory's peak at 1M lines
+
+
+def cli_start(r: dict) -> str:
+    """``isotropy --help`` and ``isotropy calibrate --help`` against the code before the start was made light."""
+    m, before = r["median_s"], r["before"]
+    now, old = m["isotropy --help"], m[f"isotropy --help at {before}"]
+    body = [[f"`{name}`", f2(m[name], 3), f2(m[name] / now)] for name in m]
+    what, figure = f"`isotropy --help` <= {CLI_START_TARGET_S} s on this machine", f"{old:.2f} s -> {now:.2f} s, {old / now:.1f}x"
+    return md(
+        "## Command-line start (`bench/cli_start.py`, issue #44)",
+        f"Regenerate: `.venv/bin/python bench/cli_start.py`. Each command in a fresh interpreter, in turn, median of "
+        f"{r['repeats']} rounds (load average {r['load']}); `at {before}` is the same command on the code before the start "
+        "was made light (checked out beside this one, same interpreter and packages).",
+        table(["command", "median s", "vs `isotropy --help` now"], body, "r"),
+        target(what, now <= CLI_START_TARGET_S, figure),
+    )
+
+
+def factory_memory(rows: list[dict], full: int) -> str:
+    """The static factory's fit, peak memory per corpus size (``full``: the size of the target, 1M lines)."""
+    head = ["lines", "spans", "baseline MB", "peak MB (maximum resident set)", "peak - baseline MB"]
+    body = [
+        [f"{r['lines']:,}", "none" if r["spans"].startswith("none") else "default"]
+        + [f2(x, 0) for x in (r["baseline_mb"], r["peak_mb"], r["peak_mb"] - r["baseline_mb"], r["seconds"])]
+        for r in rows
+    ]
+    last = max(rows, key=lambda r: (r["lines"], not r["spans"].startswith("none")))
+    ok = last["peak_mb"] <= FACTORY_TARGET_MB if last["lines"] >= full else None
+    what = f"peak <= {FACTORY_TARGET_MB} MB at 1M lines, the real teacher's activations aside, which one chunk bounds"
+    head.append("seconds (pass + solve, no teacher)")
+    return md(
+        "Regenerate: `nice -n 5 .venv/bin/python bench/factory_memory.py`.",
+        table(head, body, ["---:", "---", "---:", "---:", "---:", "---:"]),
+        target(what, ok, f"{last['peak_mb']:.0f} MB at {last['lines']:,} lines"),
+    )
+
+
+def dask_start(r: dict, labels: dict[str, str]) -> str:
+    """A local Dask cluster's two workers up, and a lost one replaced: Dask's own start against isotropy's."""
+    body = [
+        [labels[s], *(f2(v[k], 1) for k in ("up_s", "up_cpu_s", "restart_s", "restart_cpu_s"))] for s, v in r["median"].items()
+    ]
+    return md(
+        "## Local Dask cluster start (`bench/dask_start.py`, issue #44)",
+        "Regenerate: `.venv/bin/python bench/dask_start.py`. Two single-threaded worker processes, each running a task that "
+        "imports what isotropy's tasks import; then one worker killed and started again by its nanny. Wall and whole-machine "
+        f"CPU seconds, median of {r['repeats']} trials each, alternating, every trial a fresh interpreter "
+        f"({r['cpus']} cores, load average {r['load']}).",
+        table(["worker start", "up, s", "up, CPU s", "restart, s", "restart, CPU s"], body, "r"),
+    )
+
+
+def factory_curve(data: dict) -> str:
+    """The static factory's curve with the real teacher (RESULTS.md): one row per distill or tokenlearn run."""
+    rows = sorted(data.get("rows", {}).values(), key=lambda r: (r["sentences"], "model" in r, r["spans"], _teacher(r)))
+    names = data.get("tasks", [])
+    head = ["model", "lines", "spans", "teacher", "d", "7-task avg", *names, "STS-B train", "Cranfield nDCG@10", "wall s"]
+    head += ["CPU s", "teacher s (run)", "teacher s (all lines)", "cached chunks", "table"]
+    body = []
+    for r in rows:
+        first, spans = r["runs"][0], "none" if r["spans"] == "none" else "default"
+        scores = [
+            r.get("avg"),
+            *r.get("sts", [None] * len(names)),
+            r.get("stsb_train"),
+            (r.get("cranfield") or {}).get("ndcg@10"),
+        ]
+        seconds = (first["wall_s"], first.get("cpu_s"), first["teacher_s"], _teacher_total(rows, r))
+        body.append(
+            [r.get("model", "isotropy distill"), f"{r['sentences']:,}", spans, _teacher(r), _width(r), *map(f2, scores)]
+            + [*(f2(x, 0) for x in seconds), first["teacher_cache"].replace("cached chunks used: ", ""), first.get("table_cache")]
+        )
+    if potion := data.get("potion-base-8M"):
+        scores = [potion["avg"], *potion["sts"], potion.get("stsb_train"), potion["cranfield"]["ndcg@10"]]
+        body.append(["potion-base-8M", "-", "-", "-", 256, *map(f2, scores), *["-"] * 6])
+    loads = [x for r in rows for x in r["runs"][0]["load"]]
+    load = f"load average {min(loads):.1f} to {max(loads):.1f}" if loads else "load not recorded"
+    meta = data.get("meta", {})
+    ran = f"Ran on {meta.get('machine', '?')}, a shared machine ({load})."
+    return md(table(head, body), *data.get("notes", []), f"{ran} Regenerate with `{meta.get('command')}`, then `--score`.")
+
+
+def _teacher_total(rows: list[dict], row: dict) -> float | None:
+    """The teacher seconds of all of ``row``'s texts, as one uncached run would have spent them (module docs): a base
+    row's (spans none, 256 d) with the smaller base rows' whose chunks it read; a variant's (spans, another width) with
+    its base row's, whose lines it read."""
+    first = row["runs"][0]
+    if first.get("teacher_s") is None:
+        return None
+    base = [
+        r
+        for r in rows
+        if _teacher(r) == _teacher(row) and r["spans"] == "none" and r.get("dims", 256) == 256 and "model" not in r
+    ]
+    if row["spans"] != "none" or row.get("dims", 256) != 256:
+        lines = [_teacher_total(rows, r) for r in base if r["sentences"] == row["sentences"]]
+        return (first["teacher_s"] if row["spans"] != "none" else 0.0) + (lines[0] or 0.0 if lines else 0.0)
+    return first["teacher_s"] + sum(r["runs"][0]["teacher_s"] or 0.0 for r in base if r["sentences"] < row["sentences"])
+
+
+def _width(row: dict) -> str:
+    """The row's width, and its whole-word rows (``--words``) where it has any."""
+    words = row["runs"][0].get("words", 0)
+    return f"{row.get('dims', 256)}" + (f" + {words:,} word rows" if words else "")
+
+
+def _teacher(row: dict) -> str:
+    return row.get("teacher", "torch fp32")

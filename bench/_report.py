@@ -20,15 +20,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 DATA = Path(os.environ.get("ISOTROPY_DATA", ROOT.parent / "shared" / "data")).resolve()
+POTION = DATA.parent / "models" / "potion-base-8M"  # model2vec's own static model: the static factory's reference
 
 
-def update_section(doc: str | Path, name: str, markdown: str, title: str | None = None) -> Path:
+def update_section(doc: str | Path, name: str, markdown: str) -> Path:
     """Replace (or append) the section ``name`` of ``doc`` with ``markdown``; atomic write."""
     from isotropy.storage.atomic import atomic_file
 
     path = Path(doc) if Path(doc).is_absolute() else DOCS / doc
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = path.read_text(encoding="utf-8") if path.exists() else f"# {title or path.stem.title()}\n"
+    text = path.read_text(encoding="utf-8") if path.exists() else f"# {path.stem.title()}\n"
     block = f"<!-- BEGIN {name} -->\n{markdown.strip()}\n<!-- END {name} -->"
     pattern = re.compile(rf"<!-- BEGIN {re.escape(name)} -->.*?<!-- END {re.escape(name)} -->", re.S)
     if pattern.search(text):

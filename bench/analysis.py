@@ -18,9 +18,10 @@ Writes the ``analysis`` section of docs/BENCHMARKS.md.
 
 from __future__ import annotations
 
+import json
 import os
-import random
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,33 +34,17 @@ import _render  # noqa: E402
 from _report import DATA, ROOT, Section, machine, median_time  # noqa: E402
 from isotropy import analysis as A  # noqa: E402
 
+sys.path.append(str(ROOT / "tests"))  # the test suite's corpus generator and vector cache
 BIN = Path(sys.executable).parent
 SECTION = Section("BENCHMARKS.md", "analysis", _render.analysis, ROOT / "bench" / "results" / "analysis.json")
 TARGET_S = 15  # issue #25: 1,000 lines in at most 15 s on 2 cores, default model
 
 
-def make_corpus(n: int, seed: int = 1) -> list[str]:
-    """The same template generator as tests/test_analysis.py."""
-    rng = random.Random(seed)
-    subj, verb, obj, adv = (
-        (
-            "the cat|a dog|my neighbour|the old man|a young girl|the committee|"
-            "our teacher|the river|a small bird|the company|every student|the pilot"
-        ).split("|"),
-        (
-            "runs across|looks at|talks about|walks past|writes to|sings for|"
-            "thinks about|waits near|paints|builds|forgets|remembers"
-        ).split("|"),
-        (
-            "the house|a red car|the green field|an empty street|the market|a long letter|"
-            "the mountains|a quiet garden|the station|a new song|the bridge|an old map"
-        ).split("|"),
-        (
-            "in the morning|quietly|after dinner|every day|with great care|before the storm|"
-            "at night|slowly|again|for hours|in winter|without a word"
-        ).split("|"),
-    )
-    return [f"{rng.choice(subj)} {rng.choice(verb)} {rng.choice(obj)} {rng.choice(adv)}." for _ in range(n)]
+def make_corpus(n: int) -> list[str]:
+    """tests/test_analysis.py's template sentences (seed 1)."""
+    from test_analysis import make_corpus as templates
+
+    return templates(n, seed=1)
 
 
 def run_timed(args: list[str]) -> tuple[float, float]:
@@ -80,25 +65,16 @@ def timing_section(lines: int, repeats: int) -> dict:
         corpus.write_text("\n".join(make_corpus(lines)) + "\n")
         cpu: dict[str, list[float]] = {"analyze": [], "encode": []}
 
-        def analyze():
-            cpu["analyze"].append(
-                run_timed([str(BIN / "isotropy"), "analyze", str(corpus), "-o", f"{tmp}/report", "--no-progress"])[1]
-            )
-
-        def encode():
-            cpu["encode"].append(
-                run_timed([str(BIN / "isotropy"), "encode", str(corpus), "-o", f"{tmp}/v.npy", "--no-progress"])[1]
-            )
+        def timed(command: str, out: str) -> None:
+            args = [str(BIN / "isotropy"), command, str(corpus), "-o", f"{tmp}/{out}", "--no-progress"]
+            cpu[command].append(run_timed(args)[1])
 
         load0 = os.getloadavg()[0]
-        t_enc, _ = median_time(encode, repeats)
-        t_ana, _ = median_time(analyze, repeats)
+        t_enc, _ = median_time(lambda: timed("encode", "v.npy"), repeats)
+        t_ana, _ = median_time(lambda: timed("analyze", "report"), repeats)
         load1 = os.getloadavg()[0]
-        import json
-
         timings = json.loads((Path(tmp) / "report" / "report.json").read_text())["meta"]["timings"]
-    c_ana = sorted(cpu["analyze"])[len(cpu["analyze"]) // 2]
-    c_enc = sorted(cpu["encode"])[len(cpu["encode"]) // 2]
+    c_ana, c_enc = statistics.median_high(cpu["analyze"]), statistics.median_high(cpu["encode"])
     return {
         "lines": lines,
         "repeats": repeats,
@@ -115,7 +91,6 @@ def timing_section(lines: int, repeats: int) -> dict:
 
 
 def stsb_section() -> dict:
-    sys.path.insert(0, str(ROOT / "tests"))
     from conftest import _encode_cached  # the test suite's vector cache: same model, same key
 
     from isotropy.encoders import Encoder

@@ -15,8 +15,6 @@ zoo's tuning on the STS-B train split (``--tune-zoo``), the few-label rule's (``
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -25,44 +23,38 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _render  # noqa: E402
 from _auto_zoo import DRAWS, decide  # noqa: E402
 
-from _report import DATA, DOCS, ROOT, update_section  # noqa: E402
+from _report import DATA, ROOT, Section, load_json, write_json  # noqa: E402
 
 TASKS = ["STS-B", "SICK-R", "STS-12", "STS-13", "STS-14", "STS-15", "STS-16"]
 OUT = ROOT / "bench" / "results" / "auto.json"
 
 
+SECTION = Section("AUTO.md", "auto-zoo", lambda data: _render.auto_zoo(decide(data["zoo"])), OUT)
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = SECTION.parser(__doc__)
     ap.add_argument("--data", default=str(DATA))
     ap.add_argument("--tasks", nargs="*", default=TASKS)
     ap.add_argument("--zoo", action="store_true", help="the signal rule held out task by task")
     ap.add_argument("--draws", type=int, default=DRAWS, help="few-label draws per zoo cell (20)")
     ap.add_argument("--few-only", action="store_true", help="with --zoo: reuse the stored cells' signals")
-    ap.add_argument("--no-write", action="store_true", help="print instead of writing docs/AUTO.md and the JSON")
-    ap.add_argument("--render", "--render-only", action="store_true", help="rewrite the section from the JSON")
     args = ap.parse_args()
+    if SECTION.rendered(args):
+        return
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from isotropy.storage.artifacts import write_json  # sorted keys: the stored JSON's layout
-
-    data = json.loads(OUT.read_text(encoding="utf-8")) if OUT.exists() else {}
-    if args.zoo and not args.render:
+    data = load_json(OUT) if OUT.exists() else {}
+    if args.zoo:
         from _auto_zoo import run_zoo
 
         def checkpoint(partial: dict) -> None:  # after each entry, so a later failure loses nothing
             data["zoo"] = partial
             if not args.no_write:
-                write_json(OUT, data)
+                write_json(OUT, data, sort_keys=True)
 
         reuse = dict(data.get("zoo", {}).get("cells", {})) if args.few_only else None
         data["zoo"] = run_zoo(args.data, args.tasks, args.draws, checkpoint, reuse)
-    text = _render.auto_zoo(decide(data["zoo"]))
-    if args.no_write:
-        print(text)
-        return
-    if not args.render:
-        write_json(OUT, data)  # with the decisions the rule made on the cells
-    update_section(DOCS / "AUTO.md", "auto-zoo", text)
-    print("wrote docs/AUTO.md" + ("" if args.render else f" and {OUT}"))
+    SECTION.publish(data, args, sort_keys=True)  # the JSON with the decisions the rule made on the cells
 
 
 if __name__ == "__main__":

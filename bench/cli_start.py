@@ -12,8 +12,6 @@ command once, in turn (load from other users hits all alike); the table gives me
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -25,12 +23,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _report import ROOT, update_section, write_json  # noqa: E402
+import _render  # noqa: E402
 
-COMMAND = ".venv/bin/python bench/cli_start.py"
+from _report import ROOT, Section  # noqa: E402
+
 RESULTS = HERE / "results" / "cli_start.json"
 BEFORE = "6e4e491"  # main before the start was made light (issue #44's "today": 1.4-1.6 s)
-TARGET = 0.35
 
 
 def _time(args: list[str], src: Path) -> float:
@@ -61,57 +59,20 @@ def measure(before: str, repeats: int) -> dict:
                     times[name].append(_time(args, src))
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(ref)], check=False)
-    load = os.getloadavg()[0]
-    return {
-        "before": before,
-        "repeats": repeats,
-        "load": round(load, 2),
-        "median_s": {k: statistics.median(v) for k, v in times.items()},
-    }
+    median = {k: statistics.median(v) for k, v in times.items()}
+    return {"before": before, "repeats": repeats, "load": round(os.getloadavg()[0], 2), "median_s": median}
 
 
-def render(r: dict) -> str:
-    m, before = r["median_s"], r["before"]
-    now, old = m["isotropy --help"], m[f"isotropy --help at {before}"]
-    rows = [f"| `{name}` | {m[name]:.3f} | {m[name] / now:.2f} |" for name in m]
-    met = "met" if now <= TARGET else f"not met ({now:.2f} s)"
-    return "\n".join(
-        [
-            "## Command-line start (`bench/cli_start.py`, issue #44)",
-            "",
-            f"Regenerate: `{COMMAND}`. Each command in a fresh interpreter, in turn, median of {r['repeats']} rounds "
-            f"(load average {r['load']}); `at {before}` is the same command on the code before the start was made light "
-            "(checked out beside this one, same interpreter and packages).",
-            "",
-            "| command | median s | vs `isotropy --help` now |",
-            "|---|---:|---:|",
-            *rows,
-            "",
-            f"`isotropy --help` {old:.2f} s -> {now:.2f} s ({old / now:.1f}x); target <= {TARGET} s on this machine: {met}. "
-            "What changed: the storage layer phrases its messages through `isotropy._spelling` (no scikit-learn), and "
-            "every command, group and `fit NAME` is built when it is used (lazy click groups: the root lists each "
-            "command from a line kept in `cli/app.py`), so no command module, no transform class, hence no "
-            "scikit-learn, is imported to start; `tests/test_cli_start.py` asserts which modules "
-            "`isotropy --help` and every `COMMAND --help` import.",
-        ]
-    )
+SECTION = Section("BENCHMARKS.md", "cli-start", _render.cli_start, RESULTS)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = SECTION.parser(__doc__)
     ap.add_argument("--before", default=BEFORE)
     ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--no-write", action="store_true")
-    ap.add_argument("--render", action="store_true", help="rewrite the section from the saved results only")
     args = ap.parse_args()
-    if args.render:
-        update_section("BENCHMARKS.md", "cli-start", render(json.loads(RESULTS.read_text(encoding="utf-8"))))
-        return
-    r = measure(args.before, args.repeats)
-    print(render(r))
-    if not args.no_write:
-        write_json(RESULTS, r)
-        update_section("BENCHMARKS.md", "cli-start", render(r))
+    if not SECTION.rendered(args):
+        SECTION.publish(measure(args.before, args.repeats), args)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ sys.path.insert(0, str(HERE))
 
 from _report import Section  # noqa: E402
 
-COMMAND = ".venv/bin/python bench/dask_start.py"
 STARTS = {"spawn": "Dask's own (spawn)", "isotropy": "isotropy's (forkserver, preloaded)"}
 
 
@@ -92,30 +91,9 @@ def measure(repeats: int) -> dict:
 
 
 def render(r: dict) -> str:
-    m = r["median"]
-    rows = [
-        f"| {STARTS[s]} | {v['up_s']:.1f} | {v['up_cpu_s']:.1f} | {v['restart_s']:.1f} | {v['restart_cpu_s']:.1f} |"
-        for s, v in m.items()
-    ]
-    sp, iso = m["spawn"], m["isotropy"]
-    return "\n".join(
-        [
-            "## Local Dask cluster start (`bench/dask_start.py`, issue #44)",
-            "",
-            f"Regenerate: `{COMMAND}`. Two single-threaded worker processes, each running a task that imports what "
-            "isotropy's tasks import; then one worker killed and started again by its nanny. Wall and whole-machine "
-            f"CPU seconds, median of {r['repeats']} trials each, alternating, every trial a fresh interpreter "
-            f"({r['cpus']} cores, load average {r['load']}).",
-            "",
-            "| worker start | up, s | up, CPU s | restart, s | restart, CPU s |",
-            "|---|---:|---:|---:|---:|",
-            *rows,
-            "",
-            f"isotropy's start takes {sp['up_cpu_s'] / iso['up_cpu_s']:.1f}x less CPU to bring the cluster up and "
-            f"{sp['restart_cpu_s'] / max(iso['restart_cpu_s'], 0.01):.0f}x less to replace a lost worker: the imports "
-            "happen once, in the forkserver, instead of in every worker process it starts.",
-        ]
-    )
+    from _render import dask_start  # here: a trial's process imports nothing it does not measure
+
+    return dask_start(r, STARTS)
 
 
 SECTION = Section("BENCHMARKS.md", "dask-start", render, HERE / "results" / "dask_start.json")

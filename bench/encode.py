@@ -96,12 +96,6 @@ def token_stats(tokenizer, texts: list[str], max_length: int, batch_size: int, m
     }
 
 
-def side_results() -> dict:
-    """bench/encode_memory.py's numbers, shown in the same docs section."""
-    path = HERE / "results" / "encode_memory.json"
-    return {"memory": json.loads(path.read_text(encoding="utf-8")) if path.exists() else None}
-
-
 def run_peers(args, model_dir: Path) -> dict | None:
     if args.peers_json:
         return json.loads(args.peers_json.read_text(encoding="utf-8"))
@@ -139,17 +133,8 @@ def setup(args, bench_s: float) -> dict:
     }
 
 
-def main() -> None:
-    args = parse_args()
-    if args.render:
-        from _render import encode as render
-
-        from _report import update_section
-
-        md = render({**json.loads(args.render.read_text(encoding="utf-8")), **side_results()})
-        update_section("BENCHMARKS.md", "encode", md, title="Benchmarks")
-        print(md)
-        return
+def measure(args: argparse.Namespace) -> dict:
+    """Every backend on every workload; the results file written (``encode-quick.json`` with ``--quick``)."""
     if args.threads == 1:
         os.environ["TOKENIZERS_PARALLELISM"] = "false"  # the Rust tokenizer would use the second core
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -158,14 +143,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from _encode_data import time_rounds
     from _encode_flops import gemm_peaks
-    from _encode_ours import (
-        accuracy,
-        make_runners,
-        onnx_exports,
-        our_encoders,
-        st_torch,
-    )
-    from _render import encode as render
+    from _encode_ours import accuracy, make_runners, onnx_exports, our_encoders, st_torch
 
     from isotropy.encoders import Encoder, default_model_path
 
@@ -203,11 +181,21 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     out = args.out if not args.quick else args.out.with_name("encode-quick.json")
     out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    md = render({**result, **side_results()})
-    if not args.quick:
-        from _report import update_section
+    return result
 
-        update_section("BENCHMARKS.md", "encode", md, title="Benchmarks")
+
+def main() -> None:
+    from _render import encode as render
+
+    from _report import load_json, update_section
+
+    args = parse_args()
+    memory = HERE / "results" / "encode_memory.json"  # bench/encode_memory.py's figures, shown in the same section
+    md = render(
+        {**(load_json(args.render) if args.render else measure(args)), "memory": load_json(memory) if memory.exists() else None}
+    )
+    if args.render or not args.quick:
+        update_section("BENCHMARKS.md", "encode", md)
     print(md)
 
 

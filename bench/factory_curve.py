@@ -51,12 +51,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _report import DATA, ROOT, machine, portable, write_json  # noqa: E402
+import _render  # noqa: E402
+
+from _report import DATA, POTION, ROOT, load_json, machine, portable, update_section, write_json  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "factory_curve.json"
 CORPUS = DATA / "corpus" / "wiki-1m.txt"
-POTION = DATA.parent / "models" / "potion-base-8M"
-BEGIN, END = "<!-- factory-curve -->", "<!-- end factory-curve -->"
 COMMAND = "nice -n 5 .venv/bin/python bench/factory_curve.py"
 TOKENLEARN = "tokenlearn 0.2.1"
 
@@ -301,110 +301,6 @@ def run(args) -> dict:
     return data
 
 
-def _f(x, digits: int = 2) -> str:
-    return "-" if x is None else f"{x:.{digits}f}"
-
-
-def _teacher_total(rows: list[dict], row: dict) -> float | None:
-    """The teacher seconds of all of ``row``'s texts, as one uncached run would have spent them (module docs): a base
-    row's (spans none, 256 d) with the smaller base rows' whose chunks it read; a variant's (spans, another width) with
-    its base row's, whose lines it read."""
-    first = row["runs"][0]
-    if first.get("teacher_s") is None:
-        return None
-    base = [
-        r
-        for r in rows
-        if _teacher(r) == _teacher(row) and r["spans"] == "none" and r.get("dims", 256) == 256 and "model" not in r
-    ]
-    if row["spans"] != "none" or row.get("dims", 256) != 256:
-        lines = [_teacher_total(rows, r) for r in base if r["sentences"] == row["sentences"]]
-        return (first["teacher_s"] if row["spans"] != "none" else 0.0) + (lines[0] or 0.0 if lines else 0.0)
-    return first["teacher_s"] + sum(r["runs"][0]["teacher_s"] or 0.0 for r in base if r["sentences"] < row["sentences"])
-
-
-def _width(row: dict) -> str:
-    """The row's width, and its whole-word rows (``--words``) where it has any."""
-    words = row["runs"][0].get("words", 0)
-    return f"{row.get('dims', 256)}" + (f" + {words:,} word rows" if words else "")
-
-
-def _teacher(row: dict) -> str:
-    return row.get("teacher", "torch fp32")
-
-
-def render(data: dict) -> str:
-    rows = sorted(data.get("rows", {}).values(), key=lambda r: (r["sentences"], "model" in r, r["spans"], _teacher(r)))
-    names = data.get("tasks", [])
-    potion = data.get("potion-base-8M")
-    out = [
-        "### The factory's curve (issue #43, real teacher)",
-        "",
-        "`isotropy distill --corpus` with today's defaults (the default model, all-MiniLM-L6-v2, as teacher; 256 d) on "
-        "every S-th line of `wiki-1m.txt` (S = 80, 40, 20, 10, 5), spans as the row says (`none`: `--spans none`, which the "
-        "bench passes at these sizes: the default spans make the teacher read ~3.5x the text). 7 STS tasks (all pairs "
-        "pooled, Spearman x 100 of cosine) and Cranfield nDCG@10 with the bench's own evaluation (as "
-        "bench/static_factory.py); STS-B train: Spearman x 100 on its train split (not a test figure). potion-base-8M "
-        "scored in the same run. Wall: the whole distill of that row's first run in a fresh process, the time of "
-        "model2vec's vocabulary pass included where the table column says `distilled` (`cached`: read from the "
-        "teacher cache's folder, as every run after the first); teacher "
-        "(run): its own encoding; teacher (all lines): with the smaller rows' encoding of the lines it shares "
-        "(the samples are nested), i.e. the teacher pass of an uncached run. Teacher: the model itself on torch, or "
-        "(`--teacher-onnx`) its `isotropy export onnx --quantize int8` graph. d: the width; `+ N word rows`: "
-        "`--words N`, whole-word rows for the corpus's N most frequent split words. tokenlearn 0.2.1 rows (`--peer`): the "
-        "peer a user would pick, trained (`train_model`, from model2vec's distill at 256 d, as bench/static_factory.py) on "
-        "the same sample's lines and the same cached teacher vectors of them (`--peer distill`: started from the "
-        "distill row's table instead); its wall and CPU are the training alone.",
-        "",
-        "| model | lines | spans | teacher | d | 7-task avg | "
-        + " | ".join(names)
-        + " | STS-B train | Cranfield nDCG@10 | wall s | "
-        "CPU s | teacher s (run) | teacher s (all lines) | cached chunks | table |",
-        "|---|---|---|---|---|---|" + "---|" * len(names) + "---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        first = r["runs"][0]
-        sts = " | ".join(_f(s) for s in r.get("sts", [None] * len(names)))
-        cran = (r.get("cranfield") or {}).get("ndcg@10")
-        spans = "none" if r["spans"] == "none" else "default"
-        cached = first["teacher_cache"].replace("cached chunks used: ", "")
-        out.append(
-            f"| {r.get('model', 'isotropy distill')} | {r['sentences']:,} | {spans} | {_teacher(r)} | {_width(r)} | {_f(r.get('avg'))} | {sts} | {_f(r.get('stsb_train'))} | {_f(cran)} | "
-            f"{_f(first['wall_s'], 0)} | {_f(first.get('cpu_s'), 0)} | {_f(first['teacher_s'], 0)} | {_f(_teacher_total(rows, r), 0)} | {cached} | {first.get('table_cache')} |"
-        )
-    if potion:
-        sts = " | ".join(_f(s) for s in potion["sts"])
-        out.append(
-            f"| potion-base-8M | - | - | - | 256 | {_f(potion['avg'])} | {sts} | {_f(potion.get('stsb_train'))} | "
-            f"{_f(potion['cranfield']['ndcg@10'])} | - | - | - | - | - | - |"
-        )
-    out += [f"\n{note}" for note in data.get("notes", [])]
-    meta = data.get("meta", {})
-    loads = [x for r in rows for x in r["runs"][0]["load"]]
-    load = f"load average {min(loads):.1f} to {max(loads):.1f}" if loads else "load not recorded"
-    out += ["", f"Ran on {meta.get('machine', '?')}, a shared machine ({load}). Regenerate with `{COMMAND}`, then `--score`."]
-    return "\n".join(out)
-
-
-def write_section(text: str) -> Path:
-    """The section between the factory-curve markers of docs/RESULTS.md (the markers added at the end of the
-    distill part, after the static-factory section, when absent)."""
-    from isotropy.storage.atomic import atomic_file
-
-    path = ROOT / "docs" / "RESULTS.md"
-    doc = path.read_text(encoding="utf-8")
-    block = f"{BEGIN}\n{text.strip()}\n{END}"
-    if BEGIN in doc and END in doc:
-        head, rest = doc.split(BEGIN, 1)
-        doc = head + block + rest.split(END, 1)[1]
-    else:
-        anchor = "<!-- END static-factory -->"
-        doc = doc.replace(anchor, anchor + "\n\n" + block, 1) if anchor in doc else doc.rstrip() + "\n\n" + block + "\n"
-    with atomic_file(path, "w") as fh:
-        fh.write(doc)
-    return path
-
-
 def main() -> None:
     default_root = Path(os.environ.get("ISOTROPY_CACHE", Path.home() / ".cache" / "isotropy"))
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -431,9 +327,9 @@ def main() -> None:
     p.add_argument("--render", action="store_true", help="write docs/RESULTS.md's section from the saved results")
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args()
-    data = json.loads(Path(args.results).read_text()) if args.render else run(args)
+    data = load_json(args.results) if args.render else run(args)
     if not args.no_write:
-        print(write_section(render(data)), file=sys.stderr)
+        print(update_section("RESULTS.md", "factory-curve", _render.factory_curve(data)), file=sys.stderr)
 
 
 if __name__ == "__main__":

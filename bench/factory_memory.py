@@ -35,17 +35,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _report import DATA, ROOT, update_section, write_json  # noqa: E402
+import _render  # noqa: E402
 
-COMMAND = "nice -n 5 .venv/bin/python bench/factory_memory.py"
+from _report import DATA, POTION, Section, load_json  # noqa: E402
+
 RESULTS = HERE / "results" / "factory_memory.json"
 WIKI = DATA / "corpus" / "wiki-1m.txt"
-POTION = ROOT.parent / "shared" / "models" / "potion-base-8M"
 SIZES = (12_000, 100_000, 999_998)
-TARGET_MB = 2048
-BEFORE = {12_000: 1224.2, 100_000: 1997.9}  # peak MB before the Gram's triangle was accumulated in place (440b70e)
-# peak MB and seconds before the triangle was kept in row blocks and spilled during the solve (b31d6d7; 999,998: spans none)
-BEFORE_BLOCKS = {12_000: (1151.0, 126.6), 100_000: (1612.4, 524.0), 999_998: (2535.3, 1357.8)}
 
 
 class SeededTeacher:
@@ -118,76 +114,12 @@ def measure(sizes, spans: bool = True) -> list[dict]:
     return rows
 
 
-def render(rows: list[dict]) -> str:
-    body = [
-        f"| {r['lines']:,} | {'none' if r['spans'].startswith('none') else 'default'} | {r['baseline_mb']:.0f} | "
-        f"{'>= ' if r.get('unfinished') else ''}{r['peak_mb']:.0f} | {r['peak_mb'] - r['baseline_mb']:.0f} | "
-        f"{r['seconds']:.0f}{' (stopped in the pass)' if r.get('unfinished') else ''} |"
-        for r in rows
-    ]
-    last = max(rows, key=lambda r: (r["lines"], not r["spans"].startswith("none")))
-    if last["lines"] < SIZES[-1]:  # the target is at 1M lines: a smaller last size cannot meet it
-        met = f"not measured at 1M lines in this run; already {last['peak_mb'] / TARGET_MB:.0%} of it"
-    else:
-        met = "met" if last["peak_mb"] <= TARGET_MB and not last.get("unfinished") else "not met"
-    first = next(r for r in rows if r["spans"].startswith("none") == last["spans"].startswith("none"))
-    growth = (last["peak_mb"] - last["baseline_mb"]) / max(first["peak_mb"] - first["baseline_mb"], 1e-9)
-    return "\n".join(
-        [
-            "## The static factory's memory as the corpus grows (`bench/factory_memory.py`, issue #43)",
-            "",
-            f"Regenerate: `{COMMAND}`. `fit_on_corpus` (the corpus pass with the default spans, the teacher map, the token "
-            "sums, the strength chosen on held-out lines, the solve) on evenly spaced lines of `wiki-1m.txt`, potion-base-8M "
-            "as the start table, a stand-in teacher (a 384-d vector seeded by each text: the sums have the real shape and "
-            "sparsity, only the values differ), each size in a fresh process.",
-            "",
-            "| lines | spans | baseline MB | peak MB (maximum resident set) | peak - baseline MB | seconds (pass + solve, no teacher) |",
-            "|---:|---|---:|---:|---:|---:|",
-            *body,
-            "",
-            (
-                f"From {first['lines']:,} to {last['lines']:,} lines ({last['lines'] / first['lines']:.0f}x the text), what "
-                f"the fit adds grew {growth:.1f}x. "
-                if first is not last
-                else ""
-            )
-            + f"Target (peak <= {TARGET_MB} MB at 1M lines, the real teacher's activations aside, "
-            f"which one chunk bounds): {met} ({last['peak_mb']:.0f} MB at {last['lines']:,} lines).",
-            "",
-            "The token statistics keep the upper triangle of the Gram `A^T A` (token pairs that share a text) in row "
-            "blocks of at most 4M entries: each chunk's triangle is buffered as COO triplets and summed in every 4M "
-            "triplets one block at a time (a merge of shards or of the held-out sums alike), so a sum copies one block, "
-            "not the triangle. The solver's float32 system is one copy of the off-diagonal pairs (its product "
-            "`U X + U^T X + diag(G) X`), written block by block, and while it solves (the strength grid, then the final "
-            "solve on all lines) the float64 blocks wait in a temporary directory, read back after, and the heap is trimmed "
-            "after each block sum and spill (blocks under glibc's 32 MB mmap threshold live on the heap, and freed ones "
-            "stayed resident); the right-hand side, the held-out error and the product run a block of rows or columns "
-            "at a time instead of making `V x d` temporaries. Seconds are wall time on this shared 2-core machine and "
-            "move with its load (these rows ran beside other jobs). Before that (one CSR triangle doubled by each flush, two float32 halves beside it in the solve): "
-            + ", ".join(f"{v[0]:.0f} MB and {v[1]:.0f} s at {k:,} lines" for k, v in BEFORE_BLOCKS.items())
-            + " (spans none at 999,998), same bench. Before the triangle was accumulated in place (the Gram re-added per "
-            "chunk, a third accumulator for the final solve, fancy-indexed copies): "
-            + ", ".join(f"{v:.0f} MB at {k:,} lines" for k, v in BEFORE.items())
-            + ", same bench.",
-            *(
-                [
-                    "",
-                    "At 999,998 lines the run used `--spans none` (the default spans would have tripled the pass on this "
-                    "shared machine; the teacher-side cost of spans at that size is what issue #43 questions).",
-                ]
-                if any(r["lines"] >= SIZES[-1] and r["spans"].startswith("none") for r in rows)
-                else []
-            ),
-            *[f"\n{r['note']}" for r in rows if r.get("note")],
-        ]
-    )
+SECTION = Section("BENCHMARKS.md", "factory-memory", lambda rows: _render.factory_memory(rows, SIZES[-1]), RESULTS)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = SECTION.parser(__doc__)
     ap.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
-    ap.add_argument("--no-write", action="store_true")
-    ap.add_argument("--render", action="store_true", help="rewrite the section from the last results, measuring nothing")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("--no-spans", action="store_true", help="fit without spans (--spans none)")
     ap.add_argument("--append", action="store_true", help="add the rows measured to the saved ones (by lines, spans)")
@@ -196,17 +128,16 @@ def main() -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         child(int(args.child[0]), Path(args.child[1]), not args.no_spans)
         return
-    rows = json.loads(RESULTS.read_text(encoding="utf-8")) if args.render else measure(args.sizes, not args.no_spans)
-    if args.append and not args.render:
-        new = {(r["lines"], r["spans"].startswith("none")) for r in rows}
-        kept = [
-            r for r in json.loads(RESULTS.read_text(encoding="utf-8")) if (r["lines"], r["spans"].startswith("none")) not in new
-        ]
-        rows = sorted(kept + rows, key=lambda r: (r["lines"], r["spans"].startswith("none")))
-    print(render(rows))
-    if not args.no_write:
-        write_json(RESULTS, rows)
-        update_section("BENCHMARKS.md", "factory-memory", render(rows))
+    if SECTION.rendered(args):
+        return
+    rows = measure(args.sizes, not args.no_spans)
+    if args.append:
+
+        def key(r: dict) -> tuple:
+            return r["lines"], r["spans"].startswith("none")
+
+        rows = sorted([r for r in load_json(RESULTS) if key(r) not in {key(r) for r in rows}] + rows, key=key)
+    SECTION.publish(rows, args)
 
 
 if __name__ == "__main__":

@@ -45,12 +45,10 @@ def main() -> None:
     if {"-h", "--help"} & set(sys.argv[1:]):
         print(__doc__ + "\nSections: " + ", ".join(list(RENDERS)))
         return
-    names = sys.argv[1:] or list(RENDERS)
-    for name in names:
-        if name in RENDERS:
-            subprocess.run([sys.executable, str(HERE / RENDERS[name][0]), *RENDERS[name][1:]], check=True)
-        else:
+    for name in sys.argv[1:] or list(RENDERS):
+        if name not in RENDERS:
             sys.exit(f"error: no section {name!r}; one of: {', '.join(RENDERS)}")
+        subprocess.run([sys.executable, str(HERE / RENDERS[name][0]), *RENDERS[name][1:]], check=True)
         print(f"rendered {name}", file=sys.stderr)
 
 

@@ -43,12 +43,7 @@ MODELS = {  # key -> (what Encoder loads; "distilled:D" = bench/static.py's dist
 }
 SEED = 2026  # the draws of dev queries
 OUT = ROOT / "bench" / "results" / "retrieval.json"
-SECTION = Section(
-    "RESULTS.md",
-    "retrieval",
-    lambda saved: "## Retrieval: Cranfield\n\n" + _render.retrieval(saved["results"], saved["machine"]),
-    OUT,
-)
+SECTION = Section("RESULTS.md", "retrieval", _render.retrieval, OUT)
 
 
 # ------------------------------------------------------------------ running

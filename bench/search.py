@@ -132,16 +132,8 @@ def main() -> None:
             Q = index._apply(raw[qids])  # the same transform + normalisation as `embed`
             res = index.search_vectors(Q, K + 1)
             m = metrics(drop_self(res.ids, qids, K), queries, pairs)
-            rows.append(
-                {
-                    "setting": name,
-                    "kind": kind,
-                    "dims": index.dim,
-                    **m,
-                    "bytes": int(faiss.serialize_index(index._index).nbytes),
-                    "build_s": build_s + fit_s,
-                }
-            )
+            size = int(faiss.serialize_index(index._index).nbytes)
+            rows.append({"setting": name, "kind": kind, "dims": index.dim, **m, "bytes": size, "build_s": build_s + fit_s})
             built.append((index, Q, [Q[i : i + 1] for i in single]))
             print(json.dumps(rows[-1]), file=sys.stderr)
 

@@ -34,11 +34,10 @@ import _factory_data as fd  # noqa: E402
 import _render  # noqa: E402
 from _factory_common import CachedTeacher, encode, evaluate, fit, tokenlearn_fit  # noqa: E402
 
-from _report import DATA, ROOT, Section, machine, portable  # noqa: E402
+from _report import DATA, POTION, ROOT, Section, machine, portable  # noqa: E402
 
 OUT = ROOT / "bench" / "results" / "static_factory.json"
 SECTION = Section("RESULTS.md", "static-factory", _render.static_factory, OUT)
-POTION = ROOT.parent / "shared" / "models" / "potion-base-8M"
 PRODUCT, TOKENLEARN, RAW, POTION_ROW = _render.FACTORY_ROWS
 
 
@@ -65,7 +64,7 @@ def _teacher(parts: list[list[str]]) -> CachedTeacher:
 
 def _product(start, sents: list[str], teacher) -> tuple:
     load0 = os.getloadavg()[0]
-    static, info, secs, _ = fit(start, sents, teacher, "tokens", spans=True, criterion="cosine")
+    static, info, secs = fit(start, sents, teacher, "tokens", spans=True, criterion="cosine")
     row = {"sentences": len(sents), "seconds": secs, "load": [load0, os.getloadavg()[0]], "strength": info["tokens"]["lambda"]}
     row["spans"] = int(info["spans"].split()[0])
     return static, row

@@ -30,8 +30,6 @@ LOAD and are not results.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import random
 import statistics
@@ -47,7 +45,7 @@ sys.path.insert(0, str(HERE))
 
 import _render  # noqa: E402
 
-from _report import DATA, machine, portable, update_section, write_json  # noqa: E402
+from _report import DATA, Section, machine  # noqa: E402
 
 RESULTS = HERE / "results" / "static_speed.json"  # the last run's figures (--render rewrites the section from them)
 CHUNK = 8192
@@ -215,8 +213,11 @@ def run_model(name: str, folder: Path, sizes: list[int], repeats: dict, base: li
     return out
 
 
+SECTION = Section("BENCHMARKS.md", "static-speed", _render.static_speed, RESULTS)
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = SECTION.parser(__doc__)
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     ap.add_argument("--models", nargs="+", default=["glove", "distilled"], choices=["glove", "distilled"])
     ap.add_argument("--repeats", type=int, default=3)
@@ -224,31 +225,18 @@ def main() -> None:
     ap.add_argument("--quiet-load", type=float, default=2.5)
     ap.add_argument("--st-max", type=int, default=100_000, help="st-static is timed on at most this many sentences")
     ap.add_argument("--teacher-n", type=int, default=1000, help="sentences the teacher transformer is timed on (0: not)")
-    ap.add_argument("--no-write", action="store_true")
-    ap.add_argument("--render", action="store_true", help=f"only re-render the section from {RESULTS.name}")
     args = ap.parse_args()
-    if args.render:
-        saved = json.loads(RESULTS.read_text(encoding="utf-8"))
-        for res in saved["results"]:
-            res["sizes"] = {int(n): r for n, r in res["sizes"].items()}
-        md = _render.static_speed(saved["results"], args.quiet_load, saved["machine"])
-        print(md)
-        if not args.no_write:
-            update_section("BENCHMARKS.md", "static-speed", md)
+    if SECTION.rendered(args):
         return
     base = sts_sentences()
     caps = {"st-static": args.st_max, "teacher": args.teacher_n}
     repeats = {"small": args.repeats, "large": args.repeats if args.repeats_1m is None else args.repeats_1m}
-    results = []
+    saved = {"machine": machine(), "quiet_load": args.quiet_load, "results": []}
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models:
             label = {"glove": "GloVe 6B 50d (model2vec folder)", "distilled": "default model distilled to 256 d"}[name]
-            results.append(run_model(label, model_folder(name, Path(tmp)), args.sizes, repeats, base, caps))
-    write_json(RESULTS, portable({"machine": machine(), "results": results}), indent=1)
-    md = _render.static_speed(results, args.quiet_load, machine())
-    print(md)
-    if not args.no_write:
-        update_section("BENCHMARKS.md", "static-speed", md)
+            saved["results"].append(run_model(label, model_folder(name, Path(tmp)), args.sizes, repeats, base, caps))
+    SECTION.publish(saved, args, indent=1)
 
 
 if __name__ == "__main__":
