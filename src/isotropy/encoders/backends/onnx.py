@@ -37,6 +37,7 @@ import numpy as np
 
 from ...errors import IsotropyError
 from ...storage.artifacts import file_sha256, read_config
+from ...storage.stamps import DigestMemo
 from ..models import check_tokenizer_vocab, one_line
 from ..poolings import Pooling
 
@@ -59,6 +60,7 @@ CONFIG_NAME = "isotropy_onnx.json"
 SUBFOLDER = "isotropy-onnx"  # where `isotropy calibrate --onnx` puts the export inside a model folder
 KIND = "onnx-encoder"
 ONNX_VERSION = 1
+FINGERPRINTS = DigestMemo()  # an export's fingerprint, while its files stay as they were (storage/stamps.py)
 # isotropy_onnx.json entries the graph itself fixes: stamped into model.onnx's metadata_props at export
 GRAPH_KEYS = (
     "model_name",
@@ -295,13 +297,16 @@ class OnnxBackend:
     def fingerprint(self) -> str:
         """Digest of the graph file and the tokenizer (a cache keyed on it never serves another graph's vectors)."""
         if self._fingerprint is None:
-            h = hashlib.blake2b(digest_size=16)
-            with open(self.graph_path, "rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(block)
-            h.update(json.dumps(self.tokenizer.get_vocab(), sort_keys=True).encode())
-            self._fingerprint = h.hexdigest()
+            self._fingerprint = FINGERPRINTS.get(("onnx", str(self.graph_path)), [self.folder], self._digest)
         return self._fingerprint
+
+    def _digest(self) -> str:
+        h = hashlib.blake2b(digest_size=16)
+        with open(self.graph_path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        h.update(json.dumps(self.tokenizer.get_vocab(), sort_keys=True).encode())
+        return h.hexdigest()
 
     def describe_model(self) -> str:
         text = f"ONNX {self.graph_path.name}{' (int8)' if self.quantize else ''} of model {self.model_name}"

@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 
 from ...errors import IsotropyError
+from ...storage.stamps import DigestMemo
 from ..poolings import Pooling
-from ..static.sources import GLOVE_NAME, load_table, static_kind
+from ..static.sources import GLOVE_NAME, glove_root, load_table, static_kind
 from ..static.table import CHUNK, Coverage, TableTokenizer
 from ..static.wordcache import WordCache
 
@@ -30,6 +31,7 @@ __all__ = ["StaticBackend", "NO_LIMIT"]
 
 NO_LIMIT = 1 << 20  # max_length of a table that does not truncate (sentence-transformers' StaticEmbedding)
 FINGERPRINT_VERSION = 1
+FINGERPRINTS = DigestMemo()  # a table's fingerprint, while its files stay as they were (storage/stamps.py)
 THREADS = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8)
 
 
@@ -140,7 +142,10 @@ class StaticBackend:
     # ------------------------------------------------------------------ identity
 
     def fingerprint(self) -> str:
-        return f"static-{self.table.digest()}"
+        """``static-`` and the table's digest (2-3 s for GloVe's 400k words: computed once per process while the
+        files it was loaded from are unchanged)."""
+        files = glove_root() if self.folder is None else self.folder
+        return FINGERPRINTS.get(("static", self.kind, str(files)), [files], lambda: f"static-{self.table.digest()}")
 
     def describe_model(self) -> str:
         case = ", lower-cased" if self.table.lowercase else ""

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import IsotropyError
+from ...storage.stamps import DigestMemo
 from ..models import (
     DEFAULT_MODEL_NAME,
     default_model_path,
@@ -31,6 +32,7 @@ __all__ = ["TorchBackend", "FINGERPRINT_VERSION"]
 FINGERPRINT_VERSION = 2  # 1: isotropy 0.1's, which hashed the model's folder path too
 # config entries that say where and how a model was loaded, not what it computes
 VOLATILE_CONFIG_KEYS = frozenset({"_name_or_path", "transformers_version", "_commit_hash", "_attn_implementation_autoset"})
+FINGERPRINTS = DigestMemo()  # a folder's fingerprint, while its files stay as they were (storage/stamps.py)
 
 
 def _first(keys: Sequence[str], n: int = 3) -> str:
@@ -227,26 +229,35 @@ class TorchBackend:
         the config's records of where and by which transformers version it was loaded
         (``_name_or_path``, ``transformers_version``): isotropy 0.1 hashed them, so the same
         model in another folder, venv or machine got another fingerprint (version 1).
+
+        It is the fingerprint of the model as its files load it: a model loaded again from a local folder whose
+        files are unchanged (storage/stamps.py) gets the digest computed the first time in this process.
         """
         if self._fingerprint is None:
-            h = hashlib.blake2b(digest_size=16)
-            config = {k: v for k, v in self.model.config.to_dict().items() if k not in VOLATILE_CONFIG_KEYS}
-            h.update(json.dumps(config, sort_keys=True, default=str).encode())
-            h.update(json.dumps(self.tokenizer.get_vocab(), sort_keys=True).encode())
-            h.update(repr((self.tokenizer.do_lower_case if hasattr(self.tokenizer, "do_lower_case") else None,)).encode())
-            random = set(self.missing_pooler or ())
-            for name, tensor in self.model.state_dict().items():
-                if name in random:
-                    continue
-                h.update(name.encode())
-                h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-            for i, module in enumerate(self.head):  # a Dense head: its config and weights (none: as before)
-                h.update(json.dumps([i, type(module).__name__, module.get_config_dict()], sort_keys=True, default=str).encode())
-                for name, tensor in module.state_dict().items():
-                    h.update(f"head.{i}.{name}".encode())
-                    h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-            self._fingerprint = h.hexdigest()
+            if self.folder is None:  # a hub id: transformers' cache decides which files it read
+                self._fingerprint = self._digest()
+            else:
+                self._fingerprint = FINGERPRINTS.get(("torch", str(self.folder)), [self.folder], self._digest)
         return self._fingerprint
+
+    def _digest(self) -> str:
+        h = hashlib.blake2b(digest_size=16)
+        config = {k: v for k, v in self.model.config.to_dict().items() if k not in VOLATILE_CONFIG_KEYS}
+        h.update(json.dumps(config, sort_keys=True, default=str).encode())
+        h.update(json.dumps(self.tokenizer.get_vocab(), sort_keys=True).encode())
+        h.update(repr((self.tokenizer.do_lower_case if hasattr(self.tokenizer, "do_lower_case") else None,)).encode())
+        random = set(self.missing_pooler or ())
+        for name, tensor in self.model.state_dict().items():
+            if name in random:
+                continue
+            h.update(name.encode())
+            h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        for i, module in enumerate(self.head):  # a Dense head: its config and weights (none: as before)
+            h.update(json.dumps([i, type(module).__name__, module.get_config_dict()], sort_keys=True, default=str).encode())
+            for name, tensor in module.state_dict().items():
+                h.update(f"head.{i}.{name}".encode())
+                h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        return h.hexdigest()
 
     def describe_model(self) -> str:
         return f"model {self.model_name}"

