@@ -246,12 +246,20 @@ NORMALIZE_LEFT = (
 )
 
 
-def _ends_normalized(encoder: Any, fitted: Fitted, normalize: bool) -> bool:
-    """Whether a transformer's folder ends in ``Normalize``: asked (``normalize``), or raw kept on a base model that
-    normalizes (its vectors exactly); a calibration written without the base's ``Normalize`` says so (U35)."""
+NORMALIZE_LEFT_STATIC = (
+    "the base model normalizes its vectors (model2vec's normalize: true); this folder does not: the calibration is "
+    "folded into the table before it, so its output is not unit-length (cosine similarity is the same either way; "
+    "for dot products, normalize the vectors, or calibrate from Python with normalize=True to keep it)"
+)
+
+
+def _ends_normalized(encoder: Any, fitted: Fitted, normalize: bool, left: str = NORMALIZE_LEFT) -> bool:
+    """Whether a folder ends in ``Normalize`` (a static one: ``normalize: true``): asked (``normalize``), or raw kept
+    on a base model that normalizes (its vectors exactly); a calibration written without the base's normalizing says
+    so (U35; ``left``: the words for it)."""
     base = base_normalizes(encoder)
     if base and fitted.transform is not None and not normalize:
-        fitted.warnings.append(NORMALIZE_LEFT)
+        fitted.warnings.append(left)
     return normalize or (fitted.transform is None and base)
 
 
@@ -291,6 +299,8 @@ def _eval_gate(extra: dict, encoder: Any, t: Any, fitted: Fitted, eval_data: Any
 def _static_calibration(out, encoder, fitted, request: CalibrationRequest, src, show_progress, t0) -> Calibration:
     """A static model's calibration, folded into its table (:mod:`.static_export`)."""
     written = fitted.transform
+    # raw kept: the base model's vectors, its normalizing too; a calibration: as asked, said when it drops it
+    keep_norm = _ends_normalized(encoder, fitted, request.outputs.normalize, NORMALIZE_LEFT_STATIC)
     if written is None:
         fitted.transform = _Raw(encoder.dim)
     t = fitted.transform
@@ -309,7 +319,6 @@ def _static_calibration(out, encoder, fitted, request: CalibrationRequest, src, 
         "static": True,
         **extra,
     }
-    keep_norm = written is None and base_normalizes(encoder)  # raw kept: the base model's vectors, its normalizing too
     loaded = write_static_model(out, encoder, written, info, request.outputs.force, normalize=keep_norm)
     info["seconds"] = time.perf_counter() - t0
     return Calibration(out, loaded, written, encoder, info)
