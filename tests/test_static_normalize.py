@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import numpy as np
+from test_auto_first import WORDS, _m2v_normalized, word_corpus
 
 from helpers import run_cli
-from test_auto_first import WORDS, _m2v_normalized, word_corpus
 
 
 def _config(folder) -> dict:
