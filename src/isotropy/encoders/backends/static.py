@@ -54,6 +54,7 @@ class StaticBackend:
         self.folder = None if self.kind == "glove" else Path(os.path.realpath(str(model)))
         self.device = "cpu"
         self.tokenizer = TableTokenizer(self.table)
+        self._fingerprint: str | None = None
         self.words: WordCache | None = None  # the word-cache tokenisation (encoders/static/wordcache.py), made on first use
         self.coverage: Coverage | None = None  # of the last encode
         self.coverage_total = Coverage()  # of every encode since the model was loaded (or reset_coverage())
@@ -144,8 +145,11 @@ class StaticBackend:
     def fingerprint(self) -> str:
         """``static-`` and the table's digest (2-3 s for GloVe's 400k words: computed once per process while the
         files it was loaded from are unchanged)."""
-        files = glove_root() if self.folder is None else self.folder
-        return FINGERPRINTS.get(("static", self.kind, str(files)), [files], lambda: f"static-{self.table.digest()}")
+        if self._fingerprint is None:  # once per backend, as torch's and onnx's: no walk of the files on each call
+            files = glove_root() if self.folder is None else self.folder
+            key = ("static", self.kind, str(files))
+            self._fingerprint = FINGERPRINTS.get(key, [files], lambda: f"static-{self.table.digest()}")
+        return self._fingerprint
 
     def describe_model(self) -> str:
         case = ", lower-cased" if self.table.lowercase else ""
