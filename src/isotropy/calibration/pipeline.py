@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +49,7 @@ from .fit import AutoMethod, Fitted, check_size, fit_auto, fit_dask, fit_local
 from .pooling_fit import fit_auto_pooling
 from .request import CalibrationRequest, auto_method, warn_notes
 from .scoring import anisotropy, check_min_gain, evaluate_both, float32_gap, float32_warning, regression_warning, regressions
-from .static_export import ST_SUBFOLDER, check_static_method, write_static_model
+from .static_export import ST_SUBFOLDER, check_static_method, load_static_twin, write_static_model
 from .token_fit import check_token_model, fit_token_calibration
 
 __all__ = ["Calibration", "CalibrationRequest", "run_calibration", "ONNX_MODULES"]
@@ -57,14 +59,26 @@ ONNX_MODULES = ("onnx", "onnxruntime", "onnxscript")  # the [onnx] extra: graphs
 
 @dataclass
 class Calibration:
-    """What :func:`run_calibration` made: the folder loaded back, the fitted transform, the encoder it
-    calibrates, and ``info`` (what ``isotropy.json`` records under ``calibration``)."""
+    """What :func:`run_calibration` made: the folder loaded back (``model``: a ``SentenceTransformer``; a static
+    model's is loaded on first use, which imports torch and sentence-transformers that its calibration never needed),
+    the fitted transform, the encoder it calibrates, and ``info`` (what ``isotropy.json`` records under ``calibration``)."""
 
     path: Path
-    model: Any
+    loaded: Any = field(repr=False)  # the model, or a callable that loads it (:attr:`model`)
     transform: Any
     encoder: Any
     info: dict[str, Any]
+
+    @property
+    def model(self) -> Any:
+        if isinstance(self.loaded, _Later):
+            self.loaded = self.loaded.make()
+        return self.loaded
+
+
+@dataclass(frozen=True)
+class _Later:
+    make: Callable[[], Any]
 
 
 def _check_onnx(onnx: bool, quantize: str | None) -> bool:
@@ -111,7 +125,7 @@ def _prepare(corpus: Any, output: Any, request: CalibrationRequest, token: bool)
     """Everything checkable before a model loads that reads a file or the environment (the request checked itself
     at the door); returns the corpus, its size (None: standard input, counted while encoding), the output, the
     unfitted transform (``auto``: its :class:`AutoMethod`, the dev labels read) and whether to write ONNX."""
-    from ..integrations.sentence_transformers import _require_st
+    from ..integrations.sentence_transformers import require_st_installed
 
     method, outputs, eval_data = request.method, request.outputs, request.gate.eval_data
     want_onnx = _check_onnx(outputs.onnx, outputs.quantize)
@@ -121,7 +135,7 @@ def _prepare(corpus: Any, output: Any, request: CalibrationRequest, token: bool)
     if token:  # the model: a name, folder or file; None: the default transformer
         check_token_model(method, request.encoder.model)
     est = auto_method(method) if method.kind == "auto" else method.build()
-    _require_st()
+    require_st_installed()
     _check_eval(eval_data)
     n = src.count()  # reads the files once: a bad line, or no sentence at all, is said now
     if n == 0:
@@ -319,9 +333,9 @@ def _static_calibration(out, encoder, fitted, request: CalibrationRequest, src, 
         "static": True,
         **extra,
     }
-    loaded = write_static_model(out, encoder, written, info, request.outputs.force, normalize=keep_norm)
+    write_static_model(out, encoder, written, info, request.outputs.force, normalize=keep_norm)
     info["seconds"] = time.perf_counter() - t0
-    return Calibration(out, loaded, written, encoder, info)
+    return Calibration(out, _Later(partial(load_static_twin, out)), written, encoder, info)
 
 
 def _fit(encoder: Any, src: Corpus, est: Any, request: CalibrationRequest, token: bool, total: int | None, progress: Any):

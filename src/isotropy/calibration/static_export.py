@@ -8,8 +8,9 @@ so the calibrated model is the same size and speed as the raw one. The folder wr
 
 * its root: a model2vec model, saved by model2vec's own writer as ``StaticModel.save_pretrained`` saves it
   (:func:`save_model2vec`; ``model2vec.StaticModel.from_pretrained(folder)``);
-* ``sentence-transformers/``: a ``SentenceTransformer`` of one ``StaticEmbedding`` module, saved by
-  sentence-transformers' own ``save`` (``SentenceTransformer(folder + "/sentence-transformers")``); like every
+* ``sentence-transformers/``: a ``SentenceTransformer`` of one ``StaticEmbedding`` module, the files
+  sentence-transformers' own ``save`` writes, written without importing it (:mod:`isotropy.integrations.st_static`)
+  (``SentenceTransformer(folder + "/sentence-transformers")``); like every
   ``StaticEmbedding`` it averages unknown tokens' row where isotropy and model2vec leave them out, so that row is
   written as zeros (:func:`st_rows`): a sentence with out-of-vocabulary words then gets a positive multiple of
   isotropy's and model2vec's vector, the same in every cosine (the folded bias in that row made them differ, U21;
@@ -44,6 +45,7 @@ from .card import model_card
 __all__ = [
     "check_static_method",
     "write_static_model",
+    "load_static_twin",
     "write_static_folder",
     "save_model2vec",
     "write_st_twin",
@@ -120,11 +122,8 @@ def write_st_twin(
     over ``tokenizer`` (a ``tokenizers.Tokenizer``: its padding is switched off and its truncation set), truncating at ``max_length`` (None: no limit) as model2vec
     and isotropy do, with the row of ``unk_id`` (the unknown token, which model2vec and isotropy leave out of the mean;
     None: none is left out) zeroed, then a ``Normalize`` module when ``normalize``."""
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.base.modules import Normalize
-    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
-
     from ..encoders.static.table import set_truncation
+    from ..integrations.st_static import write_static_st_folder
 
     tok = tokenizer  # not copied: a 400k-word tokenizer takes seconds to copy, and both callers own theirs
     tok.no_padding()
@@ -132,8 +131,7 @@ def write_st_twin(
     if max_length is not None:
         _cut_characters(tok, int(max_length))
     rows = _unknown_row_zeroed(np.ascontiguousarray(vectors, dtype=np.float32), unk_id)
-    modules = [StaticEmbedding(tok, embedding_weights=rows)] + ([Normalize()] if normalize else [])
-    SentenceTransformer(modules=modules, device="cpu").save(str(folder), create_model_card=False)
+    write_static_st_folder(folder, tok, rows, normalize)  # what SentenceTransformer(...).save writes, without torch
 
 
 def save_model2vec(folder: Path, vectors: np.ndarray, tokenizer: Any, max_length: int | None, normalize: bool) -> None:
@@ -155,11 +153,9 @@ def save_model2vec(folder: Path, vectors: np.ndarray, tokenizer: Any, max_length
 
 def write_static_model(
     out: Path, encoder: Any, transform: Any, info: dict[str, Any], force: bool, normalize: bool = False
-) -> Any:
-    """Write the folder (module docs) atomically; returns the sentence-transformers model loaded back. ``normalize``:
+) -> None:
+    """Write the folder (module docs) atomically (:func:`load_static_twin` loads it back). ``normalize``:
     both forms give unit-length vectors (model2vec's ``normalize``, a ``Normalize`` module), as the base model did."""
-    from sentence_transformers import SentenceTransformer
-
     table = folded_table(encoder, transform)
     vectors = np.ascontiguousarray(table.vectors, dtype=np.float32)
     limit = None if encoder.max_length >= encoder.runtime.position_limit else int(encoder.max_length)
@@ -171,7 +167,13 @@ def write_static_model(
         normalize=normalize, card=lambda _: model_card(info),  # isotropy's card, not model2vec's default
         marker=json.dumps(marker, indent=2, default=str),
     )  # fmt: skip
-    return SentenceTransformer(str(out / ST_SUBFOLDER), device="cpu")
+
+
+def load_static_twin(out: Path) -> Any:
+    """The ``sentence-transformers/`` twin of the static folder ``out``, loaded by plain sentence-transformers."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(Path(out) / ST_SUBFOLDER), device="cpu")
 
 
 def write_static_folder(

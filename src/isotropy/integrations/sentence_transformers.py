@@ -79,14 +79,25 @@ ST_KIND = "sentence-transformers"
 MARKER_NAME = "isotropy.json"  # says that isotropy wrote the folder (so it may replace it); stock tools ignore it
 
 
+_ST_MISSING = "this needs sentence-transformers: pip install 'isotropy[st]' (or pip install sentence-transformers)"
+
+
 def _require_st():
     try:
         import sentence_transformers
     except ImportError:
-        raise IsotropyError(
-            "this needs sentence-transformers: pip install 'isotropy[st]' (or pip install sentence-transformers)"
-        ) from None
+        raise IsotropyError(_ST_MISSING) from None
     return sentence_transformers
+
+
+def require_st_installed() -> None:
+    """:func:`_require_st` without the import (about 10 s of CPU, torch's included): for a check at the door."""
+    import importlib.util
+    import sys
+
+    name = "sentence_transformers"
+    if (sys.modules[name] is None) if name in sys.modules else importlib.util.find_spec(name) is None:
+        raise IsotropyError(_ST_MISSING)  # (None in sys.modules: an import blocked on purpose, as a missing one)
 
 
 def _make_module_classes() -> dict[str, type]:
