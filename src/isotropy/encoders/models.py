@@ -11,6 +11,7 @@ tokenizer files: transformers would only log it, or fill the gaps with random va
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import re
@@ -21,6 +22,7 @@ from typing import Any
 from .._hub import hub_offline_reason
 from ..errors import IsotropyError
 from ..storage.integrity import verify_model_folder
+from ..storage.stamps import StampMemo
 
 __all__ = [
     "DEFAULT_MODEL_NAME",
@@ -236,6 +238,8 @@ def check_tokenizer_vocab(tokenizer, where: str) -> None:
     """transformers builds an empty tokenizer (special tokens only) for a folder without tokenizer
     files: every word would become [UNK] and every sentence nearly the same vector."""
     specials = set(getattr(tokenizer, "all_special_tokens", None) or ())
+    if len(tokenizer) > len(specials):  # more tokens than specials: one at least is a word (get_vocab: a dict of all)
+        return
     if all(token in specials for token in tokenizer.get_vocab()):
         raise IsotropyError(
             f"{where} has no tokenizer files (tokenizer.json, vocab.txt, ...): its tokenizer knows no word; "
@@ -369,6 +373,20 @@ def quiet_transformers() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
+TOKENIZERS = StampMemo(size=8)  # a local folder's tokenizer as loaded, while its files stay as they were
+
+
+def _load_tokenizer(auto: Any, folder: Path | None, source: str, local_only: bool) -> Any:
+    """``AutoTokenizer.from_pretrained(source)``; for a local folder, a copy of the one loaded before from the same
+    unchanged files (storage/stamps.py): a copy, because an encoder sets its own truncation and padding."""
+    if folder is None:
+        return auto.from_pretrained(source, local_files_only=local_only)
+    made = TOKENIZERS.get(
+        ("hf-tokenizer", str(folder)), [folder], lambda: auto.from_pretrained(source, local_files_only=local_only)
+    )
+    return copy.deepcopy(made)
+
+
 def load_hf_model(folder: Path | None, name: str):
     """Tokenizer, model, and the pooler weights the checkpoint lacks (randomly initialised)."""
     from safetensors import SafetensorError
@@ -388,7 +406,7 @@ def load_hf_model(folder: Path | None, name: str):
     source = str(folder) if folder is not None else name
     with quiet_transformers():
         try:
-            tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+            tokenizer = _load_tokenizer(AutoTokenizer, folder, source, local_only)
         except (OSError, ValueError) as exc:
             if "instantiate the backend tokenizer" in str(exc):
                 raise IsotropyError(

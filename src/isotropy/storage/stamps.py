@@ -1,4 +1,4 @@
-"""Stat stamps of files on disk, and a process-wide memo of digests keyed on them.
+"""Stat stamps of files on disk, and a process-wide memo of what was read or computed from them.
 
 A model's fingerprint (:meth:`isotropy.encoders.Encoder.fingerprint`) hashes what decides its vectors: a
 transformer's weights, config and vocabulary (0.1-0.3 s for a small one), a static table's tokenizer and rows
@@ -10,6 +10,9 @@ Why a stat stamp is enough: a file's ``ctime`` changes on every write to it, wha
 the ``mtime`` included) and cannot be set back; a file replaced by a rename has another inode. A file written in
 the last :data:`SETTLE_S` seconds is not stamped (git's "racy" files: a second write within the clock's tick
 could leave every field as it was), so its digest is computed each time until it settles.
+
+:class:`StampMemo` keeps any value so: a transformer's tokenizer as ``from_pretrained`` built it (0.1 s for the
+default model's, paid by every ``Encoder`` of the folder), which its caller copies before use.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
-__all__ = ["SETTLE_S", "DigestMemo", "stamp"]
+__all__ = ["SETTLE_S", "DigestMemo", "StampMemo", "stamp"]
 
 SETTLE_S = 2.0  # seconds a file must have been left alone before its stat stands for its content
 MAX_FILES = 10_000  # a folder holding more is not stamped (the walk would cost what the memo saves)
@@ -56,16 +60,17 @@ def stamp(paths: Iterable[str | os.PathLike]) -> Stamp | None:
     return None if any(e is None for e in out) else tuple(sorted(out))
 
 
-class DigestMemo:
-    """Digests by ``(key, stamp of the files)``, for this process; the oldest go past ``size`` entries."""
+class StampMemo:
+    """Values by ``(key, stamp of the files)``, for this process; the oldest go past ``size`` entries. The values are
+    shared: keep only immutable ones, or copy what :meth:`get` returns before changing it."""
 
     def __init__(self, size: int = 64) -> None:
         self.size = size
-        self._done: OrderedDict[tuple, str] = OrderedDict()
+        self._done: OrderedDict[tuple, Any] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: tuple, paths: Iterable[str | os.PathLike], compute: Callable[[], str]) -> str:
-        """The digest of ``key`` over ``paths``: the one computed before from the same unchanged files, else
+    def get(self, key: tuple, paths: Iterable[str | os.PathLike], compute: Callable[[], Any]) -> Any:
+        """The value of ``key`` over ``paths``: the one computed before from the same unchanged files, else
         ``compute()`` (kept when the files could be stamped)."""
         st = stamp(paths)
         if st is None:
@@ -74,13 +79,20 @@ class DigestMemo:
             found = self._done.get((key, st))
         if found is not None:
             return found
-        digest = compute()
+        value = compute()
         with self._lock:
-            self._done[(key, st)] = digest
+            self._done[(key, st)] = value
             while len(self._done) > self.size:
                 self._done.popitem(last=False)
-        return digest
+        return value
 
     def clear(self) -> None:
         with self._lock:
             self._done.clear()
+
+
+class DigestMemo(StampMemo):
+    """A :class:`StampMemo` of digests (strings)."""
+
+    def get(self, key: tuple, paths: Iterable[str | os.PathLike], compute: Callable[[], str]) -> str:
+        return super().get(key, paths, compute)
