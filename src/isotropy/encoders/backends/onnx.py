@@ -40,6 +40,7 @@ from ...storage.artifacts import file_sha256, read_config
 from ...storage.stamps import DigestMemo
 from ..models import check_tokenizer_vocab, one_line
 from ..poolings import Pooling
+from ..static.parsecache import fingerprint_dir
 
 __all__ = [
     "OnnxBackend",
@@ -60,7 +61,8 @@ CONFIG_NAME = "isotropy_onnx.json"
 SUBFOLDER = "isotropy-onnx"  # where `isotropy calibrate --onnx` puts the export inside a model folder
 KIND = "onnx-encoder"
 ONNX_VERSION = 1
-FINGERPRINTS = DigestMemo()  # an export's fingerprint, while its files stay as they were (storage/stamps.py)
+# an export's fingerprint while its files stay as they were, in this process and on disk (storage/stamps.py)
+FINGERPRINTS = DigestMemo(folder=fingerprint_dir)
 # isotropy_onnx.json entries the graph itself fixes: stamped into model.onnx's metadata_props at export
 GRAPH_KEYS = (
     "model_name",

@@ -23,6 +23,7 @@ import numpy as np
 from ...errors import IsotropyError
 from ...storage.stamps import DigestMemo
 from ..poolings import Pooling
+from ..static.parsecache import fingerprint_dir
 from ..static.sources import GLOVE_NAME, glove_root, load_table, static_kind
 from ..static.table import CHUNK, Coverage, TableTokenizer
 from ..static.wordcache import WordCache
@@ -31,7 +32,8 @@ __all__ = ["StaticBackend", "NO_LIMIT"]
 
 NO_LIMIT = 1 << 20  # max_length of a table that does not truncate (sentence-transformers' StaticEmbedding)
 FINGERPRINT_VERSION = 1
-FINGERPRINTS = DigestMemo()  # a table's fingerprint, while its files stay as they were (storage/stamps.py)
+# a table's fingerprint while its files stay as they were, in this process and on disk (storage/stamps.py)
+FINGERPRINTS = DigestMemo(folder=fingerprint_dir)
 THREADS = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8)
 
 

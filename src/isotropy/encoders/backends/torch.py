@@ -26,13 +26,15 @@ from ..models import (
     st_head_modules,
 )
 from ..poolings import ForwardOutput, ModelInfo, Pooling
+from ..static.parsecache import fingerprint_dir
 
 __all__ = ["TorchBackend", "FINGERPRINT_VERSION"]
 
 FINGERPRINT_VERSION = 2  # 1: isotropy 0.1's, which hashed the model's folder path too
 # config entries that say where and how a model was loaded, not what it computes
 VOLATILE_CONFIG_KEYS = frozenset({"_name_or_path", "transformers_version", "_commit_hash", "_attn_implementation_autoset"})
-FINGERPRINTS = DigestMemo()  # a folder's fingerprint, while its files stay as they were (storage/stamps.py)
+# a folder's fingerprint while its files stay as they were, in this process and on disk (storage/stamps.py)
+FINGERPRINTS = DigestMemo(folder=fingerprint_dir)
 
 
 def _first(keys: Sequence[str], n: int = 3) -> str:

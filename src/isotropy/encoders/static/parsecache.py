@@ -74,6 +74,13 @@ def cache_dir() -> Path | None:
     return Path(where).expanduser() / "static"
 
 
+def fingerprint_dir() -> Path | None:
+    """Where encoders keep their fingerprints between processes (:class:`~isotropy.storage.stamps.DigestMemo`): the
+    cache root's ``fingerprints/``, beside this cache's ``static/``; None while caching is off."""
+    where = cache_dir()
+    return None if where is None else where.parent / "fingerprints"
+
+
 def _stat(path: Path) -> dict:
     st = path.stat()
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "inode": st.st_ino}
