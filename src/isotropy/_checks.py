@@ -10,7 +10,12 @@ import numpy as np
 
 from .errors import IsotropyError
 
-__all__ = ["check_matrix", "check_sentences", "check_weights", "check_int", "check_number"]
+__all__ = ["check_matrix", "check_sentences", "check_weights", "check_int", "check_number", "ENGINES", "QUANTIZATIONS"]
+
+# The values every door checks, defined once here, below everything that takes them (the command line's request,
+# calibrate's pipeline, the index spec, the Dask API, the ONNX export), so none imports the heavy module that uses them.
+ENGINES = ("dask",)  # --engine: the cluster engine (none: one process)
+QUANTIZATIONS = ("int8",)  # --quantize: onnxruntime's dynamic int8 quantization of an ONNX graph
 
 _SURROGATE = re.compile("[\ud800-\udfff]")  # half of a UTF-16 pair, alone: valid in JSON and Python, not text
 

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from .._checks import ENGINES, QUANTIZATIONS
 from ..errors import IsotropyError
 from ..transforms.methods import TOKEN_METHODS, Method, method_forms, modern_spelling, parse_method, refuse_auto_only
 
@@ -34,8 +35,7 @@ __all__ = [
     "read_dev_pairs",
 ]
 
-QUANTIZATIONS = ("int8",)  # integrations.onnx_export.QUANTIZATIONS (not imported here: it loads onnx's helpers)
-ENGINES = ("dask",)  # distributed.ENGINES (not imported here: the command line builds the request before any engine)
+
 AUTO_POOLING = "auto"
 
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .._checks import ENGINES
 from ..errors import IsotropyError
 from ..storage.artifacts import check_output, folder_digest
 from ..storage.atomic import sweep_stale_temporaries
@@ -18,7 +19,7 @@ from .tasks import encode_shard, fit_shard, merge_stats, shard_outputs
 
 __all__ = ["fit_moments", "fit_whitening", "encode", "ENGINES", "SHARDS_KIND"]
 
-ENGINES = ("dask",)
+
 SHARDS_KIND = "vector-shards"
 
 

@@ -38,6 +38,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .._checks import QUANTIZATIONS
 from .._progress import ProgressBar
 from ..encoders.backends.onnx import (
     CONFIG_NAME,
@@ -55,8 +56,6 @@ from ..storage.artifacts import check_output, header, output_dir
 from ._common import transform_for
 
 __all__ = ["export_onnx", "composable", "QUANTIZATIONS"]
-
-QUANTIZATIONS = ("int8",)
 
 
 def _finish_parts(encoder: Any, transform: Any):

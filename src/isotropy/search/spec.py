@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .._checks import ENGINES
 from ..errors import IsotropyError
 from ..transforms.methods import Method, parse_method, refuse_auto_only
 from .pq import PQ_KINDS
@@ -36,7 +37,6 @@ DEFAULT_WHITEN_K = 128
 DEFAULT_WHITEN_POWER = 0.5
 
 INDEX_KINDS = ("flat", "hnsw", "ivf", *PQ_KINDS)
-ENGINES = ("dask",)  # None: one process
 
 
 def _is_int(value: Any, low: int) -> bool:
