@@ -58,10 +58,11 @@ def test_the_twin_is_what_sentence_transformers_saves_byte_for_byte(tmp_path, no
 
 
 def test_a_static_calibrate_imports_neither_torch_nor_sentence_transformers(tmp_path):
-    from isotropy.demo import make_demo_data
+    from helpers import tiny_model2vec, word_corpus
 
     corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n".join(make_demo_data(n_corpus=60).corpus) + "\n", encoding="utf-8")
+    corpus.write_text("\n".join(word_corpus(200)) + "\n", encoding="utf-8")
+    base = tiny_model2vec(tmp_path / "base")  # the model's size does not matter here: what the command imports does
     probe = (
         "import json, sys\n"
         "from isotropy.cli import main\n"
@@ -72,7 +73,7 @@ def test_a_static_calibrate_imports_neither_torch_nor_sentence_transformers(tmp_
         "print(json.dumps(sorted(m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules)))\n"
     )
     out = tmp_path / "m"
-    args = ["calibrate", str(corpus), "-o", str(out), "--model", "glove-6b-50d", "--method", "whitening", "--no-progress"]
+    args = ["calibrate", str(corpus), "-o", str(out), "--model", str(base), "--method", "whitening", "--no-progress"]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1"}
     done = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
