@@ -35,7 +35,6 @@ __all__ = [
     "read_dev_pairs",
 ]
 
-
 AUTO_POOLING = "auto"
 
 

@@ -19,7 +19,6 @@ from .tasks import encode_shard, fit_shard, merge_stats, shard_outputs
 
 __all__ = ["fit_moments", "fit_whitening", "encode", "ENGINES", "SHARDS_KIND"]
 
-
 SHARDS_KIND = "vector-shards"
 
 
