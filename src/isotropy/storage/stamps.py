@@ -111,10 +111,10 @@ class DigestMemo(StampMemo):
     def get(self, key: tuple, paths: Iterable[str | os.PathLike], compute: Callable[[], str]) -> str:
         if self.folder is None:
             return super().get(key, paths, compute)
+        paths = list(paths)  # stamped more than once
         return super().get(key, paths, lambda: self._on_disk(key, paths, compute))
 
-    def _on_disk(self, key: tuple, paths: Iterable[str | os.PathLike], compute: Callable[[], str]) -> str:
-        paths = list(paths)
+    def _on_disk(self, key: tuple, paths: list[str | os.PathLike], compute: Callable[[], str]) -> str:
         st = stamp(paths)
         try:
             folder = self.folder()
@@ -126,7 +126,7 @@ class DigestMemo(StampMemo):
         entry = {"key": repr(key), "stamp": [list(e) for e in st]}
         try:
             found = json.loads((folder / name).read_text(encoding="utf-8"))
-            if {k: found.get(k) for k in entry} == entry and isinstance(found.get("digest"), str):
+            if isinstance(found, dict) and {k: found.get(k) for k in entry} == entry and isinstance(found.get("digest"), str):
                 return found["digest"]
         except (OSError, ValueError):
             pass
