@@ -25,6 +25,10 @@ bench/static_factory.py does) on the same sample's lines and the teacher's vecto
 cache where the distill row of that sample left them; its time is the training alone. ``--peer distill`` starts
 that training from the distill row's fitted table (spans none, 256 d) instead of model2vec's.
 
+``--extra cran`` adds Cranfield's sentences (its 1,400 titles and abstracts, split as bench/static_factory.py's
+``wiki+cran`` corpus does) after the sample: the issue's Cranfield target fits on its abstracts plus generic lines.
+The row is a variant, named ``every-STEP-...-cran``; the sample's chunks are read from the teacher cache.
+
 A run on another machine (one with a GPU for the teacher, say) passes ``--label NAME`` (in the row's name and its
 teacher), ``--results FILE`` (a results file of its own), ``--model DIR`` where the default model's package is not
 installed and ``--no-score``; its folders are then copied into this machine's ``--work`` and its rows scored here,
@@ -65,8 +69,20 @@ STEPS = (80, 40, 20, 10, 5, 3, 2, 1)  # every level a sample can be drawn at (3:
 DEFAULT_STEPS = (80, 40, 20, 10)  # what a 2-core machine affords in a session; 5 ran here too (RESULTS)
 
 
-def sample(step: int, work: Path) -> tuple[Path, int]:
-    """Every ``step``-th line of wiki-1m.txt as a prefix of the nested ordering (module docs), in ``work``."""
+def sample(step: int, work: Path, extra: str | None = None) -> tuple[Path, int]:
+    """Every ``step``-th line of wiki-1m.txt as a prefix of the nested ordering (module docs), in ``work``; ``extra``
+    ``cran``: Cranfield's sentences (``_factory_data.cran``) after them (the sample's chunks stay the cached ones)."""
+    if extra == "cran":
+        from _factory_data import cran
+
+        base, _ = sample(step, work)
+        path = work / f"wiki-1m.every-{step}+cran.txt"
+        if not path.exists():
+            tmp = path.with_suffix(".part")
+            tmp.write_text(base.read_text(encoding="utf-8") + "\n".join(cran()) + "\n", encoding="utf-8")
+            tmp.replace(path)
+        with path.open(encoding="utf-8") as fh:
+            return path, sum(1 for _ in fh)
     path = work / f"wiki-1m.every-{step}.txt"
     if not path.exists():
         levels: dict[int, list[str]] = {s: [] for s in STEPS}
@@ -93,11 +109,11 @@ def _child_cpu() -> float:
     return use.ru_utime + use.ru_stime
 
 
-def variant(spans: str, onnx: str | None, dims: int, label: str | None = None, words: int = 0) -> str:
-    """The row's name after ``every-STEP-``: spans, then the teacher, width, whole-word rows and machine where not
-    the defaults."""
+def variant(spans: str, onnx: str | None, dims: int, label: str | None = None, words: int = 0, extra: str | None = None) -> str:
+    """The row's name after ``every-STEP-``: spans, then the teacher, width, whole-word rows, the text added and
+    machine where not the defaults."""
     name = spans + ("" if onnx is None else f"-{teacher_kind(onnx)}") + ("" if dims == 256 else f"-{dims}d")
-    name += f"-words{words}" if words else ""
+    name += (f"-words{words}" if words else "") + (f"-{extra}" if extra else "")
     return name + ("" if label is None else f"-{label}")
 
 
@@ -111,14 +127,15 @@ def distill(
     model: str | None = None,
     label: str | None = None,
     words: int = 0,
+    extra: str | None = None,
 ) -> dict:
     """One ``isotropy distill --corpus`` run of the every-``step``-th-line sample in a fresh process, timed (wall and
     the child's CPU seconds, which load does not inflate); ``onnx``: an ``isotropy export onnx`` folder of the default
     model that encodes the corpus (``--teacher-onnx``); ``dims``: ``--dims``; ``model``: a folder of the default
     model's weights (``--model``, where its package is not installed); ``label``: the machine, in the row's name;
-    ``words``: ``--words`` (whole-word rows)."""
-    name = f"{step}-{variant(spans, onnx, dims, label, words)}"
-    (corpus, n), folder = sample(step, work), work / f"distilled-{name}"
+    ``words``: ``--words`` (whole-word rows); ``extra``: text added to the sample (:func:`sample`)."""
+    name = f"{step}-{variant(spans, onnx, dims, label, words, extra)}"
+    (corpus, n), folder = sample(step, work, extra), work / f"distilled-{name}"
     cmd = [sys.executable, "-m", "isotropy.cli", "distill", "--corpus", str(corpus), "-o", str(folder)]
     cmd += [] if model is None else ["--model", model]
     cmd += ["--words", str(words)] if words else []
@@ -283,8 +300,10 @@ def run(args) -> dict:
             got = peer(step, work, cache, args.peer)
             name = f"every-{step}-tokenlearn" + ("" if args.peer == "model2vec" else "-from-distill")
         else:
-            got = distill(step, work, cache, args.spans, args.teacher_onnx, args.dims, args.model, args.label, args.words)
-            name = f"every-{step}-{variant(args.spans, args.teacher_onnx, args.dims, args.label, args.words)}"
+            got = distill(
+                step, work, cache, args.spans, args.teacher_onnx, args.dims, args.model, args.label, args.words, args.extra
+            )
+            name = f"every-{step}-{variant(args.spans, args.teacher_onnx, args.dims, args.label, args.words, args.extra)}"
         row = data["rows"].get(name, {})
         row.setdefault("runs", []).append(got)
         row.update(
@@ -292,6 +311,8 @@ def run(args) -> dict:
         )
         if args.peer:
             row["model"] = TOKENLEARN + ("" if args.peer == "model2vec" else ", from the distill's table")
+        elif args.extra == "cran":  # a variant of the text, not a point of the curve
+            row["model"] = "isotropy distill, the sample + Cranfield's sentences"
         data["rows"][name] = row
         write_json(results, portable(data))
         print(f"{name}: {got}", file=sys.stderr, flush=True)
@@ -311,6 +332,7 @@ def main() -> None:
     p.add_argument("--teacher-onnx", help="an `isotropy export onnx` folder of the default model as the corpus's teacher")
     p.add_argument("--dims", type=int, default=256, help="the width distilled (a capacity variant when not 256)")
     p.add_argument("--words", type=int, default=0, help="whole-word rows (distill --words; a capacity variant)")
+    p.add_argument("--extra", choices=("cran",), help="text added after the sample: Cranfield's sentences (its target)")
     p.add_argument("--model", help="a folder of the default model's weights, where its package is not installed")
     p.add_argument("--label", help="the machine, when not this one: added to the row's name and teacher")
     p.add_argument("--results", default=str(OUT), help="the results file read and written")
