@@ -103,9 +103,13 @@ def test_a_digest_kept_on_disk_serves_the_next_process_while_the_files_are_uncha
     clock.files[0].write_bytes(b"v" * 100)  # the same size, rewritten: its change time moved
     changed, changed_calls = _counting(DigestMemo(folder=lambda: store), ("k", "m"), [model])
     assert changed() == "digest-1" and len(changed_calls) == 1  # computed again (this counter's first value)
-    for text in ("{not json", "[1, 2]"):  # damaged, or JSON of another shape: computed again
+
+    def digest_changed(text: str) -> str:
+        return text.replace('"digest": "digest-1"', '"digest": "digest-9"')
+
+    for damage in (lambda _: "{not json", lambda _: "[1, 2]", digest_changed):  # computed again, never served
         for entry in store.glob("*.json"):
-            entry.write_text(text, encoding="utf-8")
+            entry.write_text(damage(entry.read_text(encoding="utf-8")), encoding="utf-8")
         damaged, damaged_calls = _counting(DigestMemo(folder=lambda: store), ("k", "m"), [model])
         assert damaged() == "digest-1" and len(damaged_calls) == 1
     blocked = tmp_path / "a-file"

@@ -17,8 +17,9 @@ default model's, paid by every ``Encoder`` of the folder), which its caller copi
 A :class:`DigestMemo` given a ``folder`` also keeps each digest on disk, one small JSON file per key (the folder's
 path: its latest stamp and digest), so that the next process reading the same unchanged files does not hash them
 again either: ``isotropy search`` or ``serve`` over an index of a GloVe-sized static model paid 2-3 s for the table's
-fingerprint at every start. An entry is used only when its key and its whole stamp are equal to the files' now;
-the folder keeps the :data:`DISK_ENTRIES` newest entries; an entry that cannot be read or written is passed over.
+fingerprint at every start. An entry is used only when its key and its whole stamp are equal to the files' now and
+its checksum matches; the folder keeps the :data:`DISK_ENTRIES` newest entries; an entry that cannot be read or
+written is passed over.
 """
 
 from __future__ import annotations
@@ -126,14 +127,26 @@ class DigestMemo(StampMemo):
         entry = {"key": repr(key), "stamp": [list(e) for e in st]}
         try:
             found = json.loads((folder / name).read_text(encoding="utf-8"))
-            if isinstance(found, dict) and {k: found.get(k) for k in entry} == entry and isinstance(found.get("digest"), str):
-                return found["digest"]
+            if not isinstance(found, dict):
+                raise ValueError("not an entry")
+            digest = found.get("digest")
+            if (
+                {k: found.get(k) for k in entry} == entry
+                and isinstance(digest, str)
+                and found.get("seal") == _seal(entry, digest)
+            ):
+                return digest
         except (OSError, ValueError):
             pass
         digest = compute()
         if stamp(paths) == st:  # unchanged while it was hashed
-            _write_entry(folder, name, {**entry, "digest": digest})
+            _write_entry(folder, name, {**entry, "digest": digest, "seal": _seal(entry, digest)})
         return digest
+
+
+def _seal(entry: dict, digest: str) -> str:
+    """A checksum of an entry's key, stamp and digest: a damaged digest is never served (it is computed again)."""
+    return hashlib.blake2b(json.dumps([entry, digest], sort_keys=True).encode(), digest_size=16).hexdigest()
 
 
 def _write_entry(folder: Path, name: str, entry: dict) -> None:
