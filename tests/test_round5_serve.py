@@ -285,6 +285,22 @@ def test_t5_t6_a_served_mapped_file_cut_short_is_a_503_not_a_crash(pq_folder, tm
         assert out["after"]["hits"] == out["before"] and out["after"]["warnings"] == []
 
 
+def test_a_search_of_on_disk_lists_leaves_no_thread_reading_them(pq_folder):
+    """faiss's on-disk inverted lists start prefetch threads (one a probed list, up to 32) that page the lists in
+    beside a search and outlive it: one still reading when the file was cut short before the next request died of
+    SIGBUS, taking the server with it (T5/T6's child, now and then on a loaded machine). Each search now joins
+    them: after it the process runs no more threads than before it (a count, not a clock)."""
+    tasks = Path("/proc/self/task")
+    if not tasks.is_dir():
+        pytest.skip("counts threads through Linux's /proc")
+    index = Index.load(pq_folder / "ondisk")
+    index.search(["the cat sat"], 3)  # the first search starts faiss's own thread pool, which stays
+    before = len(list(tasks.iterdir()))
+    for queries in (["the cat sat"], ["a dog", "the mat", "a cat on the mat"]):  # 4 and 12 probed lists
+        assert len(index.search(queries, 3).ids) == len(queries)
+        assert len(list(tasks.iterdir())) <= before
+
+
 def test_t4_no_verify_on_a_truncated_ivfdata_is_one_line(pq_folder, tmp_path):
     """S6-020: --no-verify (no digest) memory-maps the lists: their size is checked against what the lists need
     first: one line, exit 2 (in a child process: the old code died of SIGBUS)."""

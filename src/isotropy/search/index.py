@@ -315,7 +315,11 @@ class Index:
         kk = min(int(k), n)
         deep = self._exact is not None and self.params.get("rerank", 0) > 0
         if Q.shape[0]:
-            scores, ids = self._index.search(Q, min(max(kk, self.params["rerank"]), n) if deep else kk)
+            try:
+                scores, ids = self._index.search(Q, min(max(kk, self.params["rerank"]), n) if deep else kk)
+            finally:  # no thread of the search reads a mapped file after it (mapped.py)
+                if self._mapped is not None:
+                    self._mapped.settle(self._index)
             if deep:  # the candidates re-scored with the exact vectors
                 scores, ids = rerank(self._exact, Q, scores, ids, kk)
         else:

@@ -10,6 +10,12 @@ over it truncates the same inode), and the search is refused with one line inste
 
 A file replaced by a rename is no danger (the map holds the old inode); the window between the
 ``fstat`` and the read remains, which only reading the files without a map would close.
+
+faiss's on-disk inverted lists also read their map outside a search: ``IndexIVF.search`` starts up to
+``prefetch_nthread`` (32) threads that page the probed lists in beside it, and returns without waiting for
+them. One still reading when the file is cut short between two requests kills the process just the same, so
+every search of such an index ends by joining them (:meth:`MappedFiles.settle`): between searches nothing
+reads a mapped page.
 """
 
 from __future__ import annotations
@@ -63,6 +69,7 @@ class MappedFiles:
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
         self.files: list[tuple[Path, int, int]] = []
+        self.prefetching = False  # faiss's on-disk inverted lists, whose prefetch threads settle() joins
         self._fds: list[int] = []
         weakref.finalize(self, _close_all, self._fds)
 
@@ -76,6 +83,15 @@ class MappedFiles:
             raise IsotropyError(
                 f"{file} holds {have:,} bytes but {what} need {needed:,}: it was truncated; restore it or rebuild the index"
             )
+
+    def settle(self, index: Any) -> None:
+        """Join the prefetch threads a search of ``index`` (the faiss index these files belong to) left reading
+        its on-disk inverted lists: faiss joins them at the next ``prefetch_lists`` call, and one of no lists
+        stops them after the list each is reading and starts none."""
+        if self.prefetching:
+            import faiss  # loaded already: the index is faiss's
+
+            faiss.downcast_InvertedLists(faiss.extract_index_ivf(index).invlists).prefetch_lists(None, 0)
 
     def check(self) -> None:
         """One ``fstat`` a file: IsotropyError when one shrank below what the index reads from it."""

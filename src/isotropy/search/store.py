@@ -351,6 +351,7 @@ def _read_contents(
             fidx = _read_ondisk(str(file))
             ondisk = faiss.downcast_InvertedLists(faiss.extract_index_ivf(fidx).invlists)
             mapped.add(Path(ondisk.filename), ondisk_bytes_needed(ondisk), "its inverted lists")
+            mapped.prefetching = True
         elif mmap and rec["kind"] in PQ_KINDS:  # a compressed index's codes stay on disk, paged in by the OS
             size = file.stat().st_size  # read whole by faiss below: a shorter file fails there
             fidx = faiss.read_index(str(file), faiss.IO_FLAG_MMAP)
