@@ -292,3 +292,18 @@ def test_a_graph_composed_on_the_token_states_graph_gives_the_encoders_vectors(t
     assert not (tmp_path / "x").exists()
     # a pooling that reads more than the last layer's token states (other layers, the pooler) is exported whole
     assert composable("last-avg") and composable("cls") and not composable("first-last-avg") and not composable("pooler")
+
+
+@pytest.mark.parametrize(
+    "env, threads, want",
+    [("1", None, 1), ("3", None, 3), ("1", 2, 2), ("", None, 0), ("0", None, 0), ("two", None, 0)],
+)
+def test_the_session_threads_follow_omp_num_threads_unless_given(whitening_export, monkeypatch, env, threads, want):
+    """A Dask worker (OMP_NUM_THREADS=1 from its nanny) gets a one-thread session, not one thread per core; an
+    explicit ``threads`` wins; unset or not a positive number: onnxruntime's own default (0 in its options)."""
+    folder, _ = whitening_export
+    monkeypatch.setenv("OMP_NUM_THREADS", env)
+    enc = Encoder(folder, backend="onnx", threads=threads)
+    assert enc.runtime.model.get_session_options().intra_op_num_threads == want
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    np.testing.assert_allclose(enc.encode(SENTENCES), Encoder(folder, backend="onnx").encode(SENTENCES), atol=1e-5)
