@@ -335,6 +335,11 @@ def _part(static, teacher, sentences: list[str], offset: int, alpha, tokens, spa
     return out
 
 
+def _same(x: Any) -> Any:
+    """The task that holds one object on the cluster for many tasks (:func:`_fit_parts`)."""
+    return x
+
+
 def _merge_parts(a: CorpusFit, b: CorpusFit) -> CorpusFit:
     """``a`` then ``b`` (consecutive parts of the corpus) as one pass over both."""
     a.teacher_map.merge(b.teacher_map)
@@ -364,8 +369,13 @@ def _fit_parts(source, static, teacher, alpha, tokens, spans, show_progress, add
     run, distributed = uuid.uuid4().hex[:12], import_dask()
     with client_for(address, n_workers) as client:
         futures, labels, offset = [], [], 0
+        # The static model (its table and tokenizer: ~50 MB at 384 d) goes to the cluster once, as a task's result
+        # that every part reads: passed to each part itself, it was pickled into every task the client holds (at
+        # 1M lines, 62 parts: the client grew to 4.2 GB before a chunk was encoded). A task, not client.scatter:
+        # a lost worker's copy is computed again, as a scattered one could not be.
+        model = client.submit(_same, static, key=f"isotropy-dstatic-{run}")
         for i, part in enumerate(source.chunks(PART)):
-            args = (static, teacher, list(part), offset, alpha, tokens, spans, cache, source.where, CHUNK)
+            args = (model, teacher, list(part), offset, alpha, tokens, spans, cache, source.where, CHUNK)
             futures.append(client.submit(_part, *args, key=f"isotropy-distill-{run}-{i}"))
             labels.append(part_label(source.where, offset, len(part)))
             offset += len(part)
