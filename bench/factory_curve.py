@@ -128,12 +128,14 @@ def distill(
     label: str | None = None,
     words: int = 0,
     extra: str | None = None,
+    engine: str | None = None,
 ) -> dict:
     """One ``isotropy distill --corpus`` run of the every-``step``-th-line sample in a fresh process, timed (wall and
     the child's CPU seconds, which load does not inflate); ``onnx``: an ``isotropy export onnx`` folder of the default
     model that encodes the corpus (``--teacher-onnx``); ``dims``: ``--dims``; ``model``: a folder of the default
     model's weights (``--model``, where its package is not installed); ``label``: the machine, in the row's name;
-    ``words``: ``--words`` (whole-word rows); ``extra``: text added to the sample (:func:`sample`)."""
+    ``words``: ``--words`` (whole-word rows); ``extra``: text added to the sample (:func:`sample`); ``engine``:
+    ``--engine`` (``dask``: a local cluster, one single-threaded worker per core; the same sums, so the same row)."""
     name = f"{step}-{variant(spans, onnx, dims, label, words, extra)}"
     (corpus, n), folder = sample(step, work, extra), work / f"distilled-{name}"
     cmd = [sys.executable, "-m", "isotropy.cli", "distill", "--corpus", str(corpus), "-o", str(folder)]
@@ -142,6 +144,7 @@ def distill(
     cmd += ["--teacher-cache", str(cache), "--force", "--dims", str(dims)] + ([] if onnx is None else ["--teacher-onnx", onnx])
     if spans == "none":
         cmd += ["--spans", "none"]
+    cmd += [] if engine is None else ["--engine", engine]
     path = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p)  # src first
     env = {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     load, cpu0 = os.getloadavg()[0], _child_cpu()
@@ -167,6 +170,7 @@ def distill(
         "teacher_cache": fit["teacher_cache"],
         "teacher": ("torch fp32" if onnx is None else teacher_kind(onnx).replace("-", " "))
         + ("" if label is None else f" ({label})"),
+        "engine": engine or "one process",
         "load": [load, os.getloadavg()[0]],
         "machine": machine(),
     }
@@ -301,7 +305,17 @@ def run(args) -> dict:
             name = f"every-{step}-tokenlearn" + ("" if args.peer == "model2vec" else "-from-distill")
         else:
             got = distill(
-                step, work, cache, args.spans, args.teacher_onnx, args.dims, args.model, args.label, args.words, args.extra
+                step,
+                work,
+                cache,
+                args.spans,
+                args.teacher_onnx,
+                args.dims,
+                args.model,
+                args.label,
+                args.words,
+                args.extra,
+                args.engine,
             )
             name = f"every-{step}-{variant(args.spans, args.teacher_onnx, args.dims, args.label, args.words, args.extra)}"
         row = data["rows"].get(name, {})
@@ -333,6 +347,7 @@ def main() -> None:
     p.add_argument("--dims", type=int, default=256, help="the width distilled (a capacity variant when not 256)")
     p.add_argument("--words", type=int, default=0, help="whole-word rows (distill --words; a capacity variant)")
     p.add_argument("--extra", choices=("cran",), help="text added after the sample: Cranfield's sentences (its target)")
+    p.add_argument("--engine", choices=("dask",), help="distill --engine: the pass on a local Dask cluster (same sums)")
     p.add_argument("--model", help="a folder of the default model's weights, where its package is not installed")
     p.add_argument("--label", help="the machine, when not this one: added to the row's name and teacher")
     p.add_argument("--results", default=str(OUT), help="the results file read and written")
