@@ -364,6 +364,18 @@ def main() -> None:
     p.add_argument("--render", action="store_true", help="write docs/RESULTS.md's section from the saved results")
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args()
+    if args.peer and (args.spans, args.dims, args.words, args.extra, args.teacher_onnx, args.engine) != (
+        "none",
+        256,
+        0,
+        None,
+        None,
+        None,
+    ):
+        p.error(
+            "--peer trains tokenlearn on the sample's lines at 256 d from the fp32 teacher's cached vectors: it takes "
+            "none of --spans, --dims, --words, --extra, --teacher-onnx, --engine"
+        )
     data = load_json(args.results) if args.render else run(args)
     if not args.no_write:
         print(update_section("RESULTS.md", "factory-curve", _render.factory_curve(data)), file=sys.stderr)
