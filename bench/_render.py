@@ -67,15 +67,18 @@ def static_factory(data: dict) -> str:
 
     body = [line("teacher (all-MiniLM-L6-v2, mean)", "-", {"avg": mean(data["teacher_sts"]), "sts": data["teacher_sts"]})]
     body += [line(name, "-", rows[name]) for name in (raw, potion) if name in rows]
-    for corpus in ("wiki", "cran", "wiki+cran", "others"):
+    generic = sorted(k.split(" / ", 1)[1] for k in rows if k.startswith(f"{product} / others + "))
+    for corpus in ("wiki", "cran", "wiki+cran", "others", "others (spans none)", *generic):
         for name in (product, tokenlearn):
             r = rows.get(f"{name} / {corpus}")
             if r is not None:
-                shown = "7 fits" if corpus == "others" else r.get("sentences", "-")
+                shown = "7 fits" if corpus.startswith("others") else r.get("sentences", "-")
                 body.append(line(f"`{name}`" if name == product else name, corpus, {**r, "sentences": shown}))
     command = (
         "nice -n 5 .venv/bin/python bench/static_factory.py --others   # runs the fits; --render rewrites this from the JSON"
     )
+    if generic:
+        command += "\nnice -n 5 .venv/bin/python bench/static_factory.py --others-generic STEP   # adds the two rows of others (spans none)"
     return md(f"```\n{command}\n```", table(head, body))
 
 

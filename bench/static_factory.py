@@ -62,11 +62,11 @@ def _teacher(parts: list[list[str]]) -> CachedTeacher:
     return CachedTeacher(texts, np.vstack(Ys))
 
 
-def _product(start, sents: list[str], teacher) -> tuple:
+def _product(start, sents: list[str], teacher, spans: bool = True) -> tuple:
     load0 = os.getloadavg()[0]
-    static, info, secs = fit(start, sents, teacher, "tokens", spans=True, criterion="cosine")
+    static, info, secs = fit(start, sents, teacher, "tokens", spans=spans, criterion="cosine")
     row = {"sentences": len(sents), "seconds": secs, "load": [load0, os.getloadavg()[0]], "strength": info["tokens"]["lambda"]}
-    row["spans"] = int(info["spans"].split()[0])
+    row["spans"] = int(info["spans"].split()[0]) if spans else 0
     return static, row
 
 
@@ -96,28 +96,57 @@ def corpus_rows(rows: dict, cname: str, corpora: dict, tasks, cran_task, starts:
         rows[f"{TOKENLEARN} / {cname}"].update(seconds_runs=theirs, **evaluate(model, tasks, cran_task))
 
 
-def others_rows(rows: dict, tasks, starts: dict, limit: int | None) -> None:
-    """The others protocol: per task, the product's fit and tokenlearn's on the six other tasks' sentences."""
+def others_rows(rows: dict, tasks, starts: dict, limit: int | None, generic: int | None = None) -> None:
+    """The others protocol: per task, the product's fit and tokenlearn's on the six other tasks' sentences.
+    ``generic``: instead, two rows of the product alone, spans none: those sentences, and those sentences followed
+    by every ``generic``-th line of wiki-1m.txt (bench/factory_curve.py's sample, its teacher vectors read from that
+    bench's teacher cache; a line the scored task also holds, whitespace and case ignored, is left out)."""
     from static import score
 
     from isotropy.distill.corpus_fit import span_texts
 
     corpora = fd.others_corpora(tasks, limit)
     texts, Y = fd.sts_teacher(tasks)
-    distinct = list(dict.fromkeys(s for c in corpora for s in c))
-    sp = span_texts(distinct)  # the spans of every distinct line, their teacher vectors cached apart
-    teacher = CachedTeacher(texts + sp, np.vstack([Y, fd.teacher(sp)]))
-    ours, theirs = {}, {}
-    for task, corpus in zip(tasks, corpora):
-        static, row = _product(starts[384], corpus, teacher)
-        ours[task.name] = {**row, "score": score(task, encode(static, task.sentences()))}
-        model, secs = tokenlearn_fit(starts[256], corpus, teacher.encode(corpus))
-        theirs[task.name] = {"sentences": len(corpus), "seconds": secs, "score": score(task, encode(model, task.sentences()))}
-        print(f"others, {task.name}: {ours[task.name]['score']:.2f} / {theirs[task.name]['score']:.2f}", file=sys.stderr)
-    for name, per in ((PRODUCT, ours), (TOKENLEARN, theirs)):
-        s = [per[t.name]["score"] for t in tasks]
-        rows[f"{name} / others"] = {"corpus": "others", "sts": s, "avg": float(np.mean(s)), "cranfield": None}
-        rows[f"{name} / others"].update(seconds=sum(p["seconds"] for p in per.values()), per_task=per, limit=limit)
+    if generic is None:
+        distinct = list(dict.fromkeys(s for c in corpora for s in c))
+        sp = span_texts(distinct)  # the spans of every distinct line, their teacher vectors cached apart
+        teacher = CachedTeacher(texts + sp, np.vstack([Y, fd.teacher(sp)]))
+        variants = {"others": (corpora, True)}
+    else:
+        lines, Yw = _generic(generic)
+        teacher = CachedTeacher(texts + lines, np.vstack([Y, Yw]))
+        held = [{_plain(s) for s in t.sentences()} for t in tasks]
+        wiki = [[w for w in lines if _plain(w) not in h] for h in held]
+        variants = {"others (spans none)": (corpora, False)}
+        variants[f"others + wiki/{generic} (spans none)"] = ([c + w for c, w in zip(corpora, wiki)], False)
+    for cname, (fitting, spans) in variants.items():
+        ours, theirs = {}, {}
+        for task, corpus in zip(tasks, fitting):
+            static, row = _product(starts[384], corpus, teacher, spans)
+            ours[task.name] = {**row, "score": score(task, encode(static, task.sentences()))}
+            if generic is None:
+                model, secs = tokenlearn_fit(starts[256], corpus, teacher.encode(corpus))
+                got = score(task, encode(model, task.sentences()))
+                theirs[task.name] = {"sentences": len(corpus), "seconds": secs, "score": got}
+            print(f"{cname}, {task.name}: {ours[task.name]['score']:.2f}", file=sys.stderr, flush=True)
+        for name, per in ((PRODUCT, ours), (TOKENLEARN, theirs)):
+            if per:
+                s = [per[t.name]["score"] for t in tasks]
+                rows[f"{name} / {cname}"] = {"corpus": cname, "sts": s, "avg": float(np.mean(s)), "cranfield": None}
+                rows[f"{name} / {cname}"].update(seconds=sum(p["seconds"] for p in per.values()), per_task=per, limit=limit)
+
+
+def _plain(s: str) -> str:
+    return " ".join(s.lower().split())
+
+
+def _generic(step: int) -> tuple[list[str], np.ndarray]:
+    """bench/factory_curve.py's every-``step``-th-line sample and the teacher's vectors of it, from its cache."""
+    import factory_curve as fc
+
+    root = Path(os.environ.get("ISOTROPY_CACHE", Path.home() / ".cache" / "isotropy")) / "factory-curve"
+    corpus, _ = fc.sample(step, root / "work")
+    return fc.teacher_lines(corpus, root / "teacher")
 
 
 def run(args) -> dict:
@@ -126,8 +155,11 @@ def run(args) -> dict:
 
     tasks = load_tasks(DATA / "sts", ["all"])
     cran_task = load_cranfield(DATA / "retrieval" / "cranfield")
-    data = json.loads(OUT.read_text(encoding="utf-8")) if args.potion else {"rows": {}}
+    data = json.loads(OUT.read_text(encoding="utf-8")) if args.potion or args.others_generic else {"rows": {}}
     rows = data["rows"]
+    if args.others_generic:  # two rows added to the saved ones (others_rows)
+        others_rows(rows, tasks, {384: _start(384)}, args.limit, args.others_generic)
+        return portable(data)
     rows[POTION_ROW] = potion_row(tasks, cran_task)
     if not args.potion:
         load = [os.getloadavg()]
@@ -151,6 +183,12 @@ def main() -> None:
     ap.add_argument("--others", action="store_true", help="also the others protocol (7 fits each; slow)")
     ap.add_argument("--limit", type=int, help="others: the first N sentences of each fitting corpus (a dry run)")
     ap.add_argument("--potion", action="store_true", help="only score potion-base-8M and add it to the JSON")
+    ap.add_argument(
+        "--others-generic",
+        type=int,
+        metavar="STEP",
+        help="only the others protocol, spans none, without and with every STEP-th wiki-1m line; added to the JSON",
+    )
     args = ap.parse_args()
     if not SECTION.rendered(args):
         SECTION.publish(run(args), args)
