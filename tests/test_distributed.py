@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from pathlib import Path
 
 import numpy as np
@@ -453,3 +454,26 @@ def test_tree_shape_is_fixed():
     calls = []
     assert _tree(list("abcde"), lambda a, b, d, i: calls.append((a, b, d)) or f"({a}{b})") == "(((ab)(cd))e)"
     assert calls[0] == ("a", "b", 1) and calls[-1] == ("((ab)(cd))", "e", 3)
+
+
+def test_a_reduction_gathered_without_fetching_leaves_only_its_root_in_memory(client):
+    """gather(fetch=False) drops the client's hold on each finished future, so a part's result is freed once the
+    tree has merged it: only the root stays on the workers (before, every part's result stayed to the end)."""
+    from isotropy.distributed.cluster import gather, tree_reduce
+
+    run = os.urandom(4).hex()
+    futures = [client.submit(np.full, 1000, float(i), key=f"part-{run}-{i}") for i in range(5)]
+    root = tree_reduce(futures, lambda a, b, d, i: client.submit(np.add, a, b, key=f"merge-{run}-{d}-{i}"))
+    assert gather(client, futures, "parts", [f"part {i}" for i in range(5)], False, fetch=False) == [None] * 5
+    assert futures == [None] * 5
+    np.testing.assert_array_equal(root.result(), np.full(1000, 10.0))
+
+    def ours_in_memory(dask_scheduler, run=run):
+        return sorted(k for k, ts in dask_scheduler.tasks.items() if run in str(k) and ts.state == "memory")
+
+    for _ in range(600):  # the releases reach the scheduler asynchronously: poll until they have (30 s at most)
+        held = client.run_on_scheduler(ours_in_memory)
+        if held == [root.key]:
+            break
+        time.sleep(0.05)
+    assert held == [root.key]
