@@ -350,7 +350,9 @@ def main() -> None:
     p.add_argument("--engine", choices=("dask",), help="distill --engine: the pass on a local Dask cluster (same sums)")
     p.add_argument("--model", help="a folder of the default model's weights, where its package is not installed")
     p.add_argument("--label", help="the machine, when not this one: added to the row's name and teacher")
-    p.add_argument("--results", default=str(OUT), help="the results file read and written")
+    p.add_argument(
+        "--results", default=str(OUT), help="the results file read and written (another one: RESULTS.md is left alone)"
+    )
     p.add_argument("--merge", nargs="+", help="with --score: add the rows of these results files (module docs)")
     p.add_argument(
         "--peer",
@@ -377,7 +379,7 @@ def main() -> None:
             "none of --spans, --dims, --words, --extra, --teacher-onnx, --engine"
         )
     data = load_json(args.results) if args.render else run(args)
-    if not args.no_write:
+    if not args.no_write and Path(args.results).absolute() == OUT:  # another machine's results file: not the docs'
         print(update_section("RESULTS.md", "factory-curve", _render.factory_curve(data)), file=sys.stderr)
 
 
