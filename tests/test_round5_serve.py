@@ -290,14 +290,25 @@ THREADS_CHILD = textwrap.dedent(
     import json, os, sys
     from isotropy.search import Index
 
+    def live(tid):  # not exiting: a joined thread can still be listed for a moment after pthread_join returns
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as fh:
+                flags = int(fh.read().rsplit(")", 1)[1].split()[6])
+        except (OSError, IndexError, ValueError):
+            return False  # gone while we looked
+        return not flags & 0x4  # PF_EXITING: set as the thread starts to exit, before its joiner wakes
+
     def count():
-        return len(os.listdir("/proc/self/task"))
+        return sum(live(tid) for tid in os.listdir("/proc/self/task"))
 
     index = Index.load(sys.argv[1])
     index.search(["a cat", "the dog", "a mat"], 3)  # a first search of several queries starts OpenMP's pool, which stays
+    # the queries embedded first: the search alone is counted (a Python thread the encoder joined can still be
+    # listed for a moment, so the count may fall between two counts, never rise)
+    batches = [index.embed(q) for q in (["the cat sat"], ["a dog", "the mat", "a cat on the mat"])]  # 4, 12 lists
     before, after = count(), []
-    for queries in (["the cat sat"], ["a dog", "the mat", "a cat on the mat"]):  # 4 and 12 probed lists
-        assert len(index.search(queries, 3).ids) == len(queries)
+    for Q in batches:
+        assert len(index.search_vectors(Q, 3).ids) == len(Q)
         after.append(count())
     print(json.dumps({"before": before, "after": after}))
     """
@@ -309,13 +320,13 @@ def test_a_search_of_on_disk_lists_leaves_no_thread_reading_them(pq_folder):
     beside a search and outlive it: one still reading when the file was cut short before the next request died of
     SIGBUS, taking the server with it (T5/T6's child, now and then on a loaded machine). Each search now joins
     them: after it the process runs no more threads than before it (a count, not a clock; in a child process,
-    where no other test's threads come and go)."""
+    where no other test's threads come and go; threads already exiting are not counted)."""
     if not Path("/proc/self/task").is_dir():
         pytest.skip("counts threads through Linux's /proc")
     done = _child("-c", THREADS_CHILD, str(pq_folder / "ondisk"))
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out["after"] == [out["before"]] * 2, out
+    assert max(out["after"]) <= out["before"], out
 
 
 def test_t4_no_verify_on_a_truncated_ivfdata_is_one_line(pq_folder, tmp_path):
