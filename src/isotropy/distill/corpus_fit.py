@@ -56,8 +56,8 @@ on all sentences at that strength, warm-started at the held-out choice. An expli
 Centring (``fit_on_corpus(centre=True)``, off by default): the table written is the fit minus the teacher's corpus
 mean (projected). Every row of the pooling matrix sums to one, so this is exactly the fit to the teacher's centred
 vectors (with the prior shifted alike). It is not the default: on the generic wiki corpus it gained 0.2 STS points,
-on Cranfield's abstracts and on wiki + Cranfield it lost 0.7 and 0.5 (the mean of a narrow corpus is its topic,
-not a common direction); RESULTS `static-factory` shows all three.
+on Cranfield's abstracts and on wiki + Cranfield it lost 0.7 and 0.5 (the mean of a narrow corpus is its topic, not
+a common direction); RESULTS `static-factory` shows all three.
 """
 
 from __future__ import annotations
@@ -335,11 +335,6 @@ def _part(static, teacher, sentences: list[str], offset: int, alpha, tokens, spa
     return out
 
 
-def _same(x: Any) -> Any:
-    """The task that holds one object on the cluster for many tasks (:func:`_fit_parts`)."""
-    return x
-
-
 def _merge_parts(a: CorpusFit, b: CorpusFit) -> CorpusFit:
     """``a`` then ``b`` (consecutive parts of the corpus) as one pass over both."""
     a.teacher_map.merge(b.teacher_map)
@@ -369,11 +364,9 @@ def _fit_parts(source, static, teacher, alpha, tokens, spans, show_progress, add
     run, distributed = uuid.uuid4().hex[:12], import_dask()
     with client_for(address, n_workers) as client:
         futures, labels, offset = [], [], 0
-        # The static model (its table and tokenizer: ~50 MB at 384 d) goes to the cluster once, as a task's result
-        # that every part reads: passed to each part itself, it was pickled into every task the client holds (at
-        # 1M lines, 62 parts: the client grew to 4.2 GB before a chunk was encoded). A task, not client.scatter:
-        # a lost worker's copy is computed again, as a scattered one could not be.
-        model = client.submit(_same, static, key=f"isotropy-dstatic-{run}")
+        # the static model: one task on every worker, read by each part (a copy in each took 4.2 GB at 1M lines)
+        model = client.submit(lambda x: x, static, key=f"isotropy-dstatic-{run}")
+        client.replicate([model])
         for i, part in enumerate(source.chunks(PART)):
             args = (model, teacher, list(part), offset, alpha, tokens, spans, cache, source.where, CHUNK)
             futures.append(client.submit(_part, *args, key=f"isotropy-distill-{run}-{i}"))
@@ -460,12 +453,9 @@ def solve_tokens(
     ``consume``: ``fit`` becomes the sums of all sentences, ``held`` loses its Gram (two Grams fewer in memory)."""
     if criterion not in CRITERIA:
         raise IsotropyError(f"the strength is chosen by one of {', '.join(CRITERIA)}, not {criterion!r}")
-    if agreement is None:
-        criterion = "mse"  # too few held-out sentences to compare their cosines
+    criterion = "mse" if agreement is None else criterion  # None: too few held-out sentences to compare cosines
     t0 = time.perf_counter()
-    tried: dict[str, float] = {}
-    agreed: dict[str, float] = {}
-    start = None
+    tried, agreed, start = {}, {}, None  # held-out error and agreement by strength; the warm start
     chosen = "given" if lam is not None else f"held-out ({criterion})"
     if lam is None and held.n_ == 0:
         lam, chosen = DEFAULT_LAMBDA, "default (too few sentences to hold any out)"
