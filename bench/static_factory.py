@@ -14,7 +14,8 @@ a row is what `isotropy distill --corpus` writes, less the teacher's encoding; `
 medians); ``potion-base-8M`` from ``../shared/models/potion-base-8M``, scored the same way (no corpus).
 Corpora (_factory_data.py): ``wiki``, ``cran`` (Cranfield's abstracts as sentences; no query, no qrel),
 ``wiki+cran``; ``--others``: the ``others`` protocol of RESULTS `sts-static` (per STS task one fit on the six other
-tasks' sentences, scored on that task). Scores: Spearman x 100 over all pairs of each STS task pooled, their
+tasks' sentences, scored on that task); ``--others-generic STEP``: that protocol alone, spans none, without and with
+every STEP-th line of wiki-1m.txt added (two rows added to the saved ones). Scores: Spearman x 100 over all pairs of each STS task pooled, their
 average; Cranfield nDCG@10 and recall@100 (exact cosine search, trec_eval). ``--potion``: score potion-base-8M
 alone and add it to the JSON (seconds). The rows the earlier rounds added (ladders, criteria, variants) are in git
 (commit 440b70e, this file and bench/_factory_round3.py): docs/RESULTS.md quotes them with that commit.
