@@ -337,7 +337,9 @@ def run(args) -> dict:
 
 
 def main() -> None:
-    default_root = Path(os.environ.get("ISOTROPY_CACHE", Path.home() / ".cache" / "isotropy"))
+    from isotropy.encoders.cache import default_cache_dir
+
+    default_root = default_cache_dir()
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, nargs="+", default=list(DEFAULT_STEPS), choices=STEPS, help="every S-th line")
     p.add_argument("--spans", choices=("none", "default"), default="none")

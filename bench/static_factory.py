@@ -145,7 +145,9 @@ def _generic(step: int) -> tuple[list[str], np.ndarray]:
     """bench/factory_curve.py's every-``step``-th-line sample and the teacher's vectors of it, from its cache."""
     import factory_curve as fc
 
-    root = Path(os.environ.get("ISOTROPY_CACHE", Path.home() / ".cache" / "isotropy")) / "factory-curve"
+    from isotropy.encoders.cache import default_cache_dir
+
+    root = default_cache_dir() / "factory-curve"
     corpus, _ = fc.sample(step, root / "work")
     return fc.teacher_lines(corpus, root / "teacher")
 
