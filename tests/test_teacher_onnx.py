@@ -112,3 +112,29 @@ def test_an_export_of_other_weights_or_settings_is_refused(export):
 def test_teacher_onnx_needs_a_corpus(export, tmp_path):
     r = run_cli(["distill", "-o", tmp_path / "out", "--teacher-onnx", export])
     assert r[0] == 2 and "--teacher-onnx encodes --corpus" in r[2], r[2]
+
+
+@pytest.mark.parametrize("through", ["model", "export"])
+def test_the_workers_spec_is_read_off_the_teacher_and_the_client_keeps_no_model(tiny_model_dir, export, through):
+    """``--engine dask``: the client resolves the workers' spec from the teacher it built (no second load, nothing
+    kept in the client's encoder cache), so dropping the teacher frees its model; the spec is the one a fresh load pins."""
+    import gc
+    import weakref
+
+    from isotropy.distill.teacher import corpus_teacher, teacher_spec
+    from isotropy.distributed import workers
+    from isotropy.distributed.spec import EncoderSpec
+
+    workers._ENCODERS.clear()
+    teacher = corpus_teacher(tiny_model_dir, None if through == "model" else export)
+    model = weakref.ref(teacher.runtime.model)
+    spec = teacher_spec(tiny_model_dir, teacher)
+    assert workers._ENCODERS == {}  # no copy of the model kept on the client
+    del teacher
+    gc.collect()
+    assert model() is None  # the client's only copy is gone with the teacher
+    fresh = EncoderSpec(model=str(export) if through == "export" else str(tiny_model_dir), backend=spec.backend).resolve()
+    workers._ENCODERS.clear()
+    assert spec.backend == ("torch" if through == "model" else "onnx")
+    for name in ("model", "pooling", "max_length", "fingerprint", "dim", "verify"):
+        assert getattr(spec, name) == getattr(fresh, name), name

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import json
 import os
 import sys
@@ -379,9 +380,12 @@ def distill(
         if teacher_onnx is not None:
             info["corpus_teacher"] = teacher.describe()  # "ONNX model.onnx (int8) of model ...": no path
         if engine is not None:  # the workers build the teacher from its spec, once each
+            from ..transforms.gram_blocks import release_freed_memory
             from .teacher import teacher_spec
 
-            teacher = teacher_spec(model, teacher)
+            teacher = teacher_spec(model, teacher)  # the model itself is dropped here: the client never encodes
+            gc.collect()
+            release_freed_memory()
         info["corpus_fit"] = fit_on_corpus(
             static,
             teacher,

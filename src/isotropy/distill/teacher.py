@@ -62,14 +62,15 @@ def _check_export(folder: Any, cfg: dict, want: dict) -> None:
 
 
 def teacher_spec(model: Any, teacher: Any) -> Any:
-    """What Dask workers build ``teacher`` (:func:`corpus_teacher`'s for ``model``) from, resolved on the client:
-    an :class:`~isotropy.distributed.spec.EncoderSpec` (the export folder, or the model as given)."""
+    """What Dask workers build ``teacher`` (:func:`corpus_teacher`'s for ``model``) from, resolved on the client from
+    ``teacher`` itself: an :class:`~isotropy.distributed.spec.EncoderSpec` (the export folder, or the model as given).
+    No other copy of the model is loaded or kept here, so the caller frees the model by dropping ``teacher``."""
     from ..distributed.spec import EncoderSpec
 
     rec = teacher.record()
     if rec["backend"] == "onnx":
-        return EncoderSpec(model=str(rec["model"]), backend="onnx").resolve()
-    return EncoderSpec(model=None if model is None else str(model)).resolve()
+        return EncoderSpec(model=str(rec["model"]), backend="onnx").resolve(encoder=teacher)
+    return EncoderSpec(model=None if model is None else str(model)).resolve(encoder=teacher)
 
 
 def teacher_width(model: Any) -> int | None:

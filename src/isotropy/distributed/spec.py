@@ -8,6 +8,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from ..errors import IsotropyError
 from ..storage.integrity import verifying
@@ -75,10 +76,15 @@ class EncoderSpec:
             verify=self.verify,
         )
 
-    def resolve(self) -> EncoderSpec:
+    def resolve(self, encoder: Any = None) -> EncoderSpec:
         """Load the model here once: validates the spec before any cluster work, pins the
-        pooling and max_length the model defaults to, and records its fingerprint."""
-        enc = worker_encoder(self)  # cached: repeated calls in one process load the model once
+        pooling and max_length the model defaults to, and records its fingerprint.
+
+        ``encoder``: the :class:`~isotropy.encoders.Encoder` the caller already built from this spec, read instead of
+        loading the model again; it is not kept, so a client that needs the model only to resolve its spec frees it
+        (``isotropy distill --engine dask``: the workers encode, and a model held by the client is memory the solve needs).
+        """
+        enc = worker_encoder(self) if encoder is None else encoder  # cached: one process loads the model once
         rec = enc.record()
         model = None if self.model is None else (str(enc.folder) if enc.folder is not None else enc.model_name)
         return replace(
