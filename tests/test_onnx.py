@@ -307,11 +307,3 @@ def test_the_session_threads_follow_omp_num_threads_unless_given(whitening_expor
     assert enc.runtime.model.get_session_options().intra_op_num_threads == want
     monkeypatch.delenv("OMP_NUM_THREADS")
     np.testing.assert_allclose(enc.encode(SENTENCES), Encoder(folder, backend="onnx").encode(SENTENCES), atol=1e-5)
-
-
-def test_the_session_runs_without_onnxruntimes_memory_arena(whitening_export):
-    """The arena keeps every block it allocated for the life of the session, and length-sorted batches keep asking for
-    new shapes: the corpus pass of a distill would hold hundreds of MB it no longer uses (BENCHMARKS factory-memory)."""
-    folder, _ = whitening_export
-    enc = Encoder(folder, backend="onnx")
-    assert enc.runtime.model.get_session_options().enable_cpu_mem_arena is False

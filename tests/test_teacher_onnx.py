@@ -121,12 +121,13 @@ def test_the_workers_spec_is_read_off_the_teacher_and_the_client_keeps_no_model(
     import gc
     import weakref
 
-    from isotropy.distill.teacher import corpus_teacher, teacher_spec
+    from isotropy.distill.teacher import BATCH_TOKENS, corpus_teacher, teacher_spec
     from isotropy.distributed import workers
     from isotropy.distributed.spec import EncoderSpec
 
     workers._ENCODERS.clear()
     teacher = corpus_teacher(tiny_model_dir, None if through == "model" else export)
+    assert teacher.batch_tokens == BATCH_TOKENS  # batches by padded tokens (distill/teacher.py)
     model = weakref.ref(teacher.runtime.model)
     spec = teacher_spec(tiny_model_dir, teacher)
     assert workers._ENCODERS == {}  # no copy of the model kept on the client
@@ -136,5 +137,6 @@ def test_the_workers_spec_is_read_off_the_teacher_and_the_client_keeps_no_model(
     fresh = EncoderSpec(model=str(export) if through == "export" else str(tiny_model_dir), backend=spec.backend).resolve()
     workers._ENCODERS.clear()
     assert spec.backend == ("torch" if through == "model" else "onnx")
+    assert spec.batch_tokens == BATCH_TOKENS and spec.build().batch_tokens == BATCH_TOKENS  # the workers batch alike
     for name in ("model", "pooling", "max_length", "fingerprint", "dim", "verify"):
         assert getattr(spec, name) == getattr(fresh, name), name

@@ -35,6 +35,7 @@ class EncoderSpec:
     pooling: str | None = None
     max_length: int | None = None
     batch_size: int = 64
+    batch_tokens: int | None = None  # a batch's padded tokens instead of batch_size sentences (Encoder's own option)
     device: str | None = None
     backend: str = "torch"
     fingerprint: str | None = field(default=None, compare=False)
@@ -71,6 +72,7 @@ class EncoderSpec:
             pooling=self.pooling,
             max_length=self.max_length,
             batch_size=self.batch_size,
+            batch_tokens=self.batch_tokens,
             device=self.device,
             backend=self.backend,
             verify=self.verify,
@@ -99,7 +101,7 @@ class EncoderSpec:
         )
 
     def key(self) -> tuple:
-        return (self.model, self.pooling, self.max_length, self.batch_size, self.device, self.backend)
+        return (self.model, self.pooling, self.max_length, self.batch_size, self.batch_tokens, self.device, self.backend)
 
 
 @dataclass

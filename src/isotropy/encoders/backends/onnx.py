@@ -221,11 +221,6 @@ class OnnxBackend:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
-        # onnxruntime's CPU arena keeps every block it ever allocated, and batches of sentences sorted by length ask it
-        # for new shapes all the time: encoding 4,096 wiki lines at max_length 256 left ~500 MB more resident with
-        # it than without it, held for the life of the session (the distill's corpus pass holds the session beside
-        # its token sums: BENCHMARKS `factory-memory`, the teacher's share). Without it, memory goes back to the allocator after each batch.
-        options.enable_cpu_mem_arena = False
         threads = threads or default_threads()
         if threads:
             options.intra_op_num_threads = int(threads)
