@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -104,16 +103,11 @@ def teacher_kind(onnx: str) -> str:
     return "onnx-" + (json.loads((Path(onnx) / "isotropy_onnx.json").read_text()).get("quantize") or "fp32")
 
 
-def _child_cpu() -> float:
-    use = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return use.ru_utime + use.ru_stime
-
-
-def variant(spans: str, onnx: str | None, dims: int, label: str | None = None, words: int = 0, extra: str | None = None) -> str:
-    """The row's name after ``every-STEP-``: spans, then the teacher, width, whole-word rows, the text added and
-    machine where not the defaults."""
+def variant(spans: str, onnx: str | None, dims: int, label=None, words: int = 0, extra=None, engine=None) -> str:
+    """The row's name after ``every-STEP-``: spans, then the teacher, width, whole-word rows, the text added, the
+    engine and machine where not the defaults."""
     name = spans + ("" if onnx is None else f"-{teacher_kind(onnx)}") + ("" if dims == 256 else f"-{dims}d")
-    name += (f"-words{words}" if words else "") + (f"-{extra}" if extra else "")
+    name += (f"-words{words}" if words else "") + (f"-{extra}" if extra else "") + (f"-{engine}" if engine else "")
     return name + ("" if label is None else f"-{label}")
 
 
@@ -136,7 +130,7 @@ def distill(
     model's weights (``--model``, where its package is not installed); ``label``: the machine, in the row's name;
     ``words``: ``--words`` (whole-word rows); ``extra``: text added to the sample (:func:`sample`); ``engine``:
     ``--engine`` (``dask``: a local cluster, one single-threaded worker per core; the same sums, so the same row)."""
-    name = f"{step}-{variant(spans, onnx, dims, label, words, extra)}"
+    name = f"{step}-{variant(spans, onnx, dims, label, words, extra, engine)}"
     (corpus, n), folder = sample(step, work, extra), work / f"distilled-{name}"
     cmd = [sys.executable, "-m", "isotropy.cli", "distill", "--corpus", str(corpus), "-o", str(folder)]
     cmd += [] if model is None else ["--model", model]
@@ -147,11 +141,13 @@ def distill(
     cmd += [] if engine is None else ["--engine", engine]
     path = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p)  # src first
     env = {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    load, cpu0 = os.getloadavg()[0], _child_cpu()
-    t0 = time.perf_counter()
+    load, t0 = os.getloadavg()[0], time.perf_counter()
     with (work / f"distill-{name}.log").open("a", encoding="utf-8") as log:
-        subprocess.run(cmd, check=True, env=env, stdout=log, stderr=log)
-    wall, cpu = time.perf_counter() - t0, _child_cpu() - cpu0
+        child = subprocess.Popen(cmd, env=env, stdout=log, stderr=log)
+        _, status, use = os.wait4(child.pid, 0)  # this child's own rusage: its CPU seconds and peak resident set
+    if os.waitstatus_to_exitcode(status):
+        raise subprocess.CalledProcessError(os.waitstatus_to_exitcode(status), cmd)
+    wall, cpu = time.perf_counter() - t0, use.ru_utime + use.ru_stime
     record = json.loads((folder / "isotropy.json").read_text())["distill"]
     fit = record["corpus_fit"]
     return {
@@ -160,6 +156,7 @@ def distill(
         "table_cache": record.get("table_cache"),
         "wall_s": wall,
         "cpu_s": cpu,
+        "peak_mb": use.ru_maxrss / 1024,  # Linux: KB; with --engine dask, the largest of the client and its workers
         "dims": dims,
         "words": record.get("words_added", 0),
         "teacher_s": fit["seconds"].get("teacher"),
@@ -262,7 +259,7 @@ def _scorer():
 
 
 def score_rows(data: dict) -> None:
-    """Score every recorded run's latest folder (and potion-base-8M) in this process."""
+    """Score every recorded run's latest folder that is still there (and potion-base-8M) in this process."""
     tasks, cran = _scorer()
     data["tasks"] = [t.name for t in tasks]
     if POTION.exists():  # absent on a machine that only distils (--label): scored where the rows are merged
@@ -270,6 +267,9 @@ def score_rows(data: dict) -> None:
         print(f"potion-base-8M: {data['potion-base-8M']['avg']:.2f}", file=sys.stderr, flush=True)
     for name, row in data["rows"].items():
         folder = os.path.expanduser(row["runs"][-1]["folder"])  # portable() wrote the home as ~
+        if not Path(folder).is_dir():  # a folder since removed (another machine, a cleared cache): its scores stay
+            print(f"{name}: {folder} is gone, its recorded scores kept", file=sys.stderr, flush=True)
+            continue
         row.update({**score(folder, tasks, cran), "stsb_train": stsb(folder, tasks)})
         print(f"{name}: {row['avg']:.2f} (STS-B train {row['stsb_train']:.2f})", file=sys.stderr, flush=True)
 
@@ -317,7 +317,9 @@ def run(args) -> dict:
                 args.extra,
                 args.engine,
             )
-            name = f"every-{step}-{variant(args.spans, args.teacher_onnx, args.dims, args.label, args.words, args.extra)}"
+            name = f"every-{step}-" + variant(
+                args.spans, args.teacher_onnx, args.dims, args.label, args.words, args.extra, args.engine
+            )
         row = data["rows"].get(name, {})
         row.setdefault("runs", []).append(got)
         row.update(
@@ -327,6 +329,8 @@ def run(args) -> dict:
             row["model"] = TOKENLEARN + ("" if args.peer == "model2vec" else ", from the distill's table")
         elif args.extra == "cran":  # a variant of the text, not a point of the curve
             row["model"] = "isotropy distill, the sample + Cranfield's sentences"
+        elif args.engine:  # the same sums as one process: the same point of the curve, run on a cluster
+            row["model"] = f"isotropy distill --engine {args.engine}"
         data["rows"][name] = row
         write_json(results, portable(data))
         print(f"{name}: {got}", file=sys.stderr, flush=True)

@@ -17,6 +17,13 @@ from a generator seeded by the text. The sums then have exactly the shape and sp
 values differ, so the solve's iteration count can differ from a real run's. The peak is the process's maximum
 resident set (``ru_maxrss``); "baseline" is the resident set after loading the start table and the libraries the
 fit uses (torch, scipy), before the pass.
+
+``--teacher LINES`` measures the real teacher's share instead: the default model on torch and its ``isotropy export
+onnx --quantize int8`` graph, each encoding LINES evenly spaced ``wiki-1m.txt`` lines at its own max_length (as the
+distill's pass does) in batches of 64 sentences (the encoder's default) and in batches of at most
+``distill.teacher.BATCH_TOKENS`` padded tokens (the distill's teacher), each run in a fresh process, the settings
+taking turns ``--repeats`` times: the resident set before and after the lines, the peak, and the speed (the median of
+each setting's lines/s, against batches of 64 of the same runtime).
 """
 
 from __future__ import annotations
@@ -102,6 +109,47 @@ def child(lines: int, out: Path, spans: bool = True) -> None:
     out.write_text(json.dumps(record), encoding="utf-8")
 
 
+def teacher_child(runtime: str, batching: str, lines: int, out: Path) -> None:
+    """One teacher (``runtime``: torch, or an int8 export folder) on ``lines`` wiki lines, batched as asked."""
+    from isotropy.distill.teacher import BATCH_TOKENS
+    from isotropy.encoders import Encoder
+
+    step = max(1, 999_998 // lines)
+    with open(WIKI, encoding="utf-8") as src:
+        texts = [line.rstrip("\n") for i, line in enumerate(src, 1) if i % step == 0][:lines]
+    budget = BATCH_TOKENS if batching == "tokens" else None
+    enc = Encoder(None, batch_tokens=budget) if runtime == "torch" else Encoder(runtime, backend="onnx", batch_tokens=budget)
+    enc.encode(texts[:64], show_progress=False)  # the first run outside the figures
+    baseline, t0 = _rss_mb(), time.perf_counter()
+    for k in range(0, len(texts), 1024):
+        enc.encode(texts[k : k + 1024], show_progress=False)
+    seconds = time.perf_counter() - t0
+    row = {"teacher": "torch fp32" if runtime == "torch" else "onnx int8", "batching": batching, "lines": len(texts)}
+    row.update(baseline_mb=round(baseline), after_mb=round(_rss_mb()), seconds=round(seconds, 2))
+    row.update(peak_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024), budget=BATCH_TOKENS)
+    row["lines_per_s"] = round(len(texts) / seconds, 1)
+    out.write_text(json.dumps(row), encoding="utf-8")
+
+
+def measure_teacher(lines: int, repeats: int) -> list[dict]:
+    """``--teacher``: the int8 export written once, then each runtime and batching in turn, each run its own process."""
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        export = Path(scratch) / "int8"
+        cmd = [sys.executable, "-m", "isotropy.cli", "export", "onnx", "-o", str(export), "--quantize", "int8"]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        for _ in range(repeats):
+            for runtime in ("torch", str(export)):
+                for batching in ("sentences", "tokens"):
+                    out = Path(scratch) / "r.json"
+                    subprocess.run(
+                        [sys.executable, __file__, "--teacher-child", runtime, batching, str(lines), str(out)], check=True
+                    )
+                    rows.append(json.loads(out.read_text(encoding="utf-8")))
+                    print(rows[-1], flush=True)
+    return rows
+
+
 def measure(sizes, spans: bool = True) -> list[dict]:
     rows = []
     for lines in sizes:
@@ -123,12 +171,24 @@ def main() -> None:
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("--no-spans", action="store_true", help="fit without spans (--spans none)")
     ap.add_argument("--append", action="store_true", help="add the rows measured to the saved ones (by lines, spans)")
+    ap.add_argument("--teacher", type=int, metavar="LINES", help="the teacher's memory and speed by batching (docs)")
+    ap.add_argument("--repeats", type=int, default=3, help="with --teacher: runs of each setting, taking turns")
+    ap.add_argument("--teacher-child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.child:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
         child(int(args.child[0]), Path(args.child[1]), not args.no_spans)
         return
+    if args.teacher_child:
+        runtime, batching, lines, out = args.teacher_child
+        teacher_child(runtime, batching, int(lines), Path(out))
+        return
     if SECTION.rendered(args):
+        return
+    saved = load_json(RESULTS) if RESULTS.is_file() else []
+    fits, teacher = [r for r in saved if "batching" not in r], [r for r in saved if "batching" in r]
+    if args.teacher:  # the fit's rows kept, the teacher's replaced
+        SECTION.publish(fits + measure_teacher(args.teacher, args.repeats), args)
         return
     rows = measure(args.sizes, not args.no_spans)
     if args.append:
@@ -136,8 +196,8 @@ def main() -> None:
         def key(r: dict) -> tuple:
             return r["lines"], r["spans"].startswith("none")
 
-        rows = sorted([r for r in load_json(RESULTS) if key(r) not in {key(r) for r in rows}] + rows, key=key)
-    SECTION.publish(rows, args)
+        rows = sorted([r for r in fits if key(r) not in {key(r) for r in rows}] + rows, key=key)
+    SECTION.publish(rows + teacher, args)
 
 
 if __name__ == "__main__":
