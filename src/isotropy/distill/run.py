@@ -46,10 +46,11 @@ from ..calibration.corpus import Corpus
 from ..encoders.models import resolve_model
 from ..errors import IsotropyError
 from ..storage.artifacts import check_output, header
+from ..transforms.gram_blocks import release_freed_memory
 from ..transforms.token_whitening import fold_into_table
 from .card import card_section as _card_section  # its old place and name
 from .corpus_fit import FITS
-from .teacher import check_teacher, model_fingerprint, teacher_width
+from .teacher import check_teacher, model_fingerprint, teacher_spec, teacher_width
 from .word_rows import check_words, frequent_split_words, teacher_tokenizer, words_digest, words_record
 
 __all__ = [
@@ -380,9 +381,6 @@ def distill(
         if teacher_onnx is not None:
             info["corpus_teacher"] = teacher.describe()  # "ONNX model.onnx (int8) of model ...": no path
         if engine is not None:  # the workers build the teacher from its spec, once each
-            from ..transforms.gram_blocks import release_freed_memory
-            from .teacher import teacher_spec
-
             teacher = teacher_spec(model, teacher)  # the model itself is dropped here: the client never encodes
             gc.collect()
             release_freed_memory()
