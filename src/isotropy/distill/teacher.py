@@ -13,8 +13,8 @@ batches, :func:`~isotropy.encoders.batching.token_budget_cuts`) rather than 64 s
 pads to 64 x 256 tokens, whose attention alone is hundreds of MB, and onnxruntime's arena keeps the largest blocks it
 ever allocated for the session's life. On 8,192 evenly spaced wiki lines the budget read the int8 export 1.45 times
 as fast with a peak resident set of ~730 MB instead of ~1,550, and the float32 model 1.21 times as fast, ~850 MB
-instead of ~1,160 (BENCHMARKS ``factory-memory``, the teacher's share; medians of 3 runs each, taking turns). The vectors are the same up to float rounding (padding
-differs), so the teacher cache's keys do not hold the batching.
+instead of ~1,160 (BENCHMARKS ``factory-memory``, the teacher's share; medians of 3 runs each, taking turns). The
+vectors are the same up to float rounding (padding differs), so the teacher cache's keys do not hold the batching.
 """
 
 from __future__ import annotations
