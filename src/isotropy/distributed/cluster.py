@@ -191,7 +191,31 @@ def _start_local_cluster(distributed: Any, **options: Any) -> Any:
             loop = getattr(getattr(cluster, "loop", None), "asyncio_loop", None)
             if loop is not None:
                 loop.set_exception_handler(lambda loop, context: None)
+            _halt(cluster)
         raise
+
+
+def _halt(cluster: Any, timeout: float = 10.0) -> None:
+    """End what a cluster interrupted while it started still has running: its loop first, so that no worker start
+    begins after, then each worker process its nanny had asked for (started, it is killed; still being created,
+    that is waited for). Left alone, a start under way on Dask's threads creates its process as this one exits: the
+    child then finds this process's semaphores gone (its queues cannot be rebuilt) and prints a traceback after
+    our one line. Dask has no public call for this (``close`` asserts on a cluster still starting), hence the
+    private names, each looked up with a default."""
+    runner = getattr(cluster, "_loop_runner", None)
+    if runner is not None:
+        runner.stop(timeout=timeout)
+    for nanny in list(getattr(cluster, "workers", {}).values()):
+        process = getattr(getattr(nanny, "process", None), "process", None)  # Nanny -> WorkerProcess -> AsyncProcess
+        queue, thread = getattr(process, "_watch_q", None), getattr(process, "_watch_message_thread", None)
+        if queue is None or thread is None:
+            continue
+        queue.put_nowait({"op": "stop"})  # queued after any start asked for: the thread ends once that has run
+        thread.join(timeout)
+        child = getattr(process, "_process", None)
+        if child is not None and child.pid is not None:
+            child.kill()
+            child.join(timeout)
 
 
 def gather(
