@@ -15,7 +15,8 @@ faiss's on-disk inverted lists also read their map outside a search: ``IndexIVF.
 ``prefetch_nthread`` (32) threads that page the probed lists in beside it, and returns without waiting for
 them. One still reading when the file is cut short between two requests kills the process just the same, so
 every search of such an index ends by joining them (:meth:`MappedFiles.settle`): between searches nothing
-reads a mapped page.
+reads a mapped page. A compressed index memory-mapped whole (``IO_FLAG_MMAP``) has such lists too: faiss reads its
+inverted lists as ``OnDiskInvertedLists`` over ``index.faiss`` itself.
 """
 
 from __future__ import annotations

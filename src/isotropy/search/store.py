@@ -216,6 +216,15 @@ def load_index(
     return index
 
 
+def _on_disk_lists(faiss: Any, fidx: Any) -> bool:
+    """Whether ``fidx`` is an IVF index whose inverted lists faiss reads through a map (``OnDiskInvertedLists``)."""
+    try:
+        ivf = faiss.extract_index_ivf(fidx)
+    except RuntimeError:  # not an IVF index: no lists
+        return False
+    return isinstance(faiss.downcast_InvertedLists(ivf.invlists), faiss.OnDiskInvertedLists)
+
+
 def _read_index_config(path: Path, cfg: dict[str, Any]) -> dict[str, Any]:
     if cfg.get("index_version") != INDEX_VERSION:
         raise IsotropyError(
@@ -351,13 +360,15 @@ def _read_contents(
             fidx = _read_ondisk(str(file))
             ondisk = faiss.downcast_InvertedLists(faiss.extract_index_ivf(fidx).invlists)
             mapped.add(Path(ondisk.filename), ondisk_bytes_needed(ondisk), "its inverted lists")
-            mapped.prefetching = True
         elif mmap and rec["kind"] in PQ_KINDS:  # a compressed index's codes stay on disk, paged in by the OS
             size = file.stat().st_size  # read whole by faiss below: a shorter file fails there
             fidx = faiss.read_index(str(file), faiss.IO_FLAG_MMAP)
             mapped.add(file, size, "its codes")
         else:
             fidx = faiss.read_index(str(file))
+        # faiss maps an IO_FLAG_MMAP index's lists as OnDiskInvertedLists over index.faiss itself: their prefetch
+        # threads read the map after a search as a Dask-built index's do (mapped.py), so settle() joins both
+        mapped.prefetching = mapped.prefetching or _on_disk_lists(faiss, fidx)
     except RuntimeError as exc:
         raise IsotropyError(f"{file} is not a readable faiss index: {str(exc).strip().splitlines()[-1]}") from None
     sentences = read_json_lines(member(path, cfg.get("sentences_file", SENTENCES_FILE), "sentences_file"))
