@@ -156,3 +156,43 @@ def test_the_strength_grid_stops_past_its_peak_and_keeps_the_full_grids_choice(p
     else:  # the floor stays: the upward grid alone, its first strength kept where the peak lies below it
         assert info["lambda"] == ladder[max(peak, first)]
         assert tried == up
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), cut=st.integers(1, 39), empty=st.booleans(), rows=st.sampled_from([1, 7, 8192]))
+def test_held_out_sums_keep_ids_and_answer_as_the_gram_does(seed, cut, empty, rows):
+    """HeldOutSums (the held-out sentences' ids instead of their Gram) gives what a plain accumulator of the same
+    sentences gives: the error of any table, the Gram, the merge into fitting sums, the projection, the merge of
+    two parts in order, and a pickle (a Dask part's) of the same; ``rows`` cuts error()'s pooling into pieces."""
+    import pickle
+
+    from isotropy.transforms.held_out import HeldOutSums
+
+    flat, lengths, Y, prior = problem(seed)
+    if empty:  # a sentence without a token: no equation, counted in skipped_
+        lengths = np.concatenate([[0], lengths[1:]])
+        flat = flat[int(problem(seed)[1][0]) :]
+    a = int(lengths[:cut].sum())
+    plain = TokenRegression(V, D).partial_fit(flat, lengths, Y)
+    held = HeldOutSums(V, D).partial_fit(flat[:a], lengths[:cut], Y[:cut])
+    held.ERROR_ROWS = rows
+    held.merge(pickle.loads(pickle.dumps(HeldOutSums(V, D).partial_fit(flat[a:], lengths[cut:], Y[cut:]))))
+    E = np.random.default_rng(seed + 1).standard_normal((V, D))
+    assert held.error(E) == pytest.approx(plain.error(E), rel=1e-9, abs=1e-9)
+    assert abs(held.gram_ - plain.gram_).max() <= 1e-12
+    assert (held.n_, held.skipped_) == (plain.n_, plain.skipped_) and np.array_equal(held.seen, plain.seen)
+    P = np.random.default_rng(seed + 2).standard_normal((D, 2))
+    Q = np.random.default_rng(seed + 3).standard_normal((V, 2))
+    assert held.project(P).error(Q) == pytest.approx(plain.project(P).error(Q), rel=1e-9, abs=1e-9)
+    fit = TokenRegression(V, D).partial_fit(flat, lengths, Y)
+    both, want = TokenRegression(V, D).merge(fit).merge(held), TokenRegression(V, D).merge(fit).merge(plain)
+    assert abs(both.gram_ - want.gram_).max() <= 1e-12 and np.allclose(both.cross_, want.cross_, rtol=0, atol=1e-12)
+    held.drop_pairs()  # a consumed held-out part: its pairs gone, its other sums kept
+    assert held.gram_.nnz == 0 and held.n_ == plain.n_
+
+
+def test_held_out_sums_merge_only_held_out_sums():
+    from isotropy.transforms.held_out import HeldOutSums
+
+    with pytest.raises(IsotropyError, match="merges only another held-out part"):
+        HeldOutSums(V, D).merge(TokenRegression(V, D))

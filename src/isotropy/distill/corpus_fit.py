@@ -6,10 +6,10 @@ averages, unknown tokens dropped, ``max_length`` kept; through the pass's word c
 by the teacher (L2-normalised, as the sentence-transformers pipeline returns it). The chunk updates
 
 * a :class:`~isotropy.transforms.teacher_map.TeacherMap` (the sentence-level least-squares map, ``--fit map``),
-* with ``--fit tokens``, two :class:`~isotropy.transforms.token_regression.TokenRegression` accumulators: every
-  tenth sentence (line number mod 10 == 9) into a held-out one, the others into the fitting one; the first
-  ``HELD_SAMPLE`` held-out sentences are also kept whole (their ids and teacher vectors) to score the agreement of
-  the student's pairwise cosines with the teacher's.
+* with ``--fit tokens``, token sums: every tenth sentence (line number mod 10 == 9) into held-out ones
+  (:class:`~isotropy.transforms.held_out.HeldOutSums`: their ids, no Gram), the others into a fitting
+  :class:`~isotropy.transforms.token_regression.TokenRegression`; the first ``HELD_SAMPLE`` held-out sentences'
+  teacher vectors are also kept, to score the agreement of the student's pairwise cosines with the teacher's.
 * with ``spans`` (``--spans KINDS``; ``DEFAULT_SPANS`` in ``isotropy distill``), pieces and altered copies of every
   fitting sentence of ``SPAN_MIN_WORDS`` words or more (:func:`span_texts`), each with the teacher's own vector
   (encoded in the same call as its chunk), are added to the fitting accumulator as sentences of their own: more
@@ -52,12 +52,6 @@ fit) a grid from 0.03 chose lower strengths that scored less (RESULTS `static-fa
 criterion was read off the STS-B train split (RESULTS `static-factory`: the cosine agreement's choice
 scored higher there in every corpus and size tried, or tied). The table is then solved again
 on all sentences at that strength, warm-started at the held-out choice. An explicit ``lam`` skips the choice.
-
-Centring (``fit_on_corpus(centre=True)``, off by default): the table written is the fit minus the teacher's corpus
-mean (projected). Every row of the pooling matrix sums to one, so this is exactly the fit to the teacher's centred
-vectors (with the prior shifted alike). It is not the default: on the generic wiki corpus it gained 0.2 STS points,
-on Cranfield's abstracts and on wiki + Cranfield it lost 0.7 and 0.5 (the mean of a narrow corpus is its topic, not
-a common direction); RESULTS `static-factory` shows all three.
 """
 
 from __future__ import annotations
@@ -75,6 +69,7 @@ from .._progress import ProgressBar
 from ..calibration.corpus import Corpus
 from ..encoders.static.sources import Model2VecIds
 from ..errors import IsotropyError
+from ..transforms.held_out import HeldOutSums
 from ..transforms.teacher_map import TeacherMap
 from ..transforms.token_regression import TokenRegression, pooling_matrix
 from .teacher_vectors import TeacherVectors
@@ -341,8 +336,7 @@ def _merge_parts(a: CorpusFit, b: CorpusFit) -> CorpusFit:
     if a.fit is None or b.fit is None:
         a.fit, a.held = (a.fit, a.held) if b.fit is None else (b.fit, b.held)
     else:
-        a.fit.merge(b.fit)
-        a.held.merge(b.held)
+        a.fit, a.held = a.fit.merge(b.fit), a.held.merge(b.held)
     for key, value in b.seconds.items():
         a.seconds[key] = a.seconds.get(key, 0.0) + value
     a.varied = a.varied or b.varied or (b.first is not None and b.first != a.first)
@@ -392,7 +386,7 @@ def _fit_parts(source, static, teacher, alpha, tokens, spans, show_progress, add
 def _add_tokens(out: CorpusFit, V: int, flat, lengths, Y, held, ids_extra, Y_extra) -> None:
     """One chunk's token sums: fitting lines (and their spans) into ``out.fit``, held-out lines into ``out.held``."""
     if out.fit is None:
-        out.fit, out.held = TokenRegression(V, Y.shape[1]), TokenRegression(V, Y.shape[1])
+        out.fit, out.held = TokenRegression(V, Y.shape[1]), HeldOutSums(V, Y.shape[1])  # held: ids, no Gram
     if held.any():
         out.held.partial_fit(*_rows(flat, lengths, held), Y[held])
     f, n = _rows(flat, lengths, ~held)  # the fitting lines and their spans in one call
@@ -459,33 +453,15 @@ def solve_tokens(
     chosen = "given" if lam is not None else f"held-out ({criterion})"
     if lam is None and held.n_ == 0:
         lam, chosen = DEFAULT_LAMBDA, "default (too few sentences to hold any out)"
-    if lam is None:
-        best = None
-        with fit.spilled():  # the exact float64 sums wait on disk beside the grid's float32 system (held's stay)
-            system = fit.solver(prior)
-            steps = len(LAMBDAS) + len(LOWER_LAMBDAS)
-            with ProgressBar(steps, show_progress, "choosing the token fit's strength on held-out sentences") as bar:
-                for grid in (LAMBDAS, LOWER_LAMBDAS):
-                    if grid is LOWER_LAMBDAS and (best[1] != LAMBDAS[0] or held.n_ * HELD_OUT < LOWER_FROM):
-                        break  # peaked above its first strength, or too few lines to go lower (module docs)
-                    for value in grid:
-                        E, _ = system.solve(value, x0=start, rtol=1e-2, maxiter=GRID_ITERATIONS)
-                        tried[f"{value:g}"] = err = held.error(E) / max(held.n_, 1)
-                        if agreement is not None:
-                            agreed[f"{value:g}"] = agreement(E)
-                        loss = err if criterion == "mse" else -agreed[f"{value:g}"]
-                        bar.advance(1)
-                        if best is not None and loss >= best[0]:
-                            break  # past the best strength (module docs: the grid stops at the first that scores worse)
-                        best, start = (loss, value, E), E
-            lam, start = best[1], best[2]
-            del system, E, best  # the grid's last table too: none of them beside the final solve's
-    prior_error = held.error(prior) / max(held.n_, 1)
-    both = fit.merge(held) if consume else TokenRegression(fit.vocab_size, fit.dim).merge(fit).merge(held)
-    if consume:  # in place: no third Gram; the held-out one, merged, is not read again
-        held.gram_ = None
-    with ProgressBar(0, show_progress, "fitting the token rows", unit="iterations") as bar, both.spilled():
-        E, info = both.solve(prior, lam, x0=start, rtol=1e-2, maxiter=100, progress=lambda i: bar.advance(1))
+    with fit.spilled():  # the exact float64 sums wait on disk beside the float32 systems (held's ids stay)
+        if lam is None:
+            lam, start = _choose(fit, held, prior, agreement, criterion, show_progress, tried, agreed)
+        prior_error = held.error(prior) / max(held.n_, 1)
+        both = fit.merge(held) if consume else TokenRegression(fit.vocab_size, fit.dim).merge(fit).merge(held)
+        if consume:  # in place, into the spilled blocks a block at a time: no third Gram; held's pairs not read again
+            held.drop_pairs()
+        with ProgressBar(0, show_progress, "fitting the token rows", unit="iterations") as bar, both.spilled():
+            E, info = both.solve(prior, lam, x0=start, rtol=1e-2, maxiter=100, progress=lambda i: bar.advance(1))
     info.update(
         {
             "lambda": float(lam),
@@ -498,3 +474,26 @@ def solve_tokens(
         }
     )
     return E, info
+
+
+def _choose(fit, held, prior, agreement, criterion, show_progress, tried: dict, agreed: dict) -> tuple[float, Any]:
+    """The strength grid on the held-out sentences (``solve_tokens``): ``(strength, its table)``; ``tried`` and
+    ``agreed`` receive each strength's held-out error and agreement."""
+    best, start = None, None
+    system = fit.solver(prior)
+    steps = len(LAMBDAS) + len(LOWER_LAMBDAS)
+    with ProgressBar(steps, show_progress, "choosing the token fit's strength on held-out sentences") as bar:
+        for grid in (LAMBDAS, LOWER_LAMBDAS):
+            if grid is LOWER_LAMBDAS and (best[1] != LAMBDAS[0] or held.n_ * HELD_OUT < LOWER_FROM):
+                break  # peaked above its first strength, or too few lines to go lower (module docs)
+            for value in grid:
+                E, _ = system.solve(value, x0=start, rtol=1e-2, maxiter=GRID_ITERATIONS)
+                tried[f"{value:g}"] = err = held.error(E) / max(held.n_, 1)
+                if agreement is not None:
+                    agreed[f"{value:g}"] = agreement(E)
+                loss = err if criterion == "mse" else -agreed[f"{value:g}"]
+                bar.advance(1)
+                if best is not None and loss >= best[0]:
+                    break  # past the best strength (module docs: the grid stops at the first that scores worse)
+                best, start = (loss, value, E), E
+    return best[1], best[2]  # the system and the grid's other tables go with this frame

@@ -20,7 +20,9 @@ written block by block into arrays allocated once (no float64 or int64 copy of t
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import itertools
 import os
 from typing import Any
 
@@ -99,19 +101,21 @@ class UpperBlocks:
 
     def add(self, upper: Any) -> None:
         """Sum ``upper`` (a ``size x size`` CSR of upper-triangle entries, or another :class:`UpperBlocks`) in,
-        block by block."""
+        block by block. A spilled block's sum is spilled again beside it: summing into a spilled triangle holds
+        one block in memory at a time (a held-out part merged in before the final solve)."""
         out, old = [], self.blocks
         for i, (a, b, M) in enumerate(old):
             old[i] = None  # the old block goes as soon as its sum is made (this list is this owner's alone)
+            where = os.path.dirname(M.path) if isinstance(M, _Spilled) else None
             M = _load(M)
             part = upper.rows(a, b) if isinstance(upper, UpperBlocks) else upper[a:b]
+            pieces = [(a, b, M)]
             if part.nnz:
                 M = part.tocsr() if M.nnz == 0 else (M + part).tocsr()
                 M.sum_duplicates()  # canonical (sorted, summed): what strict_upper reads
-                out += _split(a, b, M)
-            else:
-                out.append((a, b, M))
-            del part, M
+                pieces = _split(a, b, M)
+            out += pieces if where is None else [(s, e, _spill_one(P, where)) for s, e, P in pieces]
+            del part, M, pieces
         self.blocks = out
         release_freed_memory()
 
@@ -156,6 +160,23 @@ class _Spilled:
 
     def __init__(self, path: str, nnz: int):
         self.path, self.nnz = path, nnz
+
+
+_SPILLED_NAMES = itertools.count()
+
+
+def _spill_one(M: Any, directory: str) -> Any:
+    """``M`` written to a new file in ``directory`` (a :class:`_Spilled`), or ``M`` itself where the disk refuses."""
+    from scipy.sparse import save_npz
+
+    path = os.path.join(directory, f"gram-{os.getpid()}-s{next(_SPILLED_NAMES)}.npz")
+    try:
+        save_npz(path, M, compressed=False)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+        return M
+    return _Spilled(path, M.nnz)
 
 
 def _load(M: Any, remove: bool = True):

@@ -118,7 +118,7 @@ class TokenRegression:
         keep = lengths > 0
         if not keep.all():
             A, Y = A[keep], Y[keep]
-        self._add_upper((A.T @ A).tocoo())
+        self._add_pairs(A, flat, lengths[keep])
         cols = np.unique(A.indices)
         self._add_cross(cols, A.tocsc()[:, cols].T @ Y)
         self.yy_ += Y.T @ Y
@@ -151,6 +151,15 @@ class TokenRegression:
         out._slot, out._ids, out._buf = self._slot.copy(), self._ids.copy(), self._kept() @ P
         out.yy_ = P.T @ self.yy_ @ P
         return out
+
+    def _add_pairs(self, A: Any, flat: np.ndarray, lengths: np.ndarray) -> None:
+        """A chunk's token pairs (``A``: its pooling matrix, sentences without a token dropped; ``flat``,
+        ``lengths``: the same sentences as ids): their Gram's upper triangle, buffered."""
+        self._add_upper((A.T @ A).tocoo())
+
+    def drop_pairs(self) -> None:
+        """Forget the token pairs (the Gram), keeping the other sums: a held-out part once merged into the fit."""
+        self.gram_ = None
 
     def _add_upper(self, gram: Any) -> None:
         """Buffer the upper triangle of a chunk's Gram (COO) as triplets; sum them in past ``FLUSH_TRIPLETS``."""
@@ -253,11 +262,12 @@ class TokenRegression:
         if E.shape != (self.vocab_size, self.dim):
             raise IsotropyError(f"the table E must be {self.vocab_size} x {self.dim}, got {E.shape}")
         quad = self._blocks().quadratic(E)  # E^T G E from the triangle, block by block
-        step = 4096  # rows of the cross term at a time: no (V, d) temporary
-        cross = sum(
-            float(np.sum(E[self._ids[a : a + step]] * self._kept()[a : a + step])) for a in range(0, len(self._ids), step)
-        )
-        return float(quad - 2 * cross + np.trace(self.yy_))
+        return float(quad - 2 * self._cross_term(E) + np.trace(self.yy_))
+
+    def _cross_term(self, E: np.ndarray) -> float:
+        """``sum(E * A^T Y)`` over the kept rows, 4096 rows at a time (no ``(V, d)`` temporary)."""
+        step = 4096
+        return sum(float(np.sum(E[self._ids[a : a + step]] * self._kept()[a : a + step])) for a in range(0, len(self._ids), step))
 
     # ------------------------------------------------------------------ solving
 
