@@ -141,19 +141,21 @@ def test_a_rerun_with_other_fit_settings_encodes_nothing_and_fits_what_an_uncach
     assert calls.n == CHUNKS and len(list((tmp_path / "isotropy-cache" / "teacher").glob("*.npy"))) == 2 * CHUNKS
     info = json.loads((tmp_path / "a" / "isotropy.json").read_text())["distill"]["corpus_fit"]
     assert info["teacher_cache"] == f"cached chunks used: 0 of {CHUNKS}"
-    for args in (
-        ["--dims", 8],
-        ["--dims", 8, "--lam", 2.5],
-        ["--dims", 0, "--fit", "map", "--alpha", 0.5],
-        ["--dims", 16, "--strength-by", "mse"],
+    sums = "the corpus pass's sums read from the cache (no chunk read or encoded)"  # the same sums: sums_cache.py
+    for args, note in (
+        (["--dims", 8], sums),
+        (["--dims", 8, "--lam", 2.5], sums),
+        (["--dims", 0, "--fit", "map", "--alpha", 0.5], f"cached chunks used: {CHUNKS} of {CHUNKS}"),  # other sums
+        (["--dims", 0, "--fit", "map", "--alpha", 2.0], sums),  # the ridge acts after the pass
+        (["--dims", 16, "--strength-by", "mse"], sums),
     ):
         calls.n = 0
         code, _, err = _distill(tiny_model_dir, tmp_path / "b", corpus, *args)
         assert code == 0 and calls.n == 0, (args, err)
         info = json.loads((tmp_path / "b" / "isotropy.json").read_text())["distill"]["corpus_fit"]
-        assert info["teacher_cache"] == f"cached chunks used: {CHUNKS} of {CHUNKS}", args
+        assert info["teacher_cache"] == note, args
         assert "isotropy-cache" not in (tmp_path / "b" / "isotropy.json").read_text()  # no path recorded
-    assert f"cached chunks used: {CHUNKS} of {CHUNKS}" in (tmp_path / "b" / "README.md").read_text()
+    assert sums in (tmp_path / "b" / "README.md").read_text()
     code, _, err = _distill(tiny_model_dir, tmp_path / "b", corpus, "--dims", 8, "--lam", 2.5)
     assert code == 0, err
     calls.n = 0

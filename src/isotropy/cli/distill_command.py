@@ -38,7 +38,8 @@ TeacherCache = Annotated[
         help="With --corpus: the folder that keeps the teacher's vectors of the corpus, chunk by chunk, so a rerun with "
         "other --dims, --lam, --fit, --alpha or --strength-by encodes nothing again (other --spans: only the spans) and a "
         "killed run resumes where it stopped; it also keeps model2vec's distilled table of the teacher (tables/), so such a "
-        "rerun skips the vocabulary pass too. Default: $ISOTROPY_CACHE/teacher (~/.cache/isotropy/teacher).",
+        "rerun skips the vocabulary pass too, and the corpus pass's sums (sums/), so a rerun with other --dims, --lam, "
+        "--alpha or --strength-by reads no chunk either. Default: $ISOTROPY_CACHE/teacher (~/.cache/isotropy/teacher).",
     ),
 ]
 TeacherOnnx = Annotated[

@@ -56,7 +56,10 @@ from ..transforms.gram_blocks import release_freed_memory
 from ..transforms.token_whitening import fold_into_table
 from .card import card_section as _card_section  # its old place and name
 from .corpus_fit import FITS
-from .teacher import check_teacher, model_fingerprint, teacher_spec, teacher_width
+from .sums_cache import SUMS_FOLDER, SumsCache, cached_sums, sums_key
+from .teacher import check_teacher, corpus_teacher, model_fingerprint, teacher_spec, teacher_width
+from .teacher_vectors import teacher_cache as cache_for
+from .teacher_vectors import teacher_key
 from .word_rows import check_words, frequent_split_words, teacher_tokenizer, words_digest, words_record
 
 __all__ = [
@@ -263,6 +266,7 @@ def fit_on_corpus(
     engine: str | None = None,
     address: Any = None,
     cache: Any = None,
+    teacher_key: dict | None = None,
 ) -> dict:
     """The corpus pass and the map or token fit, written into ``static`` (a model2vec ``StaticModel``);
     ``teacher``: what ``encode(sentences)`` gives the teacher's vectors (with ``engine``, an ``EncoderSpec``);
@@ -273,22 +277,15 @@ def fit_on_corpus(
     if getattr(static, "weights", None) is not None or getattr(static, "token_mapping", None) is not None:
         raise IsotropyError("this static model uses vocabulary quantization (per-token weights): a fit does not fold into it")
     source = corpus if isinstance(corpus, Corpus) else Corpus(corpus)
-    cf = fit_corpus(
-        static,
-        teacher,
-        source,
-        alpha=alpha,
-        tokens=fit == "tokens",
-        spans=spans,
-        show_progress=show,
-        engine=engine,
-        address=address,
-        cache=cache,
-    )
+    kinds = span_kinds(spans) if fit == "tokens" else ()
+    sums = SumsCache(Path(cache.directory) / SUMS_FOLDER) if cache is not None and cache.enabled else None
+    key = sums_key(teacher_key, static, source, kinds, fit == "tokens") if sums is not None else None
+    options = {"alpha": alpha, "tokens": fit == "tokens", "spans": spans, "show_progress": show, "engine": engine}
+    cf, how = cached_sums(lambda: fit_corpus(static, teacher, source, address=address, cache=cache, **options), sums, key, alpha)
     A, b = cf.teacher_map.affine_()
     width = A.shape[1]
     info: dict[str, Any] = {"corpus": source.describe(), "sentences": cf.sentences, "fit": fit, "alpha": alpha}
-    info["teacher_cache"] = _cache_note(cf, cache)
+    info["teacher_cache"] = _cache_note(cf, cache, how)
     P = np.eye(width)
     if pca is not None and pca < width:
         P = principal_axes(cf.teacher_map, pca)
@@ -309,7 +306,6 @@ def fit_on_corpus(
                 "it cannot move a row by more than float rounding)",
                 file=sys.stderr,
             )
-        kinds = span_kinds(spans)
         if kinds:
             info["spans"] = f"{cf.spans} spans of the fitting lines added ({', '.join(kinds)}), each with the teacher's vector"
         info["target_scale"] = f"the teacher's unit vectors times n ** -{TARGET_POWER:g} (n: the text's tokens)"
@@ -322,10 +318,12 @@ def fit_on_corpus(
     return info
 
 
-def _cache_note(cf: Any, cache: Any) -> str:
-    """What the card says of the teacher cache (never where it is)."""
+def _cache_note(cf: Any, cache: Any, sums: str = "off") -> str:
+    """What the card says of the teacher cache (never where it is); ``sums``: how the pass's sums came (:mod:`.sums_cache`)."""
     if cache is None:
         return "off"
+    if sums == "cached":
+        return "the corpus pass's sums read from the cache (no chunk read or encoded)"
     note = f"cached chunks used: {cf.cached} of {cf.chunks}"
     return note + (f" (and the lines of {cf.cached_lines} more; their spans encoded)" if cf.cached_lines else "")
 
@@ -363,8 +361,6 @@ def distill(
     source = None if corpus is None else Corpus(corpus)  # one reader: standard input is read once (S1-011)
     n_words = check_words(words, corpus, source)
     _check_cluster(engine, address, corpus)
-    from .teacher_vectors import teacher_cache as cache_for
-
     if isinstance(teacher_cache, str | os.PathLike) and corpus is None:
         raise IsotropyError("--teacher-cache keeps the teacher's vectors of --corpus: give --corpus, or leave it out")
     cache = cache_for(teacher_cache) if corpus is not None else None
@@ -374,10 +370,9 @@ def distill(
         raise IsotropyError("--teacher-onnx encodes --corpus for the token fit: give --corpus, or leave it out")
     teacher = None
     if source is not None:
-        from .teacher import corpus_teacher
-
         _check_corpus(source)
         teacher = corpus_teacher(model, teacher_onnx)
+        key = teacher_key(teacher)  # what keys its vectors and the pass's sums (also on Dask workers)
     static, table_how, vocab = _table(model, None if fit == "tokens" else dims, show_progress, cache, teacher, source, n_words)
     _unnormalised(static)  # module docs: isotropy, model2vec and the twin give the same vectors (S5-013)
     info: dict[str, Any] = {"teacher": _named(static, model), "vocabulary": len(static.embedding)}
@@ -404,6 +399,7 @@ def distill(
             address=address,
             criterion=str(strength_by),
             cache=cache,
+            teacher_key=key,
         )
     info["dims"] = int(static.dim)
     if isinstance(getattr(static, "config", None), dict):

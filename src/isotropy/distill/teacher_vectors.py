@@ -33,7 +33,7 @@ import numpy as np
 from ..encoders.cache import VectorCache, default_cache_dir
 from ..errors import IsotropyError
 
-__all__ = ["TeacherVectors", "teacher_cache", "TEACHER_FOLDER"]
+__all__ = ["TeacherVectors", "teacher_cache", "teacher_key", "TEACHER_FOLDER"]
 
 TEACHER_FOLDER = "teacher"  # the teacher cache's folder under $ISOTROPY_CACHE
 
@@ -64,6 +64,22 @@ class _Bar:
         self.bar.advance(steps * self.per_text)
 
 
+def teacher_key(teacher: Any) -> dict[str, Any] | None:
+    """What decides ``teacher``'s vectors of a text (module docs): its fingerprint, pooling, ``max_length`` and
+    backend; None for a teacher without a fingerprint (never cached)."""
+    record = getattr(teacher, "record", None)
+    if not callable(record) or not callable(getattr(teacher, "fingerprint", None)):
+        return None
+    rec = record()
+    pooling = teacher.pooling_key() if callable(getattr(teacher, "pooling_key", None)) else rec["pooling"]
+    return {
+        "fingerprint": teacher.fingerprint(),
+        "pooling": pooling,
+        "max_length": rec["max_length"],
+        "backend": rec.get("backend"),
+    }
+
+
 class TeacherVectors:
     """``teacher``'s vectors of a chunk's lines and spans, read from ``cache`` where it holds them (module docs).
 
@@ -78,16 +94,9 @@ class TeacherVectors:
         self.dim: int | None = None
         record = getattr(teacher, "record", None)
         self.takes_bar = callable(record)  # an Encoder advances a caller's bar batch by batch
-        if cache is not None and cache.enabled and callable(record) and callable(getattr(teacher, "fingerprint", None)):
-            rec = record()
-            pooling = teacher.pooling_key() if callable(getattr(teacher, "pooling_key", None)) else rec["pooling"]
-            self.base = {
-                "fingerprint": teacher.fingerprint(),
-                "pooling": pooling,
-                "max_length": rec["max_length"],
-                "backend": rec.get("backend"),
-            }
-            self.dim = rec.get("dim")
+        if cache is not None and cache.enabled:
+            self.base = teacher_key(teacher)
+            self.dim = record().get("dim") if self.base is not None else None
         self.cache = cache if self.base is not None else None
         self.writing = self.cache is not None
 
