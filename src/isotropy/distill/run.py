@@ -266,12 +266,14 @@ def fit_on_corpus(
     engine: str | None = None,
     address: Any = None,
     cache: Any = None,
-    teacher_key: dict | None = None,
+    vectors_key: dict | None = None,
 ) -> dict:
     """The corpus pass and the map or token fit, written into ``static`` (a model2vec ``StaticModel``);
     ``teacher``: what ``encode(sentences)`` gives the teacher's vectors (with ``engine``, an ``EncoderSpec``);
     ``spans``, ``criterion``, ``engine``, ``address``: :mod:`.corpus_fit`; ``centre``: module docs; ``cache``: the teacher cache
-    (:mod:`.teacher_vectors`), or None. Returns what the card and marker record."""
+    (:mod:`.teacher_vectors`), or None; ``vectors_key``: what keys the teacher's vectors
+    (:func:`~.teacher_vectors.teacher_key`), which also keys the pass's sums (:mod:`.sums_cache`; None: not kept).
+    Returns what the card and marker record."""
     from .corpus_fit import TARGET_POWER, cosine_agreement, fit_corpus, principal_axes, solve_tokens, span_kinds
 
     if getattr(static, "weights", None) is not None or getattr(static, "token_mapping", None) is not None:
@@ -279,7 +281,7 @@ def fit_on_corpus(
     source = corpus if isinstance(corpus, Corpus) else Corpus(corpus)
     kinds = span_kinds(spans) if fit == "tokens" else ()
     sums = SumsCache(Path(cache.directory) / SUMS_FOLDER) if cache is not None and cache.enabled else None
-    key = sums_key(teacher_key, static, source, kinds, fit == "tokens") if sums is not None else None
+    key = sums_key(vectors_key, static, source, kinds, fit == "tokens") if sums is not None else None
     options = {"alpha": alpha, "tokens": fit == "tokens", "spans": spans, "show_progress": show, "engine": engine}
     cf, how = cached_sums(lambda: fit_corpus(static, teacher, source, address=address, cache=cache, **options), sums, key, alpha)
     A, b = cf.teacher_map.affine_()
@@ -399,7 +401,7 @@ def distill(
             address=address,
             criterion=str(strength_by),
             cache=cache,
-            teacher_key=key,
+            vectors_key=key,
         )
     info["dims"] = int(static.dim)
     if isinstance(getattr(static, "config", None), dict):

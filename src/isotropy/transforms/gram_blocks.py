@@ -114,8 +114,12 @@ class UpperBlocks:
                 M = part.tocsr() if M.nnz == 0 else (M + part).tocsr()
                 M.sum_duplicates()  # canonical (sorted, summed): what strict_upper reads
                 pieces = _split(a, b, M)
-            out += pieces if where is None else [(s, e, _spill_one(P, where)) for s, e, P in pieces]
+            if where is not None:  # back to disk
+                pieces = [(s, e, _spill_one(P, where)) for s, e, P in pieces]
+            out += pieces
             del part, M, pieces
+            if where is not None:  # its memory back to the system before the next block is read (heap holes)
+                release_freed_memory()
         self.blocks = out
         release_freed_memory()
 
@@ -234,6 +238,7 @@ def strict_upper(tri: UpperBlocks, seen: np.ndarray, dtype: Any):
         indices[at : at + n] = where[M.indices[off]]
         at += n
         del M, rows, off
+        release_freed_memory()  # a spilled block read for this: its arrays freed on the heap, handed back
     if at != nnz or np.any(diag[seen] <= 0):  # a row with pairs but no diagonal entry: not a Gram of sentences
         raise ValueError("the Gram's triangle has an off-diagonal entry in a row without its diagonal")
     indptr = np.zeros(seen.size + 1, dtype=index)

@@ -49,16 +49,26 @@ class HeldOutSums(TokenRegression):
         self._sentences = []
 
     def _pieces(self) -> Iterator[Any]:
-        """The pooling matrices of the kept sentences, ``ERROR_ROWS`` sentences (or one chunk's) at a time."""
+        """The pooling matrices of the kept sentences, ``ERROR_ROWS`` at a time (the last fewer): small chunks
+        joined, a large part (one read from a cache holds them all) cut, so no piece's Gram is large."""
         group: list[tuple[np.ndarray, np.ndarray]] = []
         rows = 0
-        for i, part in enumerate(self._sentences):
-            group.append(part)
-            rows += len(part[1])
-            if rows >= self.ERROR_ROWS or i == len(self._sentences) - 1:
-                flat, lengths = (np.concatenate(x) for x in zip(*group, strict=True))
-                yield pooling_matrix(flat, lengths, self.vocab_size)
-                group, rows = [], 0
+        for flat, lengths in self._sentences:
+            ends = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+            start = 0
+            while start < len(lengths):
+                stop = min(len(lengths), start + self.ERROR_ROWS - rows)
+                group.append((flat[ends[start] : ends[stop]], lengths[start:stop]))
+                rows, start = rows + stop - start, stop
+                if rows == self.ERROR_ROWS:
+                    yield self._pooling(group)
+                    group, rows = [], 0
+        if group:
+            yield self._pooling(group)
+
+    def _pooling(self, group: list[tuple[np.ndarray, np.ndarray]]) -> Any:
+        flat, lengths = (np.concatenate(x) for x in zip(*group, strict=True))
+        return pooling_matrix(flat, lengths, self.vocab_size)
 
     def _blocks(self) -> UpperBlocks:
         """The Gram's triangle, built from the kept sentences (a fresh one at each call: module docs)."""
