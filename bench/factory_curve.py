@@ -44,6 +44,7 @@ strength on held-out corpus lines, as it does for a user.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -153,6 +154,7 @@ def distill(
     return {
         "sentences": n,
         "folder": str(folder),
+        "marker": _marker(folder),  # which run wrote the folder (score_rows: another row's run may write it later)
         "table_cache": record.get("table_cache"),
         "wall_s": wall,
         "cpu_s": cpu,
@@ -258,6 +260,13 @@ def _scorer():
     return load_tasks(DATA / "sts", ["all"]), load_cranfield(DATA / "retrieval" / "cranfield")
 
 
+def _marker(folder: Path) -> str | None:
+    """A digest of the folder's ``isotropy.json`` (what its distill recorded, timings included): tells the run that
+    wrote the folder from a later one that wrote the same folder (None: not an isotropy folder)."""
+    marker = Path(folder) / "isotropy.json"
+    return hashlib.sha256(marker.read_bytes()).hexdigest()[:16] if marker.is_file() else None
+
+
 def score_rows(data: dict) -> None:
     """Score every recorded run's latest folder that is still there (and potion-base-8M) in this process."""
     tasks, cran = _scorer()
@@ -269,6 +278,10 @@ def score_rows(data: dict) -> None:
         folder = os.path.expanduser(row["runs"][-1]["folder"])  # portable() wrote the home as ~
         if not Path(folder).is_dir():  # a folder since removed (another machine, a cleared cache): its scores stay
             print(f"{name}: {folder} is gone, its recorded scores kept", file=sys.stderr, flush=True)
+            continue
+        marker = row["runs"][-1].get("marker")
+        if marker is not None and _marker(Path(folder)) != marker:  # rewritten by another row's run since
+            print(f"{name}: {folder} was written by another run since, its recorded scores kept", file=sys.stderr, flush=True)
             continue
         row.update({**score(folder, tasks, cran), "stsb_train": stsb(folder, tasks)})
         print(f"{name}: {row['avg']:.2f} (STS-B train {row['stsb_train']:.2f})", file=sys.stderr, flush=True)
