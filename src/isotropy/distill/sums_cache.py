@@ -39,12 +39,12 @@ from ..transforms.teacher_map import TeacherMap
 from ..transforms.token_state import sums_from_arrays, sums_to_arrays
 from . import corpus_fit as pass_
 from .corpus_fit import CorpusFit
+from .table_cache import ENTRY, read_entry
 
 __all__ = ["SumsCache", "SUMS_FOLDER", "sums_key", "cached_sums"]
 
 SUMS_FOLDER = "sums"  # under the teacher cache's folder
 SUMS_FORMAT = 1  # bumped when the pass's sums change meaning
-ENTRY = "entry.json"
 SCALARS = ("sentences", "empty", "spans", "chunks", "cached", "cached_lines", "first", "varied", "seconds", "warnings")
 
 
@@ -120,14 +120,9 @@ class SumsCache:
         """``(CorpusFit, None)`` for a verified entry; ``(None, None)`` when there is none; ``(None, reason)`` when
         one is on disk but refused."""
         folder = self.path(key)
-        try:
-            stored = json.loads((folder / ENTRY).read_text(encoding="utf-8"))
-        except (FileNotFoundError, NotADirectoryError):
-            return None, None
-        except (OSError, ValueError) as exc:
-            return None, f"its entry file cannot be read ({type(exc).__name__})"
-        if not isinstance(stored, dict) or stored.get("key") != key or not isinstance(stored.get("files"), dict):
-            return None, "its entry file does not hold this entry's key"
+        stored, reason = read_entry(folder, key)
+        if stored is None:
+            return None, reason
         arrays = {}
         for name, digest in stored["files"].items():
             try:

@@ -31,7 +31,7 @@ from ..errors import IsotropyError
 from ..storage.artifacts import file_sha256
 from ..storage.atomic import atomic_dir
 
-__all__ = ["TableCache", "TABLE_FOLDER", "table_key", "cached_table"]
+__all__ = ["TableCache", "TABLE_FOLDER", "table_key", "cached_table", "read_entry"]
 
 TABLE_FOLDER = "tables"  # under the teacher cache's folder
 TABLE_FORMAT = 1
@@ -59,6 +59,21 @@ def table_key(
     return key
 
 
+def read_entry(folder: Path, key: dict[str, Any]) -> tuple[dict | None, str | None]:
+    """A cache entry's ``entry.json`` when it holds ``key`` and a ``files`` table; ``(None, None)`` when there is
+    none (never written: the file is written with the rest, renamed into place at once), ``(None, reason)`` when
+    one is there but refused."""
+    try:
+        stored = json.loads((folder / ENTRY).read_text(encoding="utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
+        return None, None
+    except (OSError, ValueError) as exc:
+        return None, f"its entry file cannot be read ({type(exc).__name__})"
+    if not isinstance(stored, dict) or stored.get("key") != key or not isinstance(stored.get("files"), dict):
+        return None, "its entry file does not hold this entry's key"
+    return stored, None
+
+
 class TableCache:
     """Distilled tables on disk, one verified folder per key (module docs)."""
 
@@ -72,14 +87,9 @@ class TableCache:
         """``(StaticModel, None)`` for a verified entry; ``(None, None)`` when there is none; ``(None, reason)`` when
         one is on disk but refused."""
         folder = self.path(key)
-        try:
-            stored = json.loads((folder / ENTRY).read_text(encoding="utf-8"))
-        except (FileNotFoundError, NotADirectoryError):
-            return None, None  # never written (entry.json is written with the rest, renamed into place at once)
-        except (OSError, ValueError) as exc:
-            return None, f"its entry file cannot be read ({type(exc).__name__})"
-        if not isinstance(stored, dict) or stored.get("key") != key or not isinstance(stored.get("files"), dict):
-            return None, "its entry file does not hold this entry's key"
+        stored, reason = read_entry(folder, key)
+        if stored is None:
+            return None, reason
         for name, digest in stored["files"].items():
             try:
                 if file_sha256(folder / name) != digest:

@@ -82,26 +82,15 @@ class HeldOutSums(TokenRegression):
         return np.flatnonzero(self.counts_ > 0)  # a token some kept sentence holds: its Gram's diagonal is > 0
 
     def merge(self, other: TokenRegression) -> TokenRegression:
-        if not isinstance(other, HeldOutSums) or (other.vocab_size, other.dim) != (self.vocab_size, self.dim):
+        if not isinstance(other, HeldOutSums):
             raise IsotropyError("a held-out part merges only another held-out part of the same vocabulary and width")
-        self._sentences = self._sentences + other._sentences
-        self._add_cross(other._ids, other._kept())
-        self.yy_ += other.yy_
-        self.counts_ += other.counts_
-        self.n_ += other.n_
-        self.skipped_ += other.skipped_
-        return self
+        return super().merge(other)
 
-    def project(self, P: Any) -> TokenRegression:
-        P = check_matrix(P, "the projection P")
-        if P.shape[0] != self.dim:
-            raise IsotropyError(f"a projection of {self.dim}-wide targets must have {self.dim} rows, got {P.shape}")
-        out = HeldOutSums(self.vocab_size, P.shape[1])
+    def _merge_pairs(self, other: TokenRegression) -> None:
+        self._sentences = self._sentences + other._sentences  # its sentences after this part's
+
+    def _share_pairs(self, out: TokenRegression) -> None:
         out._sentences = list(self._sentences)  # shared, never changed in place
-        out.counts_, out.n_, out.skipped_ = self.counts_.copy(), self.n_, self.skipped_
-        out._slot, out._ids, out._buf = self._slot.copy(), self._ids.copy(), self._kept() @ P
-        out.yy_ = P.T @ self.yy_ @ P
-        return out
 
     def error(self, E: Any) -> float:
         E = check_matrix(E, "the table E")

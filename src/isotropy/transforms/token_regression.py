@@ -131,8 +131,7 @@ class TokenRegression:
         """Add another accumulator's sums (another shard of the corpus)."""
         if not isinstance(other, TokenRegression) or (other.vocab_size, other.dim) != (self.vocab_size, self.dim):
             raise IsotropyError("can only merge a token regression of the same vocabulary and width")
-        self._flush()
-        self._tri.add(other._blocks())  # block by block: at most one block's copy beside the two triangles
+        self._merge_pairs(other)
         self._add_cross(other._ids, other._kept())
         self.yy_ += other.yy_
         self.counts_ += other.counts_
@@ -145,8 +144,8 @@ class TokenRegression:
         P = check_matrix(P, "the projection P")  # a NaN would make every later solve return its start (W9)
         if P.shape[0] != self.dim:
             raise IsotropyError(f"a projection of {self.dim}-wide targets must have {self.dim} rows, got {P.shape}")
-        out = TokenRegression(self.vocab_size, P.shape[1])
-        out._tri = self._blocks().copy()  # the blocks shared, not copied: a block is replaced by a sum, never changed
+        out = type(self)(self.vocab_size, P.shape[1])
+        self._share_pairs(out)
         out.counts_, out.n_, out.skipped_ = self.counts_.copy(), self.n_, self.skipped_
         out._slot, out._ids, out._buf = self._slot.copy(), self._ids.copy(), self._kept() @ P
         out.yy_ = P.T @ self.yy_ @ P
@@ -156,6 +155,13 @@ class TokenRegression:
         """A chunk's token pairs (``A``: its pooling matrix, sentences without a token dropped; ``flat``,
         ``lengths``: the same sentences as ids): their Gram's upper triangle, buffered."""
         self._add_upper((A.T @ A).tocoo())
+
+    def _merge_pairs(self, other: TokenRegression) -> None:
+        self._flush()
+        self._tri.add(other._blocks())  # block by block: at most one block's copy beside the two triangles
+
+    def _share_pairs(self, out: TokenRegression) -> None:
+        out._tri = self._blocks().copy()  # the blocks shared, not copied: a block is replaced by a sum, never changed
 
     def drop_pairs(self) -> None:
         """Forget the token pairs (the Gram), keeping the other sums: a held-out part once merged into the fit."""
