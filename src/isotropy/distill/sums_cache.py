@@ -16,7 +16,7 @@ An entry is one ``.npy`` file per array (written and read with pickling off) and
 scalars, every file's sha256), written atomically (:func:`~isotropy.storage.atomic.atomic_dir`) and verified
 before it is served: a damaged entry (a flipped byte, a missing file) is gathered again and replaced, with one
 warning line naming it and why; a write that fails (a full disk) gives one warning line and the run goes on. An
-entry at a million lines takes ~0.8 GB. Standard input is never cached: the pass could not read it twice.
+entry at a million lines takes ~0.7 GB (677 MB). Standard input is never cached: the pass could not read it twice.
 """
 
 from __future__ import annotations
