@@ -267,8 +267,10 @@ class TokenRegression:
         E = check_matrix(E, "the table E")
         if E.shape != (self.vocab_size, self.dim):
             raise IsotropyError(f"the table E must be {self.vocab_size} x {self.dim}, got {E.shape}")
-        quad = self._blocks().quadratic(E)  # E^T G E from the triangle, block by block
-        return float(quad - 2 * self._cross_term(E) + np.trace(self.yy_))
+        return float(self._quadratic(E) - 2 * self._cross_term(E) + np.trace(self.yy_))
+
+    def _quadratic(self, E: np.ndarray) -> float:
+        return self._blocks().quadratic(E)  # E^T G E from the triangle, block by block
 
     def _cross_term(self, E: np.ndarray) -> float:
         """``sum(E * A^T Y)`` over the kept rows, 4096 rows at a time (no ``(V, d)`` temporary)."""
