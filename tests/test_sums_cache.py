@@ -105,3 +105,29 @@ def test_a_sums_cache_that_cannot_be_written_is_one_warning(tiny_model_dir, tmp_
     assert len(lines) == 1 and "cannot write the corpus sums cache" in lines[0], err
     assert _note(tmp_path / "a") == f"cached chunks used: 0 of {CHUNKS}"
     assert (cache / "sums").read_text(encoding="utf-8") == "not a folder"  # not ours: left alone
+
+
+def test_a_corpus_changed_while_the_pass_read_it_keeps_no_sums(tiny_model_dir, tmp_path, monkeypatch):
+    """The key's digest of the corpus is taken before the pass: an edit during the pass would store sums of another
+    text under it. The key is made again after the pass; when it differs, nothing is stored (one warning)."""
+    from isotropy.distill import corpus_fit
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
+    real = corpus_fit.fit_corpus
+
+    def edited_during_the_pass(*args, **kwargs):
+        got = real(*args, **kwargs)
+        corpus.write_text("\n".join(CORPUS[:-1] + ["a line written while the pass ran"]) + "\n", encoding="utf-8")
+        return got
+
+    monkeypatch.setattr(corpus_fit, "fit_corpus", edited_during_the_pass)
+    code, _, err = _distill(tiny_model_dir, tmp_path / "a", corpus, "--dims", 8, "--spans", "none")
+    assert code == 0, err
+    lines = [line for line in err.splitlines() if "warning:" in line]
+    assert len(lines) == 1 and "changed while the pass read it" in lines[0], err
+    assert not list((tmp_path / "isotropy-cache" / "teacher" / "sums").glob("*/entry.json"))
+    monkeypatch.setattr(corpus_fit, "fit_corpus", real)
+    code, _, err = _distill(tiny_model_dir, tmp_path / "b", corpus, "--dims", 8, "--spans", "none")
+    assert code == 0 and "warning" not in err and _note(tmp_path / "b") != SUMS, err  # gathered, now kept
+    assert len(list((tmp_path / "isotropy-cache" / "teacher" / "sums").glob("*/entry.json"))) == 1

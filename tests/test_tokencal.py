@@ -238,6 +238,11 @@ def test_teacher_map_equals_scikit_learn(alpha, tmp_path):
     A, b = tm.affine_()
     np.testing.assert_allclose(A, ref.coef_.T, rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(b, ref.intercept_, rtol=1e-7, atol=1e-9)
+    # the moments as plain arrays and back (what a kept copy of a pass's sums reads): the same map
+    back = TeacherMap.from_moments(Moments.from_arrays(tm.moments_.to_arrays()), tm.n_features_in_, alpha)
+    assert (back.n_features_in_, back.n_features_out_) == (6, 4)
+    for got, want in zip(back.affine_(), (A, b), strict=True):
+        np.testing.assert_array_equal(got, want)
     # saved like every transform, loaded by load_transform
     tm.save(tmp_path / "tm")
     again = load_transform(tmp_path / "tm")
@@ -277,6 +282,11 @@ def test_teacher_map_refuses_bad_input():
         tm.merge(TeacherMap().fit(X, X))
     with pytest.raises(IsotropyError, match="dimensions"):
         tm.partial_fit(X[:, :2], X[:, :2])
+    for width in (0, 5):  # the student's columns must leave the teacher at least one
+        with pytest.raises(IsotropyError, match="more than"):
+            TeacherMap.from_moments(tm.moments_, width)
+    with pytest.raises(IsotropyError, match="alpha"):
+        TeacherMap.from_moments(tm.moments_, 3, alpha=-1.0)
 
 
 # --------------------------------------------------------------------------- isotropy distill

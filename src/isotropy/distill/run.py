@@ -281,9 +281,12 @@ def fit_on_corpus(
     source = corpus if isinstance(corpus, Corpus) else Corpus(corpus)
     kinds = span_kinds(spans) if fit == "tokens" else ()
     sums = SumsCache(Path(cache.directory) / SUMS_FOLDER) if cache is not None and cache.enabled else None
-    key = sums_key(vectors_key, static, source, kinds, fit == "tokens") if sums is not None else None
+    rekey = functools.partial(sums_key, vectors_key, static, source, kinds, fit == "tokens")  # also after the pass
+    key = rekey() if sums is not None else None
     options = {"alpha": alpha, "tokens": fit == "tokens", "spans": spans, "show_progress": show, "engine": engine}
-    cf, how = cached_sums(lambda: fit_corpus(static, teacher, source, address=address, cache=cache, **options), sums, key, alpha)
+    cf, how = cached_sums(
+        lambda: fit_corpus(static, teacher, source, address=address, cache=cache, **options), sums, key, alpha, rekey
+    )
     A, b = cf.teacher_map.affine_()
     width = A.shape[1]
     info: dict[str, Any] = {"corpus": source.describe(), "sentences": cf.sentences, "fit": fit, "alpha": alpha}

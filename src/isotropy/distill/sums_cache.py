@@ -11,6 +11,8 @@ vectors (its fingerprint, backend, pooling and ``max_length``), a digest of the 
 (what tokenises and pools the corpus), a digest of the corpus's sentences as the pass reads them (order included),
 the span kinds, whether tokens are fitted, and the pass's constants. The run that writes an entry records how
 its sums were made; a run that reads one says so (``teacher_cache`` in the card) and records no teacher seconds.
+The key is made again after the pass: where it differs (the corpus file was changed while the pass read it), the
+sums may not be those of the text the key names, and they are not kept (one warning line).
 
 An entry is one ``.npy`` file per array (written and read with pickling off) and ``entry.json`` (the key, the
 scalars, every file's sha256), written atomically (:func:`~isotropy.storage.atomic.atomic_dir`) and verified
@@ -86,7 +88,7 @@ def _to_arrays(cf: CorpusFit) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     tm = cf.teacher_map
     arrays = {f"map.{k}": np.asarray(v) for k, v in tm.moments_.to_arrays().items()}
     scalars: dict[str, Any] = {k: getattr(cf, k) for k in SCALARS}
-    scalars["map"] = [int(tm._d_in), int(tm._d_out)]
+    scalars["map"] = [tm.n_features_in_, tm.n_features_out_]
     if cf.fit is not None:
         arrays.update(sums_to_arrays(cf.fit, "fit"))
         arrays.update(sums_to_arrays(cf.held, "held"))
@@ -97,9 +99,10 @@ def _to_arrays(cf: CorpusFit) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
 
 
 def _from_arrays(arrays: dict[str, np.ndarray], scalars: dict[str, Any], alpha: float) -> CorpusFit:
-    tm = TeacherMap(alpha=alpha)
-    tm.moments_ = Moments.from_arrays({k[4:]: v for k, v in arrays.items() if k.startswith("map.")})
-    tm._d_in, tm._d_out = (int(x) for x in scalars["map"])
+    d_in, d_out = (int(x) for x in scalars["map"])
+    tm = TeacherMap.from_moments(Moments.from_arrays({k[4:]: v for k, v in arrays.items() if k.startswith("map.")}), d_in, alpha)
+    if tm.n_features_out_ != d_out:
+        raise ValueError(f"the map's moments have {tm.moments_.dim} columns, not {d_in} + {d_out}")
     cf = CorpusFit(tm, **{k: scalars[k] for k in SCALARS})
     if "fit.meta" in arrays:
         cf.fit, cf.held = sums_from_arrays(arrays, "fit"), sums_from_arrays(arrays, "held")
@@ -153,10 +156,13 @@ class SumsCache:
         return None
 
 
-def cached_sums(make: Callable[[], CorpusFit], cache: SumsCache | None, key: dict | None, alpha: float) -> tuple[CorpusFit, str]:
+def cached_sums(
+    make: Callable[[], CorpusFit], cache: SumsCache | None, key: dict | None, alpha: float, rekey: Callable[[], Any] | None = None
+) -> tuple[CorpusFit, str]:
     """``(the pass's sums, how they came: "cached", "gathered" or "off")``: read from ``cache`` under ``key`` when a
     verified entry is there (``alpha``: the teacher map's ridge, which the sums do not depend on), else ``make()``
-    and stored (module docs)."""
+    and stored (module docs), unless ``rekey()`` (the key made again after the pass) differs: the corpus changed
+    while the pass read it, so its sums may not be the key's text's, and they are not kept (one warning)."""
     if cache is None or key is None:
         return make(), "off"
     t0 = time.perf_counter()
@@ -169,6 +175,9 @@ def cached_sums(make: Callable[[], CorpusFit], cache: SumsCache | None, key: dic
             f"warning: the corpus sums cache entry {cache.path(key)} is damaged ({reason}): gathering them again", file=sys.stderr
         )
     cf = make()
+    if rekey is not None and rekey() != key:
+        print("warning: the corpus changed while the pass read it: this run's sums are not kept in the cache", file=sys.stderr)
+        return cf, "gathered"
     failed = cache.put(key, cf)
     if failed is not None:
         print(f"warning: cannot write the corpus sums cache in {cache.directory} ({failed}): going on", file=sys.stderr)

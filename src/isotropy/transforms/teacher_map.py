@@ -109,6 +109,19 @@ class TeacherMap(Transform):
         self._cache = None
         return self
 
+    @classmethod
+    def from_moments(cls, moments: Moments, n_features_in: int, alpha: float = 0.0) -> TeacherMap:
+        """A map fitted on pairs whose joint moments (``[X, Y]``, ``moments_``) were gathered elsewhere, the first
+        ``n_features_in`` columns the student's (what a kept copy of a pass's sums reads back, distill/sums_cache.py);
+        the moments are taken, not copied."""
+        d_in = int(n_features_in)
+        if not isinstance(moments, Moments) or not 1 <= d_in < moments.dim:
+            raise IsotropyError(f"a TeacherMap needs joint moments of more than {d_in} >= 1 columns, got {moments!r}")
+        est = cls(alpha=alpha)
+        est._checked_alpha()
+        est.moments_, est._d_in, est._d_out, est._cache = moments, d_in, moments.dim - d_in, None
+        return est
+
     # ---------------------------------------------------------------- solving
 
     def _solve(self) -> tuple[np.ndarray, np.ndarray]:
