@@ -140,3 +140,36 @@ def test_the_workers_spec_is_read_off_the_teacher_and_the_client_keeps_no_model(
     assert spec.batch_tokens == BATCH_TOKENS and spec.build().batch_tokens == BATCH_TOKENS  # the workers batch alike
     for name in ("model", "pooling", "max_length", "fingerprint", "dim", "verify"):
         assert getattr(spec, name) == getattr(fresh, name), name
+
+
+@pytest.mark.parametrize("through", ["model", "export"])
+def test_the_teacher_is_freed_before_the_solve(tiny_model_dir, export, tmp_path, monkeypatch, through):
+    """distill lends the teacher to the corpus fit (distill/teacher.py ``Lent``), which drops it after the pass: the
+    model (or the onnxruntime session and its arena) is gone when the solve starts, the other peak of a large run."""
+    import gc
+    import weakref
+
+    from isotropy.distill import corpus_fit, run
+
+    built, seen = [], []
+
+    def teacher(model, onnx=None):
+        got = run_teacher(model, onnx)
+        built.append(weakref.ref(got.runtime.model))
+        return got
+
+    def solve(*args, **kwargs):
+        gc.collect()
+        seen.append([ref() is None for ref in built])
+        return real_solve(*args, **kwargs)
+
+    run_teacher, real_solve = run.corpus_teacher, corpus_fit.solve_tokens
+    monkeypatch.setattr(run, "corpus_teacher", teacher)
+    monkeypatch.setattr(corpus_fit, "solve_tokens", solve)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
+    onnx = None if through == "model" else export
+    for _ in range(2):  # the pass, then the sums read from the cache: a teacher built and dropped either way
+        run.distill(tmp_path / "out", tiny_model_dir, corpus=corpus, teacher_cache=tmp_path / "cache", teacher_onnx=onnx,
+                    spans="none", dims=8, force=True, show_progress=False)  # fmt: skip
+    assert len(built) == 2 and seen == [[True], [True, True]]

@@ -57,7 +57,7 @@ from ..transforms.token_whitening import fold_into_table
 from .card import card_section as _card_section  # its old place and name
 from .corpus_fit import FITS
 from .sums_cache import SUMS_FOLDER, SumsCache, cached_sums, sums_key
-from .teacher import check_teacher, corpus_teacher, model_fingerprint, teacher_spec, teacher_width
+from .teacher import Lent, check_teacher, corpus_teacher, model_fingerprint, teacher_spec, teacher_width
 from .teacher_vectors import teacher_cache as cache_for
 from .teacher_vectors import teacher_key
 from .word_rows import check_words, frequent_split_words, teacher_tokenizer, words_digest, words_record
@@ -269,7 +269,8 @@ def fit_on_corpus(
     vectors_key: dict | None = None,
 ) -> dict:
     """The corpus pass and the map or token fit, written into ``static`` (a model2vec ``StaticModel``);
-    ``teacher``: what ``encode(sentences)`` gives the teacher's vectors (with ``engine``, an ``EncoderSpec``);
+    ``teacher``: what ``encode(sentences)`` gives the teacher's vectors (with ``engine``, an ``EncoderSpec``), or a
+    :class:`~.teacher.Lent` one, dropped after the corpus pass (freed before the solve when no one else holds it);
     ``spans``, ``criterion``, ``engine``, ``address``: :mod:`.corpus_fit`; ``centre``: module docs; ``cache``: the teacher cache
     (:mod:`.teacher_vectors`), or None; ``vectors_key``: what keys the teacher's vectors
     (:func:`~.teacher_vectors.teacher_key`), which also keys the pass's sums (:mod:`.sums_cache`; None: not kept).
@@ -284,9 +285,13 @@ def fit_on_corpus(
     rekey = functools.partial(sums_key, vectors_key, static, source, kinds, fit == "tokens")  # also after the pass
     key = rekey() if sums is not None else None
     options = {"alpha": alpha, "tokens": fit == "tokens", "spans": spans, "show_progress": show, "engine": engine}
+    teacher = teacher.take() if isinstance(teacher, Lent) else teacher
     cf, how = cached_sums(
         lambda: fit_corpus(static, teacher, source, address=address, cache=cache, **options), sums, key, alpha, rekey
     )
+    teacher = None  # the pass is done: a lent teacher's last reference (teacher.Lent)
+    gc.collect()
+    release_freed_memory()
     A, b = cf.teacher_map.affine_()
     width = A.shape[1]
     info: dict[str, Any] = {"corpus": source.describe(), "sentences": cf.sentences, "fit": fit, "alpha": alpha}
@@ -390,9 +395,10 @@ def distill(
             teacher = teacher_spec(model, teacher)  # the model itself is dropped here: the client never encodes
             gc.collect()
             release_freed_memory()
+        lent, teacher = Lent(teacher), None  # freed after the pass, before the solve (teacher.Lent)
         info["corpus_fit"] = fit_on_corpus(
             static,
-            teacher,
+            lent,
             source,
             pca,
             alpha,

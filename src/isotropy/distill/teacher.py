@@ -25,7 +25,7 @@ from typing import Any
 from ..encoders.models import resolve_model
 from ..errors import IsotropyError
 
-__all__ = ["corpus_teacher", "model_fingerprint", "teacher_spec", "teacher_width", "check_teacher", "BATCH_TOKENS"]
+__all__ = ["corpus_teacher", "model_fingerprint", "teacher_spec", "teacher_width", "check_teacher", "Lent", "BATCH_TOKENS"]
 
 BATCH_TOKENS = 1024  # padded tokens per batch of the corpus teacher (module docs; chosen on wiki lines' speed and memory)
 
@@ -43,6 +43,21 @@ def corpus_teacher(model: Any, onnx: str | os.PathLike | None = None) -> Any:
     export = Encoder(onnx, backend="onnx", batch_tokens=BATCH_TOKENS)
     _check_export(onnx, export.runtime.config, teacher.record())
     return export
+
+
+class Lent:
+    """The corpus teacher handed over with no reference left to the one who built it: :meth:`take` gives it once and
+    keeps none. :func:`~.run.distill` lends it to :func:`~.run.fit_on_corpus`, which drops it after the corpus pass,
+    so the model and onnxruntime's arena (which keeps the largest blocks a long pass ever asked for) are freed before
+    the solve, the other peak of a large run (RESULTS ``factory-curve``). Passing the teacher itself would not do:
+    a caller's frame holds its arguments until the call returns."""
+
+    def __init__(self, teacher: Any) -> None:
+        self._teacher = teacher
+
+    def take(self) -> Any:
+        teacher, self._teacher = self._teacher, None
+        return teacher
 
 
 def model_fingerprint(teacher: Any) -> str:
