@@ -169,3 +169,62 @@ def test_an_interrupt_while_spilled_brings_the_blocks_back(tmp_path, monkeypatch
         raise KeyboardInterrupt
     assert not list(tmp_path.iterdir())
     np.testing.assert_array_equal(reg.upper_().toarray(), before)
+
+
+def test_a_block_changed_on_disk_while_spilled_is_one_error_naming_its_file(tmp_path, monkeypatch):
+    """Each spilled block's CRC-32 is kept when it is written: a file changed while it waited is refused, not summed."""
+    from isotropy import IsotropyError
+
+    V = 20
+    flat, lengths, Y, _ = _problem(5, 60, V)
+    monkeypatch.setattr(gb, "BLOCK_NNZ", 5)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    reg = _chunked(flat, lengths, Y, V, 8)
+    with pytest.raises(IsotropyError, match=r"gram-.*\.npz: a block of the token fit's sums changed on disk"):
+        with reg.spilled():
+            victim = sorted(tmp_path.rglob("*.npz"))[0]
+            data = bytearray(victim.read_bytes())
+            data[len(data) // 2] ^= 0x01
+            victim.write_bytes(bytes(data))
+    assert not list(tmp_path.iterdir())  # the folder still goes
+
+
+def test_the_spill_folder_of_a_killed_run_is_removed_by_the_next_one(tmp_path, monkeypatch):
+    """SIGKILL leaves a spill folder behind (~600 MB at a million lines); the next spill removes it, and only it: a
+    folder in use (its owner's lock held), one holding anything but blocks, one without an owner file stay."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    code = (
+        "import isotropy.transforms.gram_blocks as gb, pathlib, sys, time\n"
+        "with gb.spill_folder() as path:\n"
+        "    (pathlib.Path(path) / 'gram-1-s0.npz').write_bytes(b'block')\n"
+        "    print(path, flush=True)\n"
+        "    time.sleep(600)\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmp_path)}
+    )
+    killed = child.stdout.readline().strip()  # the folder is there and locked once this line comes
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    child.stdout.close()
+    assert os.path.isdir(killed) and os.path.dirname(killed) == str(tmp_path)
+    kept = []
+    for name, files in (("user", {".owner": b"", "notes.txt": b"mine"}), ("no-owner", {"gram-2-s0.npz": b"x"})):
+        (tmp_path / f"{gb.SPILL_PREFIX}{name}").mkdir()
+        for file, data in files.items():
+            (tmp_path / f"{gb.SPILL_PREFIX}{name}" / file).write_bytes(data)
+        kept.append(str(tmp_path / f"{gb.SPILL_PREFIX}{name}"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with gb.spill_folder() as live:
+        (tmp_path / "other").mkdir()
+        with gb.spill_folder() as new:
+            assert not os.path.exists(killed)
+            assert all(os.path.isdir(p) for p in (*kept, live, new))
+            assert sorted(os.listdir(new)) == [".owner"]
+        assert not os.path.exists(new) and os.path.isdir(live)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([os.path.basename(p) for p in kept] + ["other"])
+

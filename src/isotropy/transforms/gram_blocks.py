@@ -11,7 +11,10 @@ since scipy.sparse has no row-partitioned matrix.
 
 While the solver runs on its float32 system, the float64 blocks it was made from can wait in files
 (:meth:`UpperBlocks.spill`, scipy.sparse's ``save_npz``; :meth:`UpperBlocks.restore` reads them back): the exact
-sums are needed again only after the solve (the held-out sums merged in), not beside the system.
+sums are needed again only after the solve (the held-out sums merged in), not beside the system. Each file's CRC-32
+is kept when it is written and checked when it is read back: a block changed on disk while it waited is one error
+naming the file, never a wrong sum. The files go in a folder of :func:`spill_folder`, which also removes the folders
+of runs that were killed (SIGKILL gives no chance to clean up; at a million lines one holds ~600 MB).
 
 The solver's system (:func:`strict_upper`) is the triangle without its diagonal, in float32, on the seen tokens,
 written block by block into arrays allocated once (no float64 or int64 copy of the whole), and its product
@@ -22,13 +25,21 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import itertools
 import os
+import re
+import shutil
+import tempfile
+import zlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-__all__ = ["UpperBlocks", "strict_upper", "symmetric_product", "BLOCK_NNZ"]
+from ..errors import IsotropyError
+
+__all__ = ["UpperBlocks", "strict_upper", "symmetric_product", "spill_folder", "BLOCK_NNZ", "SPILL_PREFIX"]
 
 BLOCK_NNZ = 1 << 22  # entries of a block (48 MB in float64 with its int32 indices) before it is cut in two
 
@@ -63,7 +74,7 @@ class UpperBlocks:
                     path = os.path.join(directory, f"gram-{id(self):x}-{i}.npz")
                     save_npz(path, M, compressed=False)
                     moved.append((i, M))
-                    self.blocks[i] = (a, b, _Spilled(path, M.nnz))
+                    self.blocks[i] = (a, b, _Spilled(path, M.nnz, _crc(path)))
         except OSError:
             for i, M in moved:
                 self.blocks[i] = (*self.blocks[i][:2], M)
@@ -160,10 +171,19 @@ def _malloc_trim():
 
 
 class _Spilled:
-    """A block waiting in a file (:meth:`UpperBlocks.spill`)."""
+    """A block waiting in a file (:meth:`UpperBlocks.spill`), with the file's CRC-32 when it was written."""
 
-    def __init__(self, path: str, nnz: int):
-        self.path, self.nnz = path, nnz
+    def __init__(self, path: str, nnz: int, crc: int):
+        self.path, self.nnz, self.crc = path, nnz, crc
+
+
+def _crc(path: str, data: bytes | None = None) -> int:
+    """The CRC-32 of a spilled block's file (zlib's: a check against a changed file, not against an attacker; the
+    folder is the user's own, mode 0700)."""
+    if data is None:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    return zlib.crc32(data)
 
 
 _SPILLED_NAMES = itertools.count()
@@ -176,11 +196,11 @@ def _spill_one(M: Any, directory: str) -> Any:
     path = os.path.join(directory, f"gram-{os.getpid()}-s{next(_SPILLED_NAMES)}.npz")
     try:
         save_npz(path, M, compressed=False)
+        return _Spilled(path, M.nnz, _crc(path))
     except OSError:
         with contextlib.suppress(OSError):
             os.remove(path)
         return M
-    return _Spilled(path, M.nnz)
 
 
 def _load(M: Any, remove: bool = True):
@@ -189,10 +209,75 @@ def _load(M: Any, remove: bool = True):
         return M
     from scipy.sparse import load_npz
 
-    out = load_npz(M.path).tocsr()
+    with open(M.path, "rb") as fh:
+        data = fh.read()
+    if _crc(M.path, data) != M.crc:
+        raise IsotropyError(f"{M.path}: a block of the token fit's sums changed on disk while it waited there: run again")
+    out = load_npz(io.BytesIO(data)).tocsr()
+    del data
     if remove:
         os.remove(M.path)
     return out
+
+
+SPILL_PREFIX = "isotropy-gram-"  # spill folders, in the system's temporary folder
+_OWNER = ".owner"  # in each spill folder: locked (flock) by the process that uses it, for its whole life
+
+
+@contextlib.contextmanager
+def spill_folder() -> Iterator[str]:
+    """A new folder for spilled blocks in the system's temporary folder, removed on the way out, after removing the
+    folders of runs of ours that were killed (:func:`_sweep`).
+
+    Written by hand because ``tempfile.TemporaryDirectory`` cannot tell a folder of a run that was killed from one in
+    use: here the process that uses a folder holds an ``flock`` on its ``.owner`` file (the kernel drops it when the
+    process dies, however it dies), taken before the folder gets its final name, so a sweep never sees a folder
+    whose owner has not locked it yet. Raises OSError where the folder cannot be made."""
+    import fcntl
+
+    base = tempfile.gettempdir()
+    _sweep(base)
+    new = tempfile.mkdtemp(prefix="." + SPILL_PREFIX, dir=base)  # a name the sweep never matches
+    fd = -1
+    try:
+        fd = os.open(os.path.join(new, _OWNER), os.O_CREAT | os.O_WRONLY, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        path = os.path.join(base, os.path.basename(new)[1:])
+        os.rename(new, path)
+    except OSError:
+        shutil.rmtree(new, ignore_errors=True)
+        if fd >= 0:
+            os.close(fd)
+        raise
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)  # before the lock goes: no sweep removes it under us
+        os.close(fd)
+
+
+def _sweep(base: str) -> None:
+    """Remove ``base``'s spill folders left by runs that were killed: this user's, named as :func:`spill_folder`
+    names them, holding nothing but its ``.owner`` file and block files, and whose ``.owner`` lock can be taken (no
+    process holds it). Anything else, and every error, is left alone."""
+    import fcntl
+
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(base):
+            if not (entry.name.startswith(SPILL_PREFIX) and entry.is_dir(follow_symlinks=False)):
+                continue
+            with contextlib.suppress(OSError):
+                if entry.stat(follow_symlinks=False).st_uid != os.getuid():
+                    continue
+                names = os.listdir(entry.path)
+                if _OWNER not in names or not all(n == _OWNER or re.fullmatch(r"gram-[0-9a-fs-]+\.npz", n) for n in names):
+                    continue
+                fd = os.open(os.path.join(entry.path, _OWNER), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError (an OSError): in use
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                finally:
+                    os.close(fd)
 
 
 def _split(a: int, b: int, M: Any) -> list[tuple[int, int, Any]]:
@@ -267,3 +352,4 @@ def symmetric_product(upper: Any, diag: np.ndarray, dtype: Any, product: Any, by
         return by_columns(columns, X)  # every temporary a block of columns, not (V, d)
 
     return apply
+

@@ -47,7 +47,7 @@ import numpy as np
 from .._checks import check_int, check_matrix, check_number
 from ..errors import IsotropyError
 from .block_cg import block_cg as _block_cg
-from .gram_blocks import UpperBlocks, strict_upper, symmetric_product
+from .gram_blocks import UpperBlocks, spill_folder, strict_upper, symmetric_product
 
 __all__ = ["TokenRegression", "NormalEquations", "pooling_matrix", "sparse_product", "FLUSH_TRIPLETS"]
 
@@ -284,15 +284,13 @@ class TokenRegression:
         """While inside, the kept triangle waits in a temporary directory, its memory freed (:meth:`solver` reads it
         a block at a time; :class:`~.gram_blocks.UpperBlocks`), and it is read back on the way out; where the disk
         refuses it, it stays in memory."""
-        import tempfile
-
         tri = self._blocks()
-        try:
-            where = tempfile.TemporaryDirectory(prefix="isotropy-gram-")
-        except OSError:
-            yield self
-            return
-        with where as path:
+        with contextlib.ExitStack() as stack:
+            try:
+                path = stack.enter_context(spill_folder())
+            except OSError:
+                yield self
+                return
             tri.spill(path)
             try:
                 yield self
