@@ -228,3 +228,22 @@ def test_the_spill_folder_of_a_killed_run_is_removed_by_the_next_one(tmp_path, m
         assert not os.path.exists(new) and os.path.isdir(live)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([os.path.basename(p) for p in kept] + ["other"])
 
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10**6), V=st.integers(1, 40), parts=st.integers(1, 5), density=st.floats(0.0, 0.6))
+def test_the_threaded_transposed_product_is_the_transposed_product(seed, V, parts, density):
+    """``U^T X`` as a sum over row ranges of ``U`` on threads: the CSC product's value (to float32 rounding: the
+    ranges sum in another order), from views of ``U``'s arrays, never a copy of the pairs."""
+    from scipy.sparse import random as sparse_random
+    from scipy.sparse import triu
+
+    rng = np.random.default_rng(seed)
+    U = triu(sparse_random(V, V, density=density, format="csr", dtype=np.float32, random_state=seed), 1).tocsr()
+    X = rng.standard_normal((V, 3)).astype(np.float32)
+    want = U.T @ X
+    product = gb._transposed_product(U, parts)
+    got = product(X)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * (1 + np.abs(want).max()))
+    for _, _, part in getattr(product, "ranges", []):  # views: no copy of the pairs
+        assert part.nnz == 0 or (np.shares_memory(part.data, U.data) and np.shares_memory(part.indices, U.indices))

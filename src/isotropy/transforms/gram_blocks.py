@@ -338,13 +338,13 @@ def symmetric_product(upper: Any, diag: np.ndarray, dtype: Any, product: Any, by
     torch's CSR product of a transposed copy). ``U.T`` is a view: no second copy of the pairs (torch's product of
     a CSC tensor converts it to CSR on every call, 6x slower)."""
     forward = product(upper, dtype)
-    transposed = upper.T  # CSC view of the same data
+    transposed = _transposed_product(upper)
 
     d = np.asarray(diag, dtype=dtype)[:, None]
 
     def columns(block: np.ndarray) -> np.ndarray:
         out = forward(block)
-        out += transposed @ block
+        out += transposed(block)
         out += d * block
         return out
 
@@ -353,3 +353,42 @@ def symmetric_product(upper: Any, diag: np.ndarray, dtype: Any, product: Any, by
 
     return apply
 
+
+def _transposed_product(upper: Any, parts: int | None = None):
+    """``X -> U^T X`` for a CSR ``U``: ``sum_i U_i^T X_i`` over ``parts`` row ranges of ``U`` of equal entries (one per
+    core: ``os.sched_getaffinity``), each range's CSC product on its own thread, summed in a fixed order.
+
+    Written by hand because scipy.sparse's product runs on one core, and this half of the symmetric product was ~3x
+    slower than torch's threaded CSR half on 2 cores (BENCHMARKS `token-solve`); scipy releases the GIL in it, so
+    threads run it side by side. The ranges are views of ``U``'s arrays (``U_i^T`` a CSC view of each): no copy of
+    the pairs, which at a million lines are the solver's largest array."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from scipy.sparse import csc_matrix
+
+    if parts is None:
+        parts = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    parts = max(1, min(int(parts), 8, upper.shape[0]))
+    if parts == 1 or upper.nnz == 0:
+        whole = upper.T  # CSC view of the same data
+        return lambda X: whole @ X
+    cuts = {int(np.searchsorted(upper.indptr, upper.nnz * k // parts)) for k in range(1, parts)}
+    ends = sorted(cuts | {0, upper.shape[0]})
+    ranges = []
+    for a, b in itertools.pairwise(ends):
+        s, e = upper.indptr[a], upper.indptr[b]
+        part = csc_matrix((upper.shape[1], b - a), dtype=upper.dtype)  # U_i^T: rows a..b of U as its columns
+        # set, not passed to the constructor: it copies a view of under half its array (scipy's _prune_array)
+        part.data, part.indices = upper.data[s:e], upper.indices[s:e]
+        part.indptr = (upper.indptr[a : b + 1] - s).astype(upper.indptr.dtype)
+        ranges.append((a, b, part))
+    pool = ThreadPoolExecutor(len(ranges), thread_name_prefix="isotropy-gram")
+
+    def apply(X: np.ndarray) -> np.ndarray:
+        out, *rest = pool.map(lambda r: r[2] @ X[r[0] : r[1]], ranges)
+        for part in rest:
+            out += part
+        return out
+
+    apply.ranges = ranges  # type: ignore[attr-defined]  # (first row, stop row, U_i^T): what a test checks is a view
+    return apply
