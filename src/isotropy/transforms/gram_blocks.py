@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import io
 import itertools
 import os
 import re
@@ -177,13 +176,14 @@ class _Spilled:
         self.path, self.nnz, self.crc = path, nnz, crc
 
 
-def _crc(path: str, data: bytes | None = None) -> int:
-    """The CRC-32 of a spilled block's file (zlib's: a check against a changed file, not against an attacker; the
-    folder is the user's own, mode 0700)."""
-    if data is None:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    return zlib.crc32(data)
+def _crc(path: str) -> int:
+    """The CRC-32 of a spilled block's file, read 1 MB at a time (zlib's: a check against a changed file, not against
+    an attacker; the folder is the user's own, mode 0700)."""
+    crc = 0
+    with open(path, "rb") as fh:
+        for piece in iter(lambda: fh.read(1 << 20), b""):
+            crc = zlib.crc32(piece, crc)
+    return crc
 
 
 _SPILLED_NAMES = itertools.count()
@@ -209,12 +209,9 @@ def _load(M: Any, remove: bool = True):
         return M
     from scipy.sparse import load_npz
 
-    with open(M.path, "rb") as fh:
-        data = fh.read()
-    if _crc(M.path, data) != M.crc:
+    if _crc(M.path) != M.crc:  # read twice (the second time from the page cache): no second copy in memory
         raise IsotropyError(f"{M.path}: a block of the token fit's sums changed on disk while it waited there: run again")
-    out = load_npz(io.BytesIO(data)).tocsr()
-    del data
+    out = load_npz(M.path).tocsr()
     if remove:
         os.remove(M.path)
     return out
@@ -331,14 +328,14 @@ def strict_upper(tri: UpperBlocks, seen: np.ndarray, dtype: Any):
     return csr_matrix((data, indices, indptr), shape=(seen.size, seen.size), copy=False), diag[seen]
 
 
-def symmetric_product(upper: Any, diag: np.ndarray, dtype: Any, product: Any, by_columns: Any):
+def symmetric_product(upper: Any, diag: np.ndarray, dtype: Any, product: Any, by_columns: Any, parts: int | None = None):
     """``X -> (U + U^T + diag) X`` for the strict upper triangle ``U`` (:func:`strict_upper`): ``U X`` by
-    ``product(U, dtype)`` (the threaded CSR product), ``U^T X`` by scipy.sparse's CSC product of the same arrays,
-    a few columns at a time (``by_columns(f, X)``: the blocks of ``X`` stay in cache; at a million lines as fast as
-    torch's CSR product of a transposed copy). ``U.T`` is a view: no second copy of the pairs (torch's product of
-    a CSC tensor converts it to CSR on every call, 6x slower)."""
+    ``product(U, dtype)`` (the threaded CSR product), ``U^T X`` by scipy.sparse's CSC product of the same arrays on
+    ``parts`` threads (:func:`_transposed_product`; None: one per core), a few columns at a time (``by_columns(f,
+    X)``: the blocks of ``X`` stay in cache). The CSC matrices are views: no second copy of the pairs (torch's
+    product of a CSC tensor converts it to CSR on every call, 6x slower)."""
     forward = product(upper, dtype)
-    transposed = _transposed_product(upper)
+    transposed = _transposed_product(upper, parts)
 
     d = np.asarray(diag, dtype=dtype)[:, None]
 
@@ -358,10 +355,10 @@ def _transposed_product(upper: Any, parts: int | None = None):
     """``X -> U^T X`` for a CSR ``U``: ``sum_i U_i^T X_i`` over ``parts`` row ranges of ``U`` of equal entries (one per
     core: ``os.sched_getaffinity``), each range's CSC product on its own thread, summed in a fixed order.
 
-    Written by hand because scipy.sparse's product runs on one core, and this half of the symmetric product was ~3x
-    slower than torch's threaded CSR half on 2 cores (BENCHMARKS `token-solve`); scipy releases the GIL in it, so
-    threads run it side by side. The ranges are views of ``U``'s arrays (``U_i^T`` a CSC view of each): no copy of
-    the pairs, which at a million lines are the solver's largest array."""
+    Written by hand because scipy.sparse's product runs on one core (it releases the GIL, so threads run it side by
+    side), and on one core this half took most of the symmetric product's time (BENCHMARKS `token-product`). The
+    ranges are views of ``U``'s arrays (``U_i^T`` a CSC view of each): no copy of the pairs, which at a million lines
+    are the solver's largest array."""
     from concurrent.futures import ThreadPoolExecutor
 
     from scipy.sparse import csc_matrix
