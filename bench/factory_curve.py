@@ -288,15 +288,18 @@ def score_rows(data: dict) -> None:
 
 
 def merge(data: dict, paths: list[str], work: Path) -> None:
-    """Add the rows of other runs' results files (``--results`` of a run on another machine, ``--no-score``): each
-    run's folder is read from ``work`` under its own name (copied there first), then scored here with the rest."""
+    """Add the rows of other runs' results files (``--results`` of a run on another machine or beside this file,
+    ``--no-score``): each run's folder is read from ``work`` under its own name (copied there first), then scored here
+    with the rest. A row already here keeps its runs (the table shows the first) and gets the other file's after them."""
     for path in paths:
         for name, row in json.loads(Path(path).read_text())["rows"].items():
             for got in row["runs"]:
                 got["folder"] = str(work / Path(got["folder"]).name)
                 if not any(Path(got["folder"], f).exists() for f in ("isotropy.json", "config.json")):  # ours, tokenlearn's
                     raise SystemExit(f"{path}: row {name}: copy its folder to {got['folder']} first")
-            data["rows"][name] = row
+            mine = data["rows"].setdefault(name, row)
+            if mine is not row:
+                mine["runs"] += [got for got in row["runs"] if got not in mine["runs"]]
 
 
 def run(args) -> dict:
