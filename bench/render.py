@@ -35,6 +35,7 @@ RENDERS = {  # section: the command that rewrites it from the saved results
     "whitening": ["whitening.py", "--render"],
     "distributed": ["distributed_fit.py", "--render"],
     "dask-start": ["dask_start.py", "--render"],
+    "token-product": ["token_product.py", "--render"],
     "analysis": ["analysis.py", "--render"],
     "calibrate": ["calibrate.py", "--render"],
     "cli-doc": ["cli_doc.py"],
