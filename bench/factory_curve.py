@@ -104,10 +104,11 @@ def teacher_kind(onnx: str) -> str:
     return "onnx-" + (json.loads((Path(onnx) / "isotropy_onnx.json").read_text()).get("quantize") or "fp32")
 
 
-def variant(spans: str, onnx: str | None, dims: int, label=None, words: int = 0, extra=None, engine=None) -> str:
-    """The row's name after ``every-STEP-``: spans, then the teacher, width, whole-word rows, the text added, the
-    engine and machine where not the defaults."""
+def variant(spans: str, onnx: str | None, dims: int, label=None, words: int = 0, extra=None, engine=None, lam=None) -> str:
+    """The row's name after ``every-STEP-``: spans, then the teacher, width, a given strength, whole-word rows, the
+    text added, the engine and machine where not the defaults."""
     name = spans + ("" if onnx is None else f"-{teacher_kind(onnx)}") + ("" if dims == 256 else f"-{dims}d")
+    name += "" if lam is None else f"-lam{lam:g}"
     name += (f"-words{words}" if words else "") + (f"-{extra}" if extra else "") + (f"-{engine}" if engine else "")
     return name + ("" if label is None else f"-{label}")
 
@@ -124,14 +125,16 @@ def distill(
     words: int = 0,
     extra: str | None = None,
     engine: str | None = None,
+    lam: float | None = None,
 ) -> dict:
     """One ``isotropy distill --corpus`` run of the every-``step``-th-line sample in a fresh process, timed (wall and
     the child's CPU seconds, which load does not inflate); ``onnx``: an ``isotropy export onnx`` folder of the default
     model that encodes the corpus (``--teacher-onnx``); ``dims``: ``--dims``; ``model``: a folder of the default
     model's weights (``--model``, where its package is not installed); ``label``: the machine, in the row's name;
     ``words``: ``--words`` (whole-word rows); ``extra``: text added to the sample (:func:`sample`); ``engine``:
-    ``--engine`` (``dask``: a local cluster, one single-threaded worker per core; the same sums, so the same row)."""
-    name = f"{step}-{variant(spans, onnx, dims, label, words, extra, engine)}"
+    ``--engine`` (``dask``: a local cluster, one single-threaded worker per core; the same sums, so the same row);
+    ``lam``: ``--lam`` (the strength given, no grid)."""
+    name = f"{step}-{variant(spans, onnx, dims, label, words, extra, engine, lam)}"
     (corpus, n), folder = sample(step, work, extra), work / f"distilled-{name}"
     cmd = [sys.executable, "-m", "isotropy.cli", "distill", "--corpus", str(corpus), "-o", str(folder)]
     cmd += [] if model is None else ["--model", model]
@@ -140,6 +143,7 @@ def distill(
     if spans == "none":
         cmd += ["--spans", "none"]
     cmd += [] if engine is None else ["--engine", engine]
+    cmd += [] if lam is None else ["--lam", f"{lam:g}"]
     path = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p)  # src first
     env = {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     load, t0 = os.getloadavg()[0], time.perf_counter()
@@ -332,9 +336,10 @@ def run(args) -> dict:
                 args.words,
                 args.extra,
                 args.engine,
+                args.lam,
             )
             name = f"every-{step}-" + variant(
-                args.spans, args.teacher_onnx, args.dims, args.label, args.words, args.extra, args.engine
+                args.spans, args.teacher_onnx, args.dims, args.label, args.words, args.extra, args.engine, args.lam
             )
         row = data["rows"].get(name, {})
         row.setdefault("runs", []).append(got)
@@ -368,6 +373,7 @@ def main() -> None:
     p.add_argument("--teacher-onnx", help="an `isotropy export onnx` folder of the default model as the corpus's teacher")
     p.add_argument("--dims", type=int, default=256, help="the width distilled (a capacity variant when not 256)")
     p.add_argument("--words", type=int, default=0, help="whole-word rows (distill --words; a capacity variant)")
+    p.add_argument("--lam", type=float, help="the token fit's strength given (distill --lam: no grid; a rerun's setting)")
     p.add_argument("--extra", choices=("cran",), help="text added after the sample: Cranfield's sentences (its target)")
     p.add_argument("--engine", choices=("dask",), help="distill --engine: the pass on a local Dask cluster (same sums)")
     p.add_argument("--model", help="a folder of the default model's weights, where its package is not installed")
