@@ -145,11 +145,12 @@ def test_the_workers_spec_is_read_off_the_teacher_and_the_client_keeps_no_model(
 @pytest.mark.parametrize("through", ["model", "export"])
 def test_the_teacher_is_freed_before_the_solve(tiny_model_dir, export, tmp_path, monkeypatch, through):
     """distill lends the teacher to the corpus fit (distill/teacher.py ``Lent``), which drops it after the pass: the
-    model (or the onnxruntime session and its arena) is gone when the solve starts, the other peak of a large run."""
+    model (or the onnxruntime session and its arena) is gone when the pass's sums are written to the cache and when
+    the solve starts, the two other peaks of a large run."""
     import gc
     import weakref
 
-    from isotropy.distill import corpus_fit, run
+    from isotropy.distill import corpus_fit, run, sums_cache
 
     built, seen = [], []
 
@@ -163,13 +164,19 @@ def test_the_teacher_is_freed_before_the_solve(tiny_model_dir, export, tmp_path,
         seen.append([ref() is None for ref in built])
         return real_solve(*args, **kwargs)
 
-    run_teacher, real_solve = run.corpus_teacher, corpus_fit.solve_tokens
+    def put(*args, **kwargs):  # the sums written to the cache: the pass's arrays beside what it leaves
+        gc.collect()
+        kept.append([ref() is None for ref in built])
+        return real_put(*args, **kwargs)
+
+    run_teacher, real_solve, real_put, kept = run.corpus_teacher, corpus_fit.solve_tokens, sums_cache.SumsCache.put, []
     monkeypatch.setattr(run, "corpus_teacher", teacher)
     monkeypatch.setattr(corpus_fit, "solve_tokens", solve)
+    monkeypatch.setattr(sums_cache.SumsCache, "put", put)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(CORPUS) + "\n", encoding="utf-8")
     onnx = None if through == "model" else export
     for _ in range(2):  # the pass, then the sums read from the cache: a teacher built and dropped either way
         run.distill(tmp_path / "out", tiny_model_dir, corpus=corpus, teacher_cache=tmp_path / "cache", teacher_onnx=onnx,
                     spans="none", dims=8, force=True, show_progress=False)  # fmt: skip
-    assert len(built) == 2 and seen == [[True], [True, True]]
+    assert len(built) == 2 and seen == [[True], [True, True]] and kept == [[True]]

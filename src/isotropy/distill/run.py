@@ -285,11 +285,16 @@ def fit_on_corpus(
     rekey = functools.partial(sums_key, vectors_key, static, source, kinds, fit == "tokens")  # also after the pass
     key = rekey() if sums is not None else None
     options = {"alpha": alpha, "tokens": fit == "tokens", "spans": spans, "show_progress": show, "engine": engine}
-    teacher = teacher.take() if isinstance(teacher, Lent) else teacher
-    cf, how = cached_sums(
-        lambda: fit_corpus(static, teacher, source, address=address, cache=cache, **options), sums, key, alpha, rekey
-    )
-    teacher = None  # the pass is done: a lent teacher's last reference (teacher.Lent)
+    lent = teacher if isinstance(teacher, Lent) else Lent(teacher)
+
+    def gather() -> Any:  # the pass; a lent teacher goes with it, before its sums are written to the cache
+        got = fit_corpus(static, lent.take(), source, address=address, cache=cache, **options)
+        gc.collect()
+        release_freed_memory()
+        return got
+
+    cf, how = cached_sums(gather, sums, key, alpha, rekey)
+    lent.take()  # not taken where the sums came from the cache: it goes now, before the solve
     gc.collect()
     release_freed_memory()
     A, b = cf.teacher_map.affine_()
