@@ -352,6 +352,8 @@ def run(args) -> dict:
             row["model"] = "isotropy distill, the sample + Cranfield's sentences"
         elif args.engine:  # the same sums as one process: the same point of the curve, run on a cluster
             row["model"] = f"isotropy distill --engine {args.engine}"
+        elif args.lam is not None:  # a rerun's setting: the strength given instead of chosen
+            row["model"] = f"isotropy distill --lam {args.lam:g}"
         data["rows"][name] = row
         write_json(results, portable(data))
         print(f"{name}: {got}", file=sys.stderr, flush=True)
