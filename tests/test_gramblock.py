@@ -156,13 +156,18 @@ def test_the_strength_choice_and_table_do_not_depend_on_the_blocking(monkeypatch
     assert not list(tmp_path.iterdir())
 
 
-def test_an_interrupt_while_spilled_brings_the_blocks_back(tmp_path, monkeypatch):
-    """Ctrl-C during the solve: the blocks are read back (the sums intact) and the temporary folder goes."""
+def _small_blocks(tmp_path, monkeypatch) -> TokenRegression:
+    """Sums of 60 sentences in blocks of at most 5 entries, spilled (when asked) under ``tmp_path``."""
     V = 20
     flat, lengths, Y, _ = _problem(5, 60, V)
     monkeypatch.setattr(gb, "BLOCK_NNZ", 5)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    reg = _chunked(flat, lengths, Y, V, 8)
+    return _chunked(flat, lengths, Y, V, 8)
+
+
+def test_an_interrupt_while_spilled_brings_the_blocks_back(tmp_path, monkeypatch):
+    """Ctrl-C during the solve: the blocks are read back (the sums intact) and the temporary folder goes."""
+    reg = _small_blocks(tmp_path, monkeypatch)
     before = reg.upper_().toarray()
     with pytest.raises(KeyboardInterrupt), reg.spilled():
         assert list(tmp_path.rglob("*.npz"))
@@ -175,11 +180,7 @@ def test_a_block_changed_on_disk_while_spilled_is_one_error_naming_its_file(tmp_
     """Each spilled block's CRC-32 is kept when it is written: a file changed while it waited is refused, not summed."""
     from isotropy import IsotropyError
 
-    V = 20
-    flat, lengths, Y, _ = _problem(5, 60, V)
-    monkeypatch.setattr(gb, "BLOCK_NNZ", 5)
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    reg = _chunked(flat, lengths, Y, V, 8)
+    reg = _small_blocks(tmp_path, monkeypatch)
     with pytest.raises(IsotropyError, match=r"gram-.*\.npz: a block of the token fit's sums changed on disk"):
         with reg.spilled():
             victim = sorted(tmp_path.rglob("*.npz"))[0]
