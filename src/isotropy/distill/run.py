@@ -275,7 +275,7 @@ def fit_on_corpus(
     (:mod:`.teacher_vectors`), or None; ``vectors_key``: what keys the teacher's vectors
     (:func:`~.teacher_vectors.teacher_key`), which also keys the pass's sums (:mod:`.sums_cache`; None: not kept).
     Returns what the card and marker record."""
-    from .corpus_fit import TARGET_POWER, cosine_agreement, fit_corpus, principal_axes, solve_tokens, span_kinds
+    from .corpus_fit import TARGET_POWER, cosine_agreement, principal_axes, solve_tokens, span_kinds
 
     if getattr(static, "weights", None) is not None or getattr(static, "token_mapping", None) is not None:
         raise IsotropyError("this static model uses vocabulary quantization (per-token weights): a fit does not fold into it")
@@ -286,17 +286,7 @@ def fit_on_corpus(
     key = rekey() if sums is not None else None
     options = {"alpha": alpha, "tokens": fit == "tokens", "spans": spans, "show_progress": show, "engine": engine}
     lent = teacher if isinstance(teacher, Lent) else Lent(teacher)
-
-    def gather() -> Any:  # the pass; a lent teacher goes with it, before its sums are written to the cache
-        got = fit_corpus(static, lent.take(), source, address=address, cache=cache, **options)
-        gc.collect()
-        release_freed_memory()
-        return got
-
-    cf, how = cached_sums(gather, sums, key, alpha, rekey)
-    lent.take()  # not taken where the sums came from the cache: it goes now, before the solve
-    gc.collect()
-    release_freed_memory()
+    cf, how = _gather(static, lent, source, {**options, "address": address, "cache": cache}, sums, key, rekey)
     A, b = cf.teacher_map.affine_()
     width = A.shape[1]
     info: dict[str, Any] = {"corpus": source.describe(), "sentences": cf.sentences, "fit": fit, "alpha": alpha}
@@ -331,6 +321,25 @@ def fit_on_corpus(
     _unnormalised(static)  # a normalised mean would not be the fitted mean
     info["seconds"] = cf.seconds
     return info
+
+
+def _gather(static: Any, lent: Lent, source: Any, options: dict, sums: Any, key: Any, rekey: Any) -> tuple[Any, str]:
+    """The pass's sums and how they came (:func:`~.sums_cache.cached_sums`). The lent teacher goes as soon as the pass
+    returns, before its sums are written to the cache, or at once where they came from the cache: before the solve."""
+    from .corpus_fit import fit_corpus
+
+    def gather() -> Any:
+        got = fit_corpus(static, lent.take(), source, **options)
+        gc.collect()
+        release_freed_memory()
+        return got
+
+    try:
+        return cached_sums(gather, sums, key, options["alpha"], rekey)
+    finally:
+        lent.take()  # not taken where the sums came from the cache
+        gc.collect()
+        release_freed_memory()
 
 
 def _cache_note(cf: Any, cache: Any, sums: str = "off") -> str:
