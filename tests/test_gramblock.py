@@ -177,7 +177,7 @@ def test_an_interrupt_while_spilled_brings_the_blocks_back(tmp_path, monkeypatch
 
 
 def test_a_block_changed_on_disk_while_spilled_is_one_error_naming_its_file(tmp_path, monkeypatch):
-    """Each spilled block's CRC-32 is kept when it is written: a file changed while it waited is refused, not summed."""
+    """Each spilled block's sha256 is kept when it is written: a file changed while it waited is refused, not summed."""
     from isotropy import IsotropyError
 
     reg = _small_blocks(tmp_path, monkeypatch)

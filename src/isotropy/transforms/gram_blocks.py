@@ -11,7 +11,7 @@ since scipy.sparse has no row-partitioned matrix.
 
 While the solver runs on its float32 system, the float64 blocks it was made from can wait in files
 (:meth:`UpperBlocks.spill`, scipy.sparse's ``save_npz``; :meth:`UpperBlocks.restore` reads them back): the exact
-sums are needed again only after the solve (the held-out sums merged in), not beside the system. Each file's CRC-32
+sums are needed again only after the solve (the held-out sums merged in), not beside the system. Each file's sha256
 is kept when it is written and checked when it is read back: a block changed on disk while it waited is one error
 naming the file, never a wrong sum. The files go in a folder of :func:`spill_folder`, which also removes the folders
 of runs that were killed (SIGKILL gives no chance to clean up; at a million lines one holds ~600 MB).
@@ -30,13 +30,13 @@ import os
 import re
 import shutil
 import tempfile
-import zlib
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from ..errors import IsotropyError
+from ..storage.artifacts import file_sha256
 
 __all__ = ["UpperBlocks", "strict_upper", "symmetric_product", "spill_folder", "BLOCK_NNZ", "SPILL_PREFIX"]
 
@@ -73,7 +73,7 @@ class UpperBlocks:
                     path = os.path.join(directory, f"gram-{id(self):x}-{i}.npz")
                     save_npz(path, M, compressed=False)
                     moved.append((i, M))
-                    self.blocks[i] = (a, b, _Spilled(path, M.nnz, _crc(path)))
+                    self.blocks[i] = (a, b, _Spilled(path, M.nnz, file_sha256(path)))
         except OSError:
             for i, M in moved:
                 self.blocks[i] = (*self.blocks[i][:2], M)
@@ -170,20 +170,10 @@ def _malloc_trim():
 
 
 class _Spilled:
-    """A block waiting in a file (:meth:`UpperBlocks.spill`), with the file's CRC-32 when it was written."""
+    """A block waiting in a file (:meth:`UpperBlocks.spill`), with the file's sha256 when it was written."""
 
-    def __init__(self, path: str, nnz: int, crc: int):
-        self.path, self.nnz, self.crc = path, nnz, crc
-
-
-def _crc(path: str) -> int:
-    """The CRC-32 of a spilled block's file, read 1 MB at a time (zlib's: a check against a changed file, not against
-    an attacker; the folder is the user's own, mode 0700)."""
-    crc = 0
-    with open(path, "rb") as fh:
-        for piece in iter(lambda: fh.read(1 << 20), b""):
-            crc = zlib.crc32(piece, crc)
-    return crc
+    def __init__(self, path: str, nnz: int, digest: str):
+        self.path, self.nnz, self.digest = path, nnz, digest
 
 
 _SPILLED_NAMES = itertools.count()
@@ -196,7 +186,7 @@ def _spill_one(M: Any, directory: str) -> Any:
     path = os.path.join(directory, f"gram-{os.getpid()}-s{next(_SPILLED_NAMES)}.npz")
     try:
         save_npz(path, M, compressed=False)
-        return _Spilled(path, M.nnz, _crc(path))
+        return _Spilled(path, M.nnz, file_sha256(path))
     except OSError:
         with contextlib.suppress(OSError):
             os.remove(path)
@@ -209,7 +199,7 @@ def _load(M: Any, remove: bool = True):
         return M
     from scipy.sparse import load_npz
 
-    if _crc(M.path) != M.crc:  # read twice (the second time from the page cache): no second copy in memory
+    if file_sha256(M.path) != M.digest:  # read twice (the second time from the page cache): no second copy in memory
         raise IsotropyError(f"{M.path}: a block of the token fit's sums changed on disk while it waited there: run again")
     out = load_npz(M.path).tocsr()
     if remove:
