@@ -1,10 +1,12 @@
-"""Two pieces of linear algebra several layers share (layer 1)."""
+"""Pieces of linear algebra several layers share, and how many threads they may run (layer 1)."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
-__all__ = ["cosine_rows", "sorted_eigh"]
+__all__ = ["cosine_rows", "sorted_eigh", "usable_cores"]
 
 
 def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -33,3 +35,10 @@ def sorted_eigh(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     signs = np.sign(U[np.abs(U).argmax(axis=0), np.arange(U.shape[1])])
     signs[signs == 0] = 1.0
     return evals, U * signs
+
+
+def usable_cores(cap: int = 8) -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one), at most ``cap``: the threads of the
+    static encoder's pool and of the token solve's transposed product."""
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(n, cap))

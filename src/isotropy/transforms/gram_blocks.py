@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from .._math import usable_cores
 from ..errors import IsotropyError
 from ..storage.artifacts import file_sha256
 
@@ -343,7 +344,7 @@ def symmetric_product(upper: Any, diag: np.ndarray, dtype: Any, product: Any, by
 
 def _transposed_product(upper: Any, parts: int | None = None):
     """``X -> U^T X`` for a CSR ``U``: ``sum_i U_i^T X_i`` over ``parts`` row ranges of ``U`` of equal entries (one per
-    core: ``os.sched_getaffinity``), each range's CSC product on its own thread, summed in a fixed order.
+    core: ``usable_cores``), each range's CSC product on its own thread, summed in a fixed order.
 
     Written by hand because scipy.sparse's product runs on one core (it releases the GIL, so threads run it side by
     side), and on one core this half took most of the symmetric product's time (BENCHMARKS `token-product`). The
@@ -353,9 +354,7 @@ def _transposed_product(upper: Any, parts: int | None = None):
 
     from scipy.sparse import csc_matrix
 
-    if parts is None:
-        parts = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    parts = max(1, min(int(parts), 8, upper.shape[0]))
+    parts = max(1, min(usable_cores() if parts is None else int(parts), 8, upper.shape[0]))
     if parts == 1 or upper.nnz == 0:
         whole = upper.T  # CSC view of the same data
         return lambda X: whole @ X

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._math import usable_cores
 from ...errors import IsotropyError
 from ...storage.stamps import DigestMemo
 from ..poolings import Pooling
@@ -34,7 +35,7 @@ NO_LIMIT = 1 << 20  # max_length of a table that does not truncate (sentence-tra
 FINGERPRINT_VERSION = 1
 # a table's fingerprint while its files stay as they were, in this process and on disk (storage/stamps.py)
 FINGERPRINTS = DigestMemo(folder=fingerprint_dir)
-THREADS = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8)
+THREADS = usable_cores()
 
 
 class StaticBackend:
