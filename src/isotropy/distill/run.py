@@ -337,9 +337,9 @@ def _gather(static: Any, lent: Lent, source: Any, options: dict, sums: Any, key:
     try:
         return cached_sums(gather, sums, key, options["alpha"], rekey)
     finally:
-        lent.take()  # not taken where the sums came from the cache
-        gc.collect()
-        release_freed_memory()
+        if lent.take() is not None:  # not taken (the sums came from the cache): it goes now
+            gc.collect()
+            release_freed_memory()
 
 
 def _cache_note(cf: Any, cache: Any, sums: str = "off") -> str:
