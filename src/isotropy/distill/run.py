@@ -55,9 +55,9 @@ from ..storage.artifacts import check_output, header
 from ..transforms.gram_blocks import release_freed_memory
 from ..transforms.token_whitening import fold_into_table
 from .card import card_section as _card_section  # its old place and name
-from .corpus_fit import FITS
+from .checks import check_before_work, check_cluster, check_dims, check_fit_options
 from .sums_cache import SUMS_FOLDER, SumsCache, cached_sums, sums_key
-from .teacher import Lent, check_teacher, corpus_teacher, model_fingerprint, teacher_spec, teacher_width
+from .teacher import Lent, corpus_teacher, model_fingerprint, teacher_spec, teacher_width
 from .teacher_vectors import teacher_cache as cache_for
 from .teacher_vectors import teacher_key
 from .word_rows import check_words, frequent_split_words, teacher_tokenizer, words_digest, words_record
@@ -98,14 +98,6 @@ def _quiet(show: bool | None) -> Iterator[None]:
                 module.tqdm = bar
 
 
-def _check_dims(dims: int | None) -> int | None:
-    if dims is None or dims == 0:
-        return None
-    if isinstance(dims, bool) or not isinstance(dims, int | np.integer) or dims < 1:
-        raise IsotropyError(f"--dims must be a positive number of dimensions (0: the model's own width), got {dims!r}")
-    return int(dims)
-
-
 def distill_static(
     model: str | os.PathLike | None = None,
     dims: int | None = 256,
@@ -119,7 +111,7 @@ def distill_static(
         from model2vec.distill import distill as m2v_distill
     except ImportError:
         raise IsotropyError("distill needs model2vec with its distill extra: pip install 'isotropy[distill]'") from None
-    pca = _check_dims(dims)
+    pca = check_dims(dims)
     path, name = resolve_model(model)
     with _quiet(show_progress):
         try:
@@ -164,65 +156,6 @@ def fold_static_model(static: Any, transform: Any) -> Any:
     static.embedding = fold_into_table(static.embedding, transform)
     _unnormalised(static)  # a normalised mean would not be the mapped mean
     return static
-
-
-def _check_alpha(alpha: Any, corpus: Any) -> float:
-    if alpha is None:
-        return 0.0
-    if corpus is None:
-        raise IsotropyError(
-            "--alpha is the ridge penalty of the teacher map fitted on --corpus: give --corpus, or leave --alpha out"
-        )
-    try:
-        value = float(alpha)
-    except (TypeError, ValueError):
-        value = float("nan")
-    if isinstance(alpha, bool) or not np.isfinite(value) or value < 0:
-        raise IsotropyError(f"--alpha must be a finite number >= 0, got {alpha!r}")
-    return value
-
-
-def _check_fit(fit: str | None, corpus: Any, lam: float | None) -> str | None:
-    if corpus is None:
-        if fit is not None or lam is not None:
-            raise IsotropyError(f"{'--fit' if fit is not None else '--lam'} needs --corpus: the fit is made on a corpus")
-        return None
-    fit = "tokens" if fit is None else str(fit).strip().lower()
-    if fit not in FITS:
-        raise IsotropyError(f"--fit must be one of {', '.join(FITS)}, got {fit!r}")
-    if lam is not None:
-        if fit != "tokens":
-            raise IsotropyError("--lam is the strength of the token fit: use it with --fit tokens")
-        if isinstance(lam, bool) or not np.isfinite(float(lam)) or float(lam) <= 0:
-            raise IsotropyError(f"--lam must be a finite number > 0, got {lam!r}")
-    return fit
-
-
-def _check_cluster(engine: Any, address: Any, corpus: Any) -> None:
-    """``engine`` and ``address`` before any work (S1-045..047): they need a corpus, ``address`` needs ``engine``, the
-    engine is dask, and an address is well formed and answers (distributed.cluster.probe, seconds at most)."""
-    if (engine is not None or address is not None) and corpus is None:
-        raise IsotropyError("--engine and --address run the corpus pass on a cluster: give --corpus, or leave them out")
-    if address is not None and engine is None:
-        raise IsotropyError("--address applies only with --engine dask (a cluster run): add --engine dask, or drop it")
-    if engine is not None and str(engine).strip().lower() != "dask":
-        raise IsotropyError(f"unknown engine {engine!r}; the corpus pass runs in one process or on dask (--engine dask)")
-    if isinstance(address, str | os.PathLike):
-        from ..distributed.cluster import CONNECT_TIMEOUT, probe
-
-        probe(str(address), CONNECT_TIMEOUT)
-
-
-def _check_before_work(model: Any, dims: int | None, corpus: Any, alpha: Any, fit: str | None, lam: float | None):
-    """Every refusal that needs no encoding, before the minutes-long vocabulary pass."""
-    check_teacher(model)
-    pca = _check_dims(dims)
-    alpha = _check_alpha(alpha, corpus)
-    fit = _check_fit(fit, corpus, lam)
-    width = teacher_width(model)
-    if pca is not None and width is not None and pca > width:
-        raise IsotropyError(f"--dims {pca} is wider than the model ({width} dimensions): use --dims {width} or less, or 0")
-    return pca, alpha, fit
 
 
 CHECK_AHEAD = 4096  # standard input's sentences read ahead (and kept for the pass) to look for two different ones
@@ -380,11 +313,11 @@ def distill(
     (default: ``$ISOTROPY_CACHE/teacher``), a folder, or False (off). ``teacher_onnx``: an ``isotropy export onnx``
     folder of ``model`` that encodes the corpus instead of the model itself (:mod:`.teacher`). ``words``: whole-word
     rows for that many of a corpus file's frequent words (:mod:`.word_rows`; 0: none). Returns the folder."""
-    pca, alpha, fit = _check_before_work(model, dims, corpus, alpha, fit, lam)
-    spans, strength_by = _check_fit_options(spans, strength_by, fit, lam)
+    pca, alpha, fit = check_before_work(model, dims, corpus, alpha, fit, lam)
+    spans, strength_by = check_fit_options(spans, strength_by, fit, lam)
     source = None if corpus is None else Corpus(corpus)  # one reader: standard input is read once (S1-011)
     n_words = check_words(words, corpus, source)
-    _check_cluster(engine, address, corpus)
+    check_cluster(engine, address, corpus)
     if isinstance(teacher_cache, str | os.PathLike) and corpus is None:
         raise IsotropyError("--teacher-cache keeps the teacher's vectors of --corpus: give --corpus, or leave it out")
     cache = cache_for(teacher_cache) if corpus is not None else None
@@ -456,24 +389,9 @@ def _table(
         # keyed by the model's fingerprint, also when an ONNX export of it reads the corpus (teacher.model_fingerprint)
         words = {"n": n_words, "count": len(vocab), "sha256": words_digest(vocab)} if n_words else None
         tables = TableCache(Path(cache.directory) / TABLE_FOLDER)
-        key = table_key(model_fingerprint(teacher), _check_dims(dims), words=words)
+        key = table_key(model_fingerprint(teacher), check_dims(dims), words=words)
     args = (model, dims, show) + ((vocab,) if vocab else ())  # no words: model2vec's own vocabulary argument unset
     return (*cached_table(lambda: distill_static(*args), tables, key), vocab)  # full width with tokens: module docs
-
-
-def _check_fit_options(spans: Any, strength_by: Any, fit: str | None, lam: Any) -> tuple[tuple[str, ...], str]:
-    """The span kinds and the strength criterion, checked before any model loads (S7-025, S7-026)."""
-    from .corpus_fit import CRITERIA, span_kinds
-
-    kinds = span_kinds(True if spans is None else spans)  # an unknown kind is refused before any model loads
-    if spans is not None and kinds and fit != "tokens":
-        raise IsotropyError("--spans adds equations to the token fit: use it with --corpus and --fit tokens")
-    if strength_by is not None and (fit != "tokens" or lam is not None):
-        raise IsotropyError("--strength-by chooses the token fit's strength: use it with --fit tokens and without --lam")
-    criterion = "cosine" if strength_by is None else strength_by
-    if criterion not in CRITERIA:
-        raise IsotropyError(f"--strength-by must be one of {', '.join(sorted(CRITERIA))}, got {strength_by!r}")
-    return (kinds if fit == "tokens" else ()), criterion
 
 
 def write_distilled(out: Path, static: Any, info: dict[str, Any], force: bool) -> None:
