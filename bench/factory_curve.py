@@ -104,11 +104,13 @@ def teacher_kind(onnx: str) -> str:
     return "onnx-" + (json.loads((Path(onnx) / "isotropy_onnx.json").read_text()).get("quantize") or "fp32")
 
 
-def variant(spans: str, onnx: str | None, dims: int, label=None, words: int = 0, extra=None, engine=None, lam=None) -> str:
-    """The row's name after ``every-STEP-``: spans, then the teacher, width, a given strength, whole-word rows, the
-    text added, the engine and machine where not the defaults."""
+def variant(
+    spans: str, onnx: str | None, dims: int, label=None, words: int = 0, extra=None, engine=None, lam=None, tw=None
+) -> str:
+    """The row's name after ``every-STEP-``: spans, then the teacher, width, a given strength, a target whitening,
+    whole-word rows, the text added, the engine and machine where not the defaults."""
     name = spans + ("" if onnx is None else f"-{teacher_kind(onnx)}") + ("" if dims == 256 else f"-{dims}d")
-    name += "" if lam is None else f"-lam{lam:g}"
+    name += ("" if lam is None else f"-lam{lam:g}") + ("" if tw is None else f"-tw{tw:g}")
     name += (f"-words{words}" if words else "") + (f"-{extra}" if extra else "") + (f"-{engine}" if engine else "")
     return name + ("" if label is None else f"-{label}")
 
@@ -126,6 +128,7 @@ def distill(
     extra: str | None = None,
     engine: str | None = None,
     lam: float | None = None,
+    tw: float | None = None,
 ) -> dict:
     """One ``isotropy distill --corpus`` run of the every-``step``-th-line sample in a fresh process, timed (wall and
     the child's CPU seconds, which load does not inflate); ``onnx``: an ``isotropy export onnx`` folder of the default
@@ -133,8 +136,8 @@ def distill(
     model's weights (``--model``, where its package is not installed); ``label``: the machine, in the row's name;
     ``words``: ``--words`` (whole-word rows); ``extra``: text added to the sample (:func:`sample`); ``engine``:
     ``--engine`` (``dask``: a local cluster, one single-threaded worker per core; the same sums, so the same row);
-    ``lam``: ``--lam`` (the strength given, no grid)."""
-    name = f"{step}-{variant(spans, onnx, dims, label, words, extra, engine, lam)}"
+    ``lam``: ``--lam`` (the strength given, no grid); ``tw``: ``--target-whitening`` (None: the default)."""
+    name = f"{step}-{variant(spans, onnx, dims, label, words, extra, engine, lam, tw)}"
     (corpus, n), folder = sample(step, work, extra), work / f"distilled-{name}"
     cmd = [sys.executable, "-m", "isotropy.cli", "distill", "--corpus", str(corpus), "-o", str(folder)]
     cmd += [] if model is None else ["--model", model]
@@ -144,6 +147,7 @@ def distill(
         cmd += ["--spans", "none"]
     cmd += [] if engine is None else ["--engine", engine]
     cmd += [] if lam is None else ["--lam", f"{lam:g}"]
+    cmd += [] if tw is None else ["--target-whitening", f"{tw:g}"]
     path = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p)  # src first
     env = {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     load, t0 = os.getloadavg()[0], time.perf_counter()
@@ -306,6 +310,17 @@ def merge(data: dict, paths: list[str], work: Path) -> None:
                 mine["runs"] += [got for got in row["runs"] if got not in mine["runs"]]
 
 
+def row_model(args) -> str:
+    """The model column of a row that is not a plain point of the curve: what its command added."""
+    if args.peer:
+        return TOKENLEARN + ("" if args.peer == "model2vec" else ", from the distill's table")
+    name = "isotropy distill"
+    name += "" if args.engine is None else f" --engine {args.engine}"  # the same sums as one process, on a cluster
+    name += "" if args.lam is None else f" --lam {args.lam:g}"  # a rerun's setting: the strength given, not chosen
+    name += "" if args.target_whitening is None else f" --target-whitening {args.target_whitening:g}"
+    return name + (", the sample + Cranfield's sentences" if args.extra == "cran" else "")  # a variant of the text
+
+
 def run(args) -> dict:
     results = Path(args.results)
     data = json.loads(results.read_text()) if results.exists() else {"rows": {}}
@@ -337,23 +352,26 @@ def run(args) -> dict:
                 args.extra,
                 args.engine,
                 args.lam,
+                args.target_whitening,
             )
             name = f"every-{step}-" + variant(
-                args.spans, args.teacher_onnx, args.dims, args.label, args.words, args.extra, args.engine, args.lam
+                args.spans,
+                args.teacher_onnx,
+                args.dims,
+                args.label,
+                args.words,
+                args.extra,
+                args.engine,
+                args.lam,
+                args.target_whitening,
             )
         row = data["rows"].get(name, {})
         row.setdefault("runs", []).append(got)
         row.update(
             {"step": step, "sentences": got["sentences"], "spans": got["spans"], "teacher": got["teacher"], "dims": got["dims"]}
         )
-        if args.peer:
-            row["model"] = TOKENLEARN + ("" if args.peer == "model2vec" else ", from the distill's table")
-        elif args.extra == "cran":  # a variant of the text, not a point of the curve
-            row["model"] = "isotropy distill, the sample + Cranfield's sentences"
-        elif args.engine:  # the same sums as one process: the same point of the curve, run on a cluster
-            row["model"] = f"isotropy distill --engine {args.engine}"
-        elif args.lam is not None:  # a rerun's setting: the strength given instead of chosen
-            row["model"] = f"isotropy distill --lam {args.lam:g}"
+        if args.peer or args.extra or args.engine or args.lam is not None or args.target_whitening is not None:
+            row["model"] = row_model(args)
         data["rows"][name] = row
         write_json(results, portable(data))
         print(f"{name}: {got}", file=sys.stderr, flush=True)
@@ -376,6 +394,7 @@ def main() -> None:
     p.add_argument("--dims", type=int, default=256, help="the width distilled (a capacity variant when not 256)")
     p.add_argument("--words", type=int, default=0, help="whole-word rows (distill --words; a capacity variant)")
     p.add_argument("--lam", type=float, help="the token fit's strength given (distill --lam: no grid; a rerun's setting)")
+    p.add_argument("--target-whitening", type=float, help="distill --target-whitening (a variant of the targets)")
     p.add_argument("--extra", choices=("cran",), help="text added after the sample: Cranfield's sentences (its target)")
     p.add_argument("--engine", choices=("dask",), help="distill --engine: the pass on a local Dask cluster (same sums)")
     p.add_argument("--model", help="a folder of the default model's weights, where its package is not installed")
@@ -396,17 +415,11 @@ def main() -> None:
     p.add_argument("--render", action="store_true", help="write docs/RESULTS.md's section from the saved results")
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args()
-    if args.peer and (args.spans, args.dims, args.words, args.extra, args.teacher_onnx, args.engine) != (
-        "none",
-        256,
-        0,
-        None,
-        None,
-        None,
-    ):
+    given = (args.spans, args.dims, args.words, args.extra, args.teacher_onnx, args.engine, args.target_whitening)
+    if args.peer and given != ("none", 256, 0, None, None, None, None):
         p.error(
             "--peer trains tokenlearn on the sample's lines at 256 d from the fp32 teacher's cached vectors: it takes "
-            "none of --spans, --dims, --words, --extra, --teacher-onnx, --engine"
+            "none of --spans, --dims, --words, --extra, --teacher-onnx, --engine, --target-whitening"
         )
     data = load_json(args.results) if args.render else run(args)
     if not args.no_write and Path(args.results).absolute() == OUT:  # another machine's results file: not the docs'

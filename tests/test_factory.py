@@ -117,10 +117,12 @@ def test_a_rerun_with_other_dims_reads_the_table_and_the_teacher_vectors(tiny_st
         return json.loads((Path(out) / "isotropy.json").read_text())["distill"]
 
     assert distill(tmp_path / "a", "--dims", 16)["table_cache"] == "distilled" and made == [None]
-    for args in (["--dims", 8], ["--dims", 8, "--lam", 2.5]):
+    for args in (["--dims", 8], ["--dims", 8, "--lam", 2.5], ["--dims", 8, "--target-whitening", 0]):
         info = distill(tmp_path / "b", *args)
         assert info["table_cache"] == "cached" and made == [None], args
         assert info["corpus_fit"]["teacher_cache"] == SUMS_NOTE  # the pass's sums: the corpus is not read again
+        softened = "soft-whitened (power 0.5," in info["corpus_fit"]["teacher_projection"]  # the default
+        assert softened == ("--target-whitening" not in args), info["corpus_fit"]["teacher_projection"]
     assert str(cache) not in (tmp_path / "b" / "isotropy.json").read_text()  # no path of this machine recorded
     info = distill(tmp_path / "c", "--dims", 8, "--fit", "map")  # model2vec's PCA to 8: another entry
     assert info["table_cache"] == "distilled" and made == [None, 8]

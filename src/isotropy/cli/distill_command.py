@@ -30,6 +30,17 @@ StrengthBy = Annotated[
     ),
 ]
 
+TargetWhitening = Annotated[
+    float | None,
+    typer.Option(
+        "--target-whitening",
+        metavar="POWER",
+        help="With --corpus: soft-whiten the teacher's vectors before the fit, power in [0, 1] (0 off, 1 full "
+        "whitening; the targets' eigenvalue spread shrunk to its 1 - POWER power, their total variance kept), so the "
+        "fit spreads the table over more of the teacher's directions. A rerun with another power encodes nothing.",
+    ),
+]
+
 TeacherCache = Annotated[
     str | None,  # not Path: typer would turn an empty value into "." (the working folder)
     typer.Option(
@@ -39,7 +50,7 @@ TeacherCache = Annotated[
         "other --dims, --lam, --fit, --alpha or --strength-by encodes nothing again (other --spans: only the spans) and a "
         "killed run resumes where it stopped; it also keeps model2vec's distilled table of the teacher (tables/), so such a "
         "rerun skips the vocabulary pass too, and the corpus pass's sums (sums/), so a rerun with other --dims, --lam, "
-        "--alpha or --strength-by reads no chunk either. Default: $ISOTROPY_CACHE/teacher (~/.cache/isotropy/teacher).",
+        "--alpha, --strength-by or --target-whitening reads no chunk either. Default: $ISOTROPY_CACHE/teacher (~/.cache/isotropy/teacher).",
     ),
 ]
 TeacherOnnx = Annotated[
@@ -113,6 +124,7 @@ def register_distill_command(app: typer.Typer) -> None:
         ] = None,
         spans: Spans = None,
         strength_by: StrengthBy = None,
+        target_whitening: TargetWhitening = None,
         lam: Annotated[
             float | None,
             typer.Option(
@@ -149,6 +161,7 @@ def register_distill_command(app: typer.Typer) -> None:
                 lam=lam,
                 spans=spans,
                 strength_by=strength_by,
+                target_whitening=target_whitening,
                 engine=engine,
                 address=address,
                 teacher_cache=_teacher_cache(teacher_cache, no_teacher_cache),

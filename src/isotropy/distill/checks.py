@@ -10,9 +10,18 @@ import numpy as np
 
 from ..errors import IsotropyError
 from .corpus_fit import FITS
+from .targets import check_target_whitening
 from .teacher import check_teacher, teacher_width
 
-__all__ = ["check_dims", "check_alpha", "check_fit", "check_cluster", "check_before_work", "check_fit_options"]
+__all__ = [
+    "check_dims",
+    "check_alpha",
+    "check_fit",
+    "check_cluster",
+    "check_before_work",
+    "check_fit_options",
+    "check_corpus_options",
+]
 
 
 def check_dims(dims: int | None) -> int | None:
@@ -95,3 +104,13 @@ def check_fit_options(spans: Any, strength_by: Any, fit: str | None, lam: Any) -
     if criterion not in CRITERIA:
         raise IsotropyError(f"--strength-by must be one of {', '.join(sorted(CRITERIA))}, got {strength_by!r}")
     return (kinds if fit == "tokens" else ()), criterion
+
+
+def check_corpus_options(corpus: Any, teacher_cache: Any, teacher_onnx: Any, target_whitening: Any) -> float:
+    """The options that only a run with ``corpus`` takes, refused without one; returns the target whitening's power
+    (:func:`~.targets.check_target_whitening`)."""
+    if isinstance(teacher_cache, str | os.PathLike) and corpus is None:
+        raise IsotropyError("--teacher-cache keeps the teacher's vectors of --corpus: give --corpus, or leave it out")
+    if teacher_onnx is not None and corpus is None:
+        raise IsotropyError("--teacher-onnx encodes --corpus for the token fit: give --corpus, or leave it out")
+    return check_target_whitening(target_whitening, corpus)

@@ -55,8 +55,9 @@ from ..storage.artifacts import check_output, header
 from ..transforms.gram_blocks import release_freed_memory
 from ..transforms.token_whitening import fold_into_table
 from .card import card_section as _card_section  # its old place and name
-from .checks import check_before_work, check_cluster, check_dims, check_fit_options
+from .checks import check_before_work, check_cluster, check_corpus_options, check_dims, check_fit_options
 from .sums_cache import SUMS_FOLDER, SumsCache, cached_sums, sums_key
+from .targets import check_target_whitening
 from .teacher import Lent, corpus_teacher, model_fingerprint, teacher_spec, teacher_width
 from .teacher_vectors import teacher_cache as cache_for
 from .teacher_vectors import teacher_key
@@ -196,6 +197,7 @@ def fit_on_corpus(
     spans: Any = False,
     criterion: str = "cosine",
     centre: bool = False,
+    target_whitening: float | None = None,
     engine: str | None = None,
     address: Any = None,
     cache: Any = None,
@@ -204,15 +206,18 @@ def fit_on_corpus(
     """The corpus pass and the map or token fit, written into ``static`` (a model2vec ``StaticModel``);
     ``teacher``: what ``encode(sentences)`` gives the teacher's vectors (with ``engine``, an ``EncoderSpec``), or a
     :class:`~.teacher.Lent` one, dropped after the corpus pass (freed before the solve when no one else holds it);
-    ``spans``, ``criterion``, ``engine``, ``address``: :mod:`.corpus_fit`; ``centre``: module docs; ``cache``: the teacher cache
+    ``spans``, ``criterion``, ``engine``, ``address``: :mod:`.corpus_fit`; ``centre``: module docs;
+    ``target_whitening``: the targets' soft whitening (:mod:`.targets`; None: its default); ``cache``: the teacher cache
     (:mod:`.teacher_vectors`), or None; ``vectors_key``: what keys the teacher's vectors
     (:func:`~.teacher_vectors.teacher_key`), which also keys the pass's sums (:mod:`.sums_cache`; None: not kept).
     Returns what the card and marker record."""
-    from .corpus_fit import TARGET_POWER, cosine_agreement, principal_axes, solve_tokens, span_kinds
+    from .corpus_fit import TARGET_POWER, cosine_agreement, solve_tokens, span_kinds
+    from .targets import projection_note, target_projection
 
     if getattr(static, "weights", None) is not None or getattr(static, "token_mapping", None) is not None:
         raise IsotropyError("this static model uses vocabulary quantization (per-token weights): a fit does not fold into it")
     source = corpus if isinstance(corpus, Corpus) else Corpus(corpus)
+    target_whitening = check_target_whitening(target_whitening, source)
     kinds = span_kinds(spans) if fit == "tokens" else ()
     sums = SumsCache(Path(cache.directory) / SUMS_FOLDER) if cache is not None and cache.enabled else None
     rekey = functools.partial(sums_key, vectors_key, static, source, kinds, fit == "tokens")  # also after the pass
@@ -224,13 +229,13 @@ def fit_on_corpus(
     width = A.shape[1]
     info: dict[str, Any] = {"corpus": source.describe(), "sentences": cf.sentences, "fit": fit, "alpha": alpha}
     info["teacher_cache"] = _cache_note(cf, cache, how)
-    P = np.eye(width)
-    if pca is not None and pca < width:
-        P = principal_axes(cf.teacher_map, pca)
+    P = target_projection(cf.teacher_map, pca, target_whitening)
+    if P is not None:
         A, b = A @ P, b @ P
-        info["teacher_projection"] = f"the teacher's {width}-d vectors on their {pca} principal axes (on this corpus)"
+        info["teacher_projection"] = projection_note(width, P.shape[1], target_whitening)
         if cf.fit is not None:
             cf.fit, cf.held = cf.fit.project(P), cf.held.project(P)
+    P = np.eye(width) if P is None else P
     mean = cf.teacher_map.moments_.mean[cf.teacher_map.n_features_in_ :]
     table = np.asarray(static.embedding, dtype=np.float64) @ A + b
     if fit == "tokens":
@@ -296,6 +301,7 @@ def distill(
     lam: float | None = None,
     spans: Any = None,
     strength_by: str | None = None,
+    target_whitening: float | None = None,
     engine: str | None = None,
     address: Any = None,
     teacher_cache: Any = True,
@@ -312,19 +318,17 @@ def distill(
     rerun with other settings encodes nothing again and a killed run resumes (:mod:`.teacher_vectors`): True
     (default: ``$ISOTROPY_CACHE/teacher``), a folder, or False (off). ``teacher_onnx``: an ``isotropy export onnx``
     folder of ``model`` that encodes the corpus instead of the model itself (:mod:`.teacher`). ``words``: whole-word
-    rows for that many of a corpus file's frequent words (:mod:`.word_rows`; 0: none). Returns the folder."""
+    rows for that many of a corpus file's frequent words (:mod:`.word_rows`; 0: none). ``target_whitening``: the
+    power of the targets' soft whitening (:mod:`.targets`; None: its default). Returns the folder."""
     pca, alpha, fit = check_before_work(model, dims, corpus, alpha, fit, lam)
+    target_whitening = check_corpus_options(corpus, teacher_cache, teacher_onnx, target_whitening)
     spans, strength_by = check_fit_options(spans, strength_by, fit, lam)
     source = None if corpus is None else Corpus(corpus)  # one reader: standard input is read once (S1-011)
     n_words = check_words(words, corpus, source)
     check_cluster(engine, address, corpus)
-    if isinstance(teacher_cache, str | os.PathLike) and corpus is None:
-        raise IsotropyError("--teacher-cache keeps the teacher's vectors of --corpus: give --corpus, or leave it out")
     cache = cache_for(teacher_cache) if corpus is not None else None
     inputs = [] if source is None else source.inputs
     out = check_output(output, KIND, force=force, inputs=[*inputs, model] if model is not None else inputs)
-    if teacher_onnx is not None and corpus is None:
-        raise IsotropyError("--teacher-onnx encodes --corpus for the token fit: give --corpus, or leave it out")
     teacher = None
     if source is not None:
         _check_corpus(source)
@@ -356,6 +360,7 @@ def distill(
             engine=engine,
             address=address,
             criterion=str(strength_by),
+            target_whitening=target_whitening,
             cache=cache,
             vectors_key=key,
         )

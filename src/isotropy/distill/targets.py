@@ -1,0 +1,113 @@
+"""What the token fit aims at: the teacher's vectors on their principal axes, optionally soft-whitened first.
+
+Both are one linear map ``P`` of the targets, ``Y -> Y @ P``, read off the teacher block of the map's moments (the
+centred scatter of the teacher's corpus vectors, ``S``); the pass's sums are linear in the targets, so any ``P`` is
+applied to them after the pass (``TokenRegression.project``) and a rerun with another one encodes nothing again.
+
+``--dims k`` below the teacher's width: ``P`` is the top ``k`` eigenvectors of ``S`` (:func:`principal_axes`).
+
+``--target-whitening p`` (``p`` in [0, 1]; 0, the default, is off): before the axes are taken, the targets are
+soft-whitened, ``M = U Λ^(-p/2) U^T`` (``U Λ U^T = S``; zca: the teacher's own axes kept), so their eigenvalue spread
+is shrunk to its ``1 - p`` power (``soft-p`` of :mod:`isotropy.transforms`, applied to the targets rather than to
+the model's vectors). ``M`` is scaled so that the targets' total variance is unchanged, which keeps the strength grid
+on its scale. Why it can help: the least squares spends the table's rows on the targets' directions in proportion
+to their variance, and a few directions of the teacher's vectors carry most of it; softened, the fit spreads over the
+rest. The student then matches a softened teacher, whose own 7-task average is a little lower (78.87 raw; 78.67 at
+0.25, 78.16 at 0.5: RESULTS ``sts-default-model``).
+
+The default, 0.5, was read off the STS-B train split (Spearman x 100; never a reported test figure), from the pass's
+sums of the factory curve's wiki samples (the int8 teacher, spans none; RESULTS ``factory-curve``): 12,499 lines +
+Cranfield's sentences 74.89 / 75.90 / 75.66 at 0 / 0.5 / 1; 99,999 lines 76.43 / 76.71 / 76.85 / 76.07 at
+0 / 0.25 / 0.5 / 1; 999,998 lines 77.06 / 77.31 / 77.39 at 0 / 0.25 / 0.5. What it did to the reported figures (the
+7-task average about level, Cranfield's nDCG@10 up by about a point): RESULTS ``factory-curve``.
+
+Directions whose eigenvalue LAPACK cannot resolve (at most ``EIG_RTOL`` x the largest, as :mod:`isotropy.transforms.whitening`
+decides) get the factor of the weakest resolved one, so a corpus with fewer lines than the teacher has dimensions
+never blows rounding noise (or the mean's share of such a direction) up.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import IsotropyError
+from ..transforms.teacher_map import TeacherMap
+from ..transforms.whitening import EIG_RTOL
+
+DEFAULT_TARGET_WHITENING = 0.5  # chosen on the STS-B train split (module docs)
+
+__all__ = [
+    "DEFAULT_TARGET_WHITENING",
+    "principal_axes",
+    "target_projection",
+    "check_target_whitening",
+    "projection_note",
+    "softening",
+]
+
+
+def check_target_whitening(power: object, corpus: object) -> float:
+    """``--target-whitening``'s power as a float in [0, 1] (None: ``DEFAULT_TARGET_WHITENING``), or one clear error;
+    ``corpus``: the distill's (None: no fit, so no targets)."""
+    if power is None:
+        return DEFAULT_TARGET_WHITENING
+    if corpus is None:
+        raise IsotropyError("--target-whitening softens the teacher's vectors of --corpus: give --corpus, or leave it out")
+    try:
+        if isinstance(power, bool):
+            raise TypeError
+        p = float(power)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise IsotropyError(f"--target-whitening must be a number in [0, 1], got {power!r}") from None
+    if not 0.0 <= p <= 1.0:  # NaN fails this too
+        raise IsotropyError(f"--target-whitening must be in [0, 1] (0 off, 1 full whitening), got {power!r}")
+    return p
+
+
+def _scatter(tm: TeacherMap) -> np.ndarray:
+    d = tm.n_features_in_
+    S = tm.moments_.scatter[d:, d:]
+    return (S + S.T) / 2
+
+
+def _top(S: np.ndarray, k: int) -> np.ndarray:
+    w, U = np.linalg.eigh(S)
+    U = U[:, np.argsort(w)[::-1][:k]]
+    U *= np.where(U[np.abs(U).argmax(axis=0), np.arange(U.shape[1])] < 0, -1.0, 1.0)  # a fixed sign per axis
+    return U
+
+
+def principal_axes(tm: TeacherMap, k: int) -> np.ndarray:
+    """``(d_teacher, k)``: the top ``k`` eigenvectors of the centred scatter of the teacher's corpus vectors."""
+    return _top(_scatter(tm), k)
+
+
+def softening(S: np.ndarray, power: float) -> np.ndarray:
+    """``M`` (``d x d``, symmetric): soft whitening of power ``power`` for vectors of scatter ``S`` (module docs),
+    scaled so that ``trace(M S M) == trace(S)``."""
+    w, U = np.linalg.eigh(S)
+    resolved = w > EIG_RTOL * max(float(w.max()), 0.0)
+    if not resolved.any():
+        raise IsotropyError("the teacher's vectors of the corpus do not vary: --target-whitening has nothing to whiten")
+    w = np.maximum(w, w[resolved].min())
+    M = (U * (w / w.mean()) ** (-power / 2)) @ U.T
+    return M * np.sqrt(np.trace(S) / np.trace(M @ S @ M))
+
+
+def target_projection(tm: TeacherMap, dims: int | None, power: float = 0.0) -> np.ndarray | None:
+    """``P`` (``d_teacher x k``) for ``dims`` (None: the teacher's width) and a target whitening of ``power``; None
+    when it is the identity (the full width, no whitening)."""
+    S = _scatter(tm)
+    width = S.shape[0]
+    narrow = dims is not None and dims < width
+    if power == 0:
+        return _top(S, dims) if narrow else None
+    M = softening(S, power)
+    return M @ _top(M @ S @ M, dims) if narrow else M
+
+
+def projection_note(width: int, k: int, power: float) -> str:
+    """What the card records of ``P``."""
+    parts = [f"soft-whitened (power {power:g}, total variance kept)"] if power else []
+    parts += [f"on their {k} principal axes"] if k < width else []
+    return f"the teacher's {width}-d vectors {' and '.join(parts)} (on this corpus)"
