@@ -205,7 +205,9 @@ def _halt(cluster: Any, timeout: float = 10.0) -> None:
     runner = getattr(cluster, "_loop_runner", None)
     if runner is not None:
         runner.stop(timeout=timeout)
-    for nanny in list(getattr(cluster, "workers", {}).values()):
+    # a nanny still starting is in the cluster's _created, not yet in its workers (SpecCluster adds it once started)
+    started = list(getattr(cluster, "workers", {}).values())
+    for nanny in {id(n): n for n in [*started, *list(getattr(cluster, "_created", ()))]}.values():
         process = getattr(getattr(nanny, "process", None), "process", None)  # Nanny -> WorkerProcess -> AsyncProcess
         queue, thread = getattr(process, "_watch_q", None), getattr(process, "_watch_message_thread", None)
         if queue is None or thread is None:
