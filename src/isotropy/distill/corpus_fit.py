@@ -34,7 +34,8 @@ scaled targets.
 Output width: ``--dims`` is the width of the model written. When it is below the teacher's, the teacher's
 vectors are projected on their ``dims`` principal axes (centred scatter of the corpus's teacher vectors, read
 off the map's moments; the vectors are not centred by the projection): the map then goes to that space, and the
-token sums are projected with it (they are linear in the targets, so the teacher is encoded once).
+token sums are projected with it (they are linear in the targets, so the teacher is encoded once). Before the axes
+are taken the targets are soft-whitened (``--target-whitening``, default 0.5): :mod:`.targets`.
 
 ``--fit tokens`` then solves the token regression with the mapped table as the prior, for each strength in
 ``LAMBDAS`` on the fitting sentences (in increasing order, from one sparse system built once, each warm-started at
@@ -74,7 +75,7 @@ from ..transforms.teacher_map import TeacherMap
 from ..transforms.token_regression import TokenRegression, pooling_matrix
 from .teacher_vectors import TeacherVectors
 
-__all__ = ["CorpusFit", "fit_corpus", "static_ids", "principal_axes", "halves", "word_drop", "run_cut", "span_kinds"]
+__all__ = ["CorpusFit", "fit_corpus", "static_ids", "halves", "word_drop", "run_cut", "span_kinds"]
 __all__ += ["span_texts", "SPAN_KINDS", "DEFAULT_SPANS", "LAMBDAS", "LOWER_LAMBDAS", "LOWER_FROM", "HELD_OUT", "FITS"]
 
 CHUNK = 2048  # sentences per streamed step
@@ -400,17 +401,6 @@ def _add_tokens(out: CorpusFit, V: int, flat, lengths, Y, held, ids_extra, Y_ext
         out.sample["flat"].append(f)
         out.sample["lengths"].append(n)
         out.sample["Y"].append(Y[rows])
-
-
-def principal_axes(tm: TeacherMap, k: int) -> np.ndarray:
-    """``(d_teacher, k)``: the top ``k`` eigenvectors of the centred scatter of the teacher's corpus vectors."""
-    d = tm.n_features_in_
-    S = tm.moments_.scatter[d:, d:]
-    w, U = np.linalg.eigh((S + S.T) / 2)
-    order = np.argsort(w)[::-1][:k]
-    U = U[:, order]
-    U *= np.where(U[np.abs(U).argmax(axis=0), np.arange(k)] < 0, -1.0, 1.0)  # a fixed sign per axis
-    return U
 
 
 def cosine_agreement(A: Any, Y: np.ndarray, mean: np.ndarray, shift: np.ndarray):
