@@ -83,6 +83,8 @@ def test_a_power_outside_zero_to_one_is_refused(bad):
         check_target_whitening(bad, "corpus.txt")
     assert check_target_whitening(None, None) == check_target_whitening(None, "corpus.txt")
     assert check_target_whitening(0.5, "corpus.txt") == 0.5
+    assert check_target_whitening(None, "corpus.txt", "map") == 0.0  # the default was measured on the token fit alone
+    assert check_target_whitening(0.5, "corpus.txt", "map") == 0.5
 
 
 def test_the_command_refuses_a_bad_power_before_any_model_loads(tmp_path):

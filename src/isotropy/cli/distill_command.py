@@ -37,7 +37,8 @@ TargetWhitening = Annotated[
         metavar="POWER",
         help="With --corpus: soft-whiten the teacher's vectors before the fit, power in [0, 1] (0 off, 1 full "
         "whitening; the targets' eigenvalue spread shrunk to its 1 - POWER power, their total variance kept), so the "
-        "fit spreads the table over more of the teacher's directions. A rerun with another power encodes nothing.",
+        "fit spreads the table over more of the teacher's directions. Default: 0.5 with --fit tokens (chosen on the STS-B "
+        "train split; docs/RESULTS.md factory-curve), 0 with --fit map. A rerun with another power encodes nothing.",
     ),
 ]
 

@@ -106,11 +106,11 @@ def check_fit_options(spans: Any, strength_by: Any, fit: str | None, lam: Any) -
     return (kinds if fit == "tokens" else ()), criterion
 
 
-def check_corpus_options(corpus: Any, teacher_cache: Any, teacher_onnx: Any, target_whitening: Any) -> float:
+def check_corpus_options(corpus: Any, teacher_cache: Any, teacher_onnx: Any, target_whitening: Any, fit: Any) -> float:
     """The options that only a run with ``corpus`` takes, refused without one; returns the target whitening's power
     (:func:`~.targets.check_target_whitening`)."""
     if isinstance(teacher_cache, str | os.PathLike) and corpus is None:
         raise IsotropyError("--teacher-cache keeps the teacher's vectors of --corpus: give --corpus, or leave it out")
     if teacher_onnx is not None and corpus is None:
         raise IsotropyError("--teacher-onnx encodes --corpus for the token fit: give --corpus, or leave it out")
-    return check_target_whitening(target_whitening, corpus)
+    return check_target_whitening(target_whitening, corpus, fit)

@@ -217,7 +217,7 @@ def fit_on_corpus(
     if getattr(static, "weights", None) is not None or getattr(static, "token_mapping", None) is not None:
         raise IsotropyError("this static model uses vocabulary quantization (per-token weights): a fit does not fold into it")
     source = corpus if isinstance(corpus, Corpus) else Corpus(corpus)
-    target_whitening = check_target_whitening(target_whitening, source)
+    target_whitening = check_target_whitening(target_whitening, source, fit)
     kinds = span_kinds(spans) if fit == "tokens" else ()
     sums = SumsCache(Path(cache.directory) / SUMS_FOLDER) if cache is not None and cache.enabled else None
     rekey = functools.partial(sums_key, vectors_key, static, source, kinds, fit == "tokens")  # also after the pass
@@ -321,7 +321,7 @@ def distill(
     rows for that many of a corpus file's frequent words (:mod:`.word_rows`; 0: none). ``target_whitening``: the
     power of the targets' soft whitening (:mod:`.targets`; None: its default). Returns the folder."""
     pca, alpha, fit = check_before_work(model, dims, corpus, alpha, fit, lam)
-    target_whitening = check_corpus_options(corpus, teacher_cache, teacher_onnx, target_whitening)
+    target_whitening = check_corpus_options(corpus, teacher_cache, teacher_onnx, target_whitening, fit)
     spans, strength_by = check_fit_options(spans, strength_by, fit, lam)
     source = None if corpus is None else Corpus(corpus)  # one reader: standard input is read once (S1-011)
     n_words = check_words(words, corpus, source)
