@@ -122,13 +122,14 @@ def distill(
     spans: str,
     onnx: str | None = None,
     dims: int = 256,
-    model: str | None = None,
     label: str | None = None,
     words: int = 0,
     extra: str | None = None,
     engine: str | None = None,
     lam: float | None = None,
     tw: float | None = None,
+    *,
+    model: str | None = None,
 ) -> dict:
     """One ``isotropy distill --corpus`` run of the every-``step``-th-line sample in a fresh process, timed (wall and
     the child's CPU seconds, which load does not inflate); ``onnx``: an ``isotropy export onnx`` folder of the default
@@ -339,32 +340,10 @@ def run(args) -> dict:
             got = peer(step, work, cache, args.peer)
             name = f"every-{step}-tokenlearn" + ("" if args.peer == "model2vec" else "-from-distill")
         else:
-            got = distill(
-                step,
-                work,
-                cache,
-                args.spans,
-                args.teacher_onnx,
-                args.dims,
-                args.model,
-                args.label,
-                args.words,
-                args.extra,
-                args.engine,
-                args.lam,
-                args.target_whitening,
-            )
-            name = f"every-{step}-" + variant(
-                args.spans,
-                args.teacher_onnx,
-                args.dims,
-                args.label,
-                args.words,
-                args.extra,
-                args.engine,
-                args.lam,
-                args.target_whitening,
-            )
+            setting = (args.spans, args.teacher_onnx, args.dims, args.label, args.words, args.extra, args.engine)
+            setting += (args.lam, args.target_whitening)  # in variant()'s order, which distill() shares
+            got = distill(step, work, cache, *setting, model=args.model)
+            name = f"every-{step}-" + variant(*setting)
         row = data["rows"].get(name, {})
         row.setdefault("runs", []).append(got)
         row.update(
