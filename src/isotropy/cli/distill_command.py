@@ -51,7 +51,8 @@ TeacherCache = Annotated[
         "other --dims, --lam, --fit, --alpha or --strength-by encodes nothing again (other --spans: only the spans) and a "
         "killed run resumes where it stopped; it also keeps model2vec's distilled table of the teacher (tables/), so such a "
         "rerun skips the vocabulary pass too, and the corpus pass's sums (sums/), so a rerun with other --dims, --lam, "
-        "--alpha, --strength-by or --target-whitening reads no chunk either. Default: $ISOTROPY_CACHE/teacher (~/.cache/isotropy/teacher).",
+        "--alpha, --strength-by or --target-whitening reads no chunk either. "
+        "Default: $ISOTROPY_CACHE/teacher (~/.cache/isotropy/teacher).",
     ),
 ]
 TeacherOnnx = Annotated[

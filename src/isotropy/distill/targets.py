@@ -6,24 +6,25 @@ applied to them after the pass (``TokenRegression.project``) and a rerun with an
 
 ``--dims k`` below the teacher's width: ``P`` is the top ``k`` eigenvectors of ``S`` (:func:`principal_axes`).
 
-``--target-whitening p`` (``p`` in [0, 1]; 0 is off; default 0.5 for the token fit, 0 for ``--fit map``, where it
-was not measured): before the axes are taken, the targets are soft-whitened, ``M = U Λ^(-p/2) U^T`` (``U Λ U^T =
-S``; zca: the teacher's own axes kept), so their eigenvalue spread is shrunk to its ``1 - p`` power (``soft-p`` of :mod:`isotropy.transforms`, applied to the targets rather than to
-the model's vectors). ``M`` is scaled so that the targets' total variance is unchanged, which keeps the strength grid
-on its scale. Why it can help: the least squares spends the table's rows on the targets' directions in proportion
-to their variance, and a few directions of the teacher's vectors carry most of it; softened, the fit spreads over the
-rest. The student then matches a softened teacher, whose own 7-task average is a little lower (78.87 raw; 78.67 at
-0.25, 78.16 at 0.5: RESULTS ``sts-default-model``).
+``--target-whitening p`` (``p`` in [0, 1]; 0 is off; default 0.5 for the token fit, 0 for ``--fit map``, where it was
+not measured): before the axes are taken, the targets are soft-whitened, ``M = U Λ^(-p/2) U^T`` (``U Λ U^T = S``;
+zca: the teacher's own axes kept), so their eigenvalue spread is shrunk to its ``1 - p`` power (``soft-p`` of
+:mod:`isotropy.transforms`, applied to the targets rather than to the model's vectors). ``M`` is scaled so that the
+targets' total variance is unchanged, which keeps the strength grid on its scale. Why it can help: the least squares
+spends the table's rows on the targets' directions in proportion to their variance, and a few directions of the
+teacher's vectors carry most of it; softened, the fit spreads over the rest. The student then matches a softened
+teacher, whose own 7-task average is a little lower (78.87 raw; 78.67 at 0.25, 78.16 at 0.5: RESULTS
+``sts-default-model``).
 
 The default, 0.5, was read off the STS-B train split (Spearman x 100; never a reported test figure), from the pass's
 sums of the factory curve's wiki samples (the int8 teacher, spans none; RESULTS ``factory-curve``): 12,499 lines +
-Cranfield's sentences 74.89 / 75.90 / 75.66 at 0 / 0.5 / 1; 99,999 lines 76.43 / 76.71 / 76.85 / 75.42 at
-0 / 0.25 / 0.5 / 1; 999,998 lines 77.06 / 77.31 / 77.39 at 0 / 0.25 / 0.5. What it did to the reported figures (the
-7-task average about level, Cranfield's nDCG@10 up by about a point): RESULTS ``factory-curve``.
+Cranfield's sentences 74.89 / 75.90 / 75.66 at 0 / 0.5 / 1; 99,999 lines 76.43 / 76.71 / 76.85 / 75.42 at 0 / 0.25 /
+0.5 / 1; 999,998 lines 77.06 / 77.31 / 77.39 at 0 / 0.25 / 0.5. What it did to the reported figures (the 7-task
+average about level, Cranfield's nDCG@10 up by about a point): RESULTS ``factory-curve``.
 
-Directions whose eigenvalue LAPACK cannot resolve (at most ``EIG_RTOL`` x the largest, as :mod:`isotropy.transforms.whitening`
-decides) get the factor of the weakest resolved one, so a corpus with fewer lines than the teacher has dimensions
-never blows rounding noise (or the mean's share of such a direction) up.
+Directions whose eigenvalue LAPACK cannot resolve (at most ``EIG_RTOL`` x the largest, as
+:mod:`isotropy.transforms.whitening` decides) get the factor of the weakest resolved one, so a corpus with fewer
+lines than the teacher has dimensions never blows rounding noise (or the mean's share of such a direction) up.
 """
 
 from __future__ import annotations
