@@ -123,6 +123,7 @@ def test_a_rerun_with_other_dims_reads_the_table_and_the_teacher_vectors(tiny_st
         assert info["corpus_fit"]["teacher_cache"] == SUMS_NOTE  # the pass's sums: the corpus is not read again
         softened = "soft-whitened (power 0.5," in info["corpus_fit"]["teacher_projection"]  # the default
         assert softened == ("--target-whitening" not in args), info["corpus_fit"]["teacher_projection"]
+        assert info["corpus_fit"]["target_whitening"] == (0.5 if softened else 0.0)
     assert str(cache) not in (tmp_path / "b" / "isotropy.json").read_text()  # no path of this machine recorded
     info = distill(tmp_path / "c", "--dims", 8, "--fit", "map")  # model2vec's PCA to 8: another entry
     assert info["table_cache"] == "distilled" and made == [None, 8]

@@ -228,6 +228,7 @@ def fit_on_corpus(
     A, b = cf.teacher_map.affine_()
     width = A.shape[1]
     info: dict[str, Any] = {"corpus": source.describe(), "sentences": cf.sentences, "fit": fit, "alpha": alpha}
+    info["target_whitening"] = target_whitening  # the power (0: none; targets.py)
     info["teacher_cache"] = _cache_note(cf, cache, how)
     P = target_projection(cf.teacher_map, pca, target_whitening)
     if P is not None:
