@@ -65,6 +65,17 @@ def test_softened_targets_on_their_axes_are_uncorrelated_and_ordered(power):
     np.testing.assert_allclose(np.diag(T), top, rtol=1e-8)
 
 
+@pytest.mark.parametrize("power", [0.0, 0.5, 1.0])
+def test_the_axes_kept_are_the_teachers_own_at_any_power(power):
+    """Softening shares the scatter's eigenvectors, so the ``k`` axes kept span the teacher's top-``k`` principal
+    subspace at every power; at power 1, where the softened variances are all equal, too."""
+    tm = _map(3)
+    P = target_projection(tm, 3, power)
+    Q, _ = np.linalg.qr(P)  # an orthonormal basis of P's columns
+    top = principal_axes(tm, 3)
+    np.testing.assert_allclose(Q @ Q.T, top @ top.T, atol=1e-9)
+
+
 def test_a_rank_deficient_scatter_blows_nothing_up():
     """Fewer lines than dimensions: the unresolved directions get the weakest resolved direction's factor."""
     rng = np.random.default_rng(2)

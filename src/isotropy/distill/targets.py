@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._math import sorted_eigh
 from ..errors import IsotropyError
 from ..transforms.teacher_map import TeacherMap
 from ..transforms.whitening import EIG_RTOL
@@ -71,40 +72,41 @@ def _scatter(tm: TeacherMap) -> np.ndarray:
     return (S + S.T) / 2
 
 
-def _top(S: np.ndarray, k: int) -> np.ndarray:
-    w, U = np.linalg.eigh(S)
-    U = U[:, np.argsort(w)[::-1][:k]]
-    U *= np.where(U[np.abs(U).argmax(axis=0), np.arange(U.shape[1])] < 0, -1.0, 1.0)  # a fixed sign per axis
-    return U
-
-
 def principal_axes(tm: TeacherMap, k: int) -> np.ndarray:
     """``(d_teacher, k)``: the top ``k`` eigenvectors of the centred scatter of the teacher's corpus vectors."""
-    return _top(_scatter(tm), k)
+    return sorted_eigh(_scatter(tm))[1][:, :k]
+
+
+def _softened(S: np.ndarray, power: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(U, f)``: ``S``'s eigenvectors by descending eigenvalue and each one's factor in the soft whitening of power
+    ``power`` (module docs), so that ``M = U diag(f) U^T``, scaled so that ``trace(M S M) == trace(S)``."""
+    w, U = sorted_eigh(S)
+    resolved = w > EIG_RTOL * max(float(w[0]), 0.0)
+    if not resolved.any():
+        raise IsotropyError("the teacher's vectors of the corpus do not vary: --target-whitening has nothing to whiten")
+    floored = np.maximum(w, w[resolved].min())
+    f = (floored / floored.mean()) ** (-power / 2)
+    return U, f * np.sqrt(w.sum() / (f * f * w).sum())  # trace(M S M) = sum f^2 w
 
 
 def softening(S: np.ndarray, power: float) -> np.ndarray:
     """``M`` (``d x d``, symmetric): soft whitening of power ``power`` for vectors of scatter ``S`` (module docs),
     scaled so that ``trace(M S M) == trace(S)``."""
-    w, U = np.linalg.eigh(S)
-    resolved = w > EIG_RTOL * max(float(w.max()), 0.0)
-    if not resolved.any():
-        raise IsotropyError("the teacher's vectors of the corpus do not vary: --target-whitening has nothing to whiten")
-    w = np.maximum(w, w[resolved].min())
-    M = (U * (w / w.mean()) ** (-power / 2)) @ U.T
-    return M * np.sqrt(np.trace(S) / np.trace(M @ S @ M))
+    U, f = _softened(S, power)
+    return (U * f) @ U.T
 
 
 def target_projection(tm: TeacherMap, dims: int | None, power: float = 0.0) -> np.ndarray | None:
     """``P`` (``d_teacher x k``) for ``dims`` (None: the teacher's width) and a target whitening of ``power``; None
-    when it is the identity (the full width, no whitening)."""
+    when it is the identity (the full width, no whitening). The axes kept are the teacher's ``dims`` of most variance:
+    ``M`` shares ``S``'s eigenvectors, so ``M @ axes`` is each axis scaled by its factor, and at power 1 (where the
+    softened targets' variances are all equal) the choice still follows the teacher's own."""
     S = _scatter(tm)
-    width = S.shape[0]
-    narrow = dims is not None and dims < width
+    narrow = dims is not None and dims < S.shape[0]
     if power == 0:
-        return _top(S, dims) if narrow else None
-    M = softening(S, power)
-    return M @ _top(M @ S @ M, dims) if narrow else M
+        return sorted_eigh(S)[1][:, :dims] if narrow else None
+    U, f = _softened(S, power)
+    return U[:, :dims] * f[:dims] if narrow else (U * f) @ U.T
 
 
 def projection_note(width: int, k: int, power: float) -> str:
