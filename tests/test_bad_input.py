@@ -1328,6 +1328,19 @@ DISTILL_CASES = [  # issue #31 W9/U26-U28 and issue #32: each refused before the
     Case("distill --lam 0", (*DISTILL, "--corpus", "{w}/corpus.txt", "--lam", "0"), ("--lam", "> 0")),
     Case("distill --lam with --fit map", (*DISTILL, "--corpus", "{w}/corpus.txt", "--fit", "map", "--lam", "1"), ("--lam",)),
     Case("distill on an empty corpus", (*DISTILL, "--corpus", "{w}/blank.txt"), ("{w}/blank.txt", "0 sentence")),
+    Case(
+        "distill --target-whitening 2",
+        (*DISTILL, "--corpus", "{w}/corpus.txt", "--target-whitening", "2"),
+        ("--target-whitening", "[0, 1]"),
+    ),
+    Case(
+        "distill --target-whitening nan",
+        (*DISTILL, "--corpus", "{w}/corpus.txt", "--target-whitening", "nan"),
+        ("--target-whitening",),
+    ),
+    Case(
+        "distill --target-whitening without --corpus", (*DISTILL, "--target-whitening", "0.5"), ("--target-whitening", "--corpus")
+    ),
     Case("distill --teacher-onnx without --corpus", (*DISTILL, "--teacher-onnx", "{w}"), ("--teacher-onnx", "--corpus")),
     Case(
         "distill --teacher-onnx not a folder",
